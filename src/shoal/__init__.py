@@ -1,0 +1,94 @@
+"""shoal: a work-stealing task coordinator for fleets of autonomous agents.
+
+Agents pull the best task they can do under a lease; idle agents steal queued work from
+busy ones; dead agents' work comes back; the fleet says when to add or retire agents.
+
+    >>> from shoal import Fleet
+    >>> fleet = Fleet.open("memory://")
+    >>> _ = fleet.register("ada", skills=["python"])
+    >>> task = fleet.post("write the parser", skills=["python"])
+    >>> claim = fleet.claim("ada")
+    >>> fleet.complete(claim.leases[0], {"ok": True}).task.state.value
+    'done'
+"""
+
+from shoal.clock import Clock, ManualClock, SystemClock
+from shoal.errors import (
+    BadInput,
+    Conflict,
+    DependencyCycle,
+    FleetFull,
+    InvalidPriority,
+    InvalidSetting,
+    InvalidStoreURL,
+    InvalidTransition,
+    LeaseLost,
+    SchemaMismatch,
+    ShoalError,
+    StoreError,
+    StoreNotFound,
+    StoreUnavailable,
+    UnknownAgent,
+    UnknownTask,
+)
+from shoal.fleet import Fleet
+from shoal.model import (
+    Agent,
+    AgentStatus,
+    Assessment,
+    BatchCompletion,
+    Claim,
+    Completion,
+    Event,
+    FleetStatus,
+    Lease,
+    Move,
+    ReapReport,
+    Registration,
+    Task,
+    TaskDetail,
+    TaskState,
+)
+from shoal.settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentStatus",
+    "Assessment",
+    "BadInput",
+    "BatchCompletion",
+    "Claim",
+    "Clock",
+    "Completion",
+    "Conflict",
+    "DependencyCycle",
+    "Event",
+    "Fleet",
+    "FleetFull",
+    "FleetStatus",
+    "InvalidPriority",
+    "InvalidSetting",
+    "InvalidStoreURL",
+    "InvalidTransition",
+    "Lease",
+    "LeaseLost",
+    "ManualClock",
+    "Move",
+    "ReapReport",
+    "Registration",
+    "SchemaMismatch",
+    "Settings",
+    "ShoalError",
+    "StoreError",
+    "StoreNotFound",
+    "StoreUnavailable",
+    "SystemClock",
+    "Task",
+    "TaskDetail",
+    "TaskState",
+    "UnknownAgent",
+    "UnknownTask",
+    "__version__",
+]

@@ -1,0 +1,1207 @@
+"""Fleet: the one API of shoal -- tasks, agents, leases, and the work-stealing claim.
+
+The problem
+-----------
+Several agents share a body of work. Each can do some of it (its skills) and is best at
+some of it (its domains). Work arrives in bursts, often routed to one agent, and takes
+wildly different times. We want three things at once: no agent idle while another has a
+backlog it could help with; no task handed to two agents; and no task lost when an agent
+dies holding it. And we want it with no central dispatcher in the loop: an agent asks for
+work when it has room, and the answer is decided there and then, atomically, in the store.
+
+Designs we did not take
+-----------------------
+* Push routing on a timer (a router hands out tasks every N minutes): agents sit idle
+  between rounds while others are buried, and a task pushed to a busy agent stays there.
+* One shared queue, first come first served: fair, but throws away affinity -- the agent
+  that spawned a task, or the one that knows its domain, gets no preference.
+* Per-agent queues with lock-free deques, as in a language runtime: our agents are
+  processes on several hosts and our "deque" must survive them, so the store is the deque
+  and one short transaction replaces the compare-and-swap.
+
+The claim cascade
+-----------------
+``claim(agent, n)`` runs one transaction that takes the first of these that yields work:
+
+0. Expire due leases. A lease past its expiry is lost even if no monitor has run; its task
+   is pending again (or dead) before anyone looks for work. (Invariant 6: correctness
+   never depends on the monitor.)
+1. At capacity? An agent holding ``max_concurrent`` leases gets nothing: reason ``busy``.
+2. Own queue, head. Tasks routed or assigned to the agent, or spawned by it, highest
+   priority first and newest first among equals. LIFO for the owner: an agent finishes what
+   it just spawned (depth-first), and a deferred continuation comes back to the front.
+3. Pool, best score. Tasks that belong to no one, ranked by priority, domain affinity and
+   age (see ``policy``), over the tasks whose skills the agent has. Two indexed look-ups
+   per skill set, whatever the size of the pool.
+4. Steal, tail. Only when 2 and 3 gave nothing: from the busiest compatible victim (queue
+   deeper than ``busy_threshold``; ties broken at random) take the lowest-priority, oldest
+   eligible tasks -- the ones the victim would reach last. The anti-thrashing rules bound
+   it: only priority numbers >= ``steal_min_priority``, never a task stolen before, never a
+   pinned one, skills and domain must fit (or the task is simple: priority >=
+   ``cross_domain_priority``, no skills), and at most ``max_steals_per_agent`` per thief and
+   ``max_steals_per_cycle`` fleet-wide per ``rebalance_interval``.
+5. Nothing: the agent is marked ``idle`` (reason ``empty``). A caller may wait for a change
+   in the fleet and ask again (``claim(..., wait=seconds)``).
+
+The orderings that must hold: a task leaves ``pending`` only inside one write transaction
+that also writes its lease and its event (so no task is handed out twice and every change
+is logged); the owner takes from the head and thieves from the tail (so an owner and a
+thief contend only when a queue is nearly empty); and stealing happens only when an agent
+has nothing of its own and the pool is dry (so when the load is balanced, stealing costs
+nothing).
+
+The hub's jobs -- ``rebalance`` (move queued tasks to agents idle for a while), ``reap``
+(expire leases, mark silent agents offline, end idle ephemeral agents, flag stalled tasks)
+and ``assess`` (recommend spawning or retiring agents) -- make recovery timely and the
+fleet's size right; none of them is needed for correctness.
+
+Invariants (checked by the contract suite on every store)
+---------------------------------------------------------
+I1 a task has at most one live lease; only its token may change it.
+I2 every task is in exactly one state; none is lost, none completes twice.
+I3 no agent holds more than max_concurrent leases; live non-managers <= max_agents.
+I4 a stolen task is never stolen again; a pinned task is never stolen.
+I5 every state change appends exactly one event, in the same transaction.
+I6 an expired lease is claimable at claim time, monitor or not.
+I7 bad input changes nothing and says what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from shoal import policy
+from shoal.clock import Clock, SystemClock
+from shoal.errors import (
+    BadInput,
+    DependencyCycle,
+    FleetFull,
+    InvalidTransition,
+    LeaseLost,
+    UnknownAgent,
+    UnknownTask,
+)
+from shoal.model import (
+    Agent,
+    AgentLoad,
+    AgentStatus,
+    Assessment,
+    BatchCompletion,
+    Claim,
+    Completion,
+    Event,
+    FleetStatus,
+    Lease,
+    Move,
+    ReapReport,
+    Registration,
+    Task,
+    TaskDetail,
+    TaskState,
+    as_task_ids,
+    check_agent_id,
+    check_json,
+    normalize_names,
+    parse_duration,
+    parse_priority,
+)
+from shoal.settings import Settings
+from shoal.stores import open_store
+from shoal.stores.base import NewTask, Store, StoreTx
+
+__all__ = ["Fleet"]
+
+_EXPIRE_PER_CLAIM = 100  # leases a claim expires before looking for work; reap takes all
+_MAX_BATCH = 1000
+
+
+class _DryRun(Exception):
+    """Raised inside a write transaction to roll back a dry run."""
+
+
+class Fleet:
+    """A fleet of agents and the tasks they share, on one store.
+
+    Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one
+    process, and any number of processes (or hosts, with PostgreSQL) may open the same
+    fleet at once. Every method is one transaction.
+    """
+
+    def __init__(self, store: Store, clock: Clock | None = None, rng: random.Random | None = None):
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        create: bool = True,
+    ) -> Fleet:
+        """Open the fleet at ``url`` (``memory://``, ``sqlite:///path``).
+
+        Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder that
+        has one. ``create=False`` refuses to create a fleet that does not exist yet (the CLI
+        uses it so a mistyped path is an error, not a new empty fleet).
+        """
+        return cls(open_store(url, create=create), clock=clock, rng=rng)
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Fleet({self.store.url!r})"
+
+    # ------------------------------------------------------------------ posting work
+
+    def post(
+        self,
+        title: str,
+        *,
+        body: str = "",
+        payload: Any = None,
+        priority: int | str = 5,
+        skills: Iterable[str] | str | None = None,
+        domain: str | None = None,
+        to: str | None = None,
+        after: Sequence[int] | None = None,
+        parent: int | None = None,
+        pinned: bool = False,
+        expected_duration: float | str | None = None,
+        lease_ttl: float | str | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+    ) -> Task:
+        """Add a task to the fleet and return it.
+
+        It goes to the pool, or to the queue of agent ``to``. With ``parent`` set to a task
+        an agent holds, it goes to the head of that agent's queue (the agent finishes what it
+        spawned). With ``after`` it stays ``blocked`` until every listed task is done.
+        ``pinned`` keeps it in ``to``'s queue: never stolen, never returned to the pool.
+        A repeated ``key`` returns the task first posted with it and adds nothing.
+        """
+        draft = _check_post(
+            title, body, payload, priority, skills, domain, to, after, parent, pinned,
+            expected_duration, lease_ttl, max_attempts, key,
+        )  # fmt: skip
+        with self.store.write() as tx:
+            if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
+                return existing
+            now = self.clock.now()
+            settings = tx.load_settings()
+            dest = draft.agent
+            if dest is not None:
+                agent = self._live_agent(tx, dest)
+                if not policy.can_do(agent.skills, draft.skills):
+                    lacking = sorted(set(draft.skills) - set(agent.skills))
+                    raise BadInput(
+                        f"agent {dest!r} lacks the skills this task requires: {', '.join(lacking)}",
+                        hint="route it to an agent with those skills, or post it to the pool",
+                    )
+            if draft.parent is not None:
+                parent_task = tx.get_task(draft.parent)
+                if parent_task is None:
+                    raise UnknownTask(
+                        f"parent task {draft.parent} does not exist",
+                        hint="give the id of a task in this fleet (see `shoal list`)",
+                    )
+                if dest is None and parent_task.state is TaskState.CLAIMED:
+                    dest = parent_task.agent  # work-first: the spawner's own queue, at the head
+            deps = tx.get_tasks(draft.after)
+            missing = [d for d in draft.after if d not in deps]
+            if missing:
+                raise UnknownTask(
+                    f"unknown dependencies: {', '.join(map(str, missing))}",
+                    hint="`after` must list ids of tasks already in this fleet",
+                )
+            waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
+            new = replace(
+                draft,
+                agent=dest,
+                state=TaskState.BLOCKED if waiting else TaskState.PENDING,
+                waiting_on=waiting,
+                created_at=now,
+                pool_key=policy.pool_key(draft.priority, now, settings.aging),
+                seq=tx.next_seq(),
+            )
+            task_id = tx.insert_task(new)
+            if draft.after:
+                tx.add_deps(task_id, draft.after)
+            data: dict[str, Any] = {"priority": new.priority, "state": new.state.value}
+            if dest is not None:
+                data["to"] = dest
+            if draft.after:
+                data["after"] = list(draft.after)
+            tx.append_event(now, "posted", task_id, dest, data)
+            task = tx.get_task(task_id)
+            assert task is not None
+            return task
+
+    # ------------------------------------------------------------------ reading tasks
+
+    def get(self, task_id: int) -> Task:
+        """The task with that id."""
+        with self.store.read() as tx:
+            return _need_task(tx, task_id)
+
+    def show(self, task_id: int, *, events: int = 50) -> TaskDetail:
+        """A task with its dependencies, dependents and latest events."""
+        with self.store.read() as tx:
+            task = _need_task(tx, task_id)
+            history = tx.events(0, task_id, None, 100_000)[-events:]
+            return TaskDetail(
+                task, tuple(tx.deps_of(task_id)), tuple(tx.dependents_of(task_id)), tuple(history)
+            )
+
+    def tasks(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        agent: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> list[Task]:
+        """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
+        wanted = _parse_state(state) if state is not None else None
+        with self.store.read() as tx:
+            return tx.list_tasks(wanted, agent, max(1, limit), before)
+
+    def ready(self, agent: str | None = None, *, limit: int = 20) -> list[Task]:
+        """Pending tasks in the order a claim would take them.
+
+        For an agent: its own queue head, then the pool tasks it can do by score (steals
+        are not previewed). Without one: the pool by score, then every agent's queue.
+        """
+        with self.store.read() as tx:
+            settings = tx.load_settings()
+            skillsets = tx.skillsets()
+            if agent is not None:
+                who = self._live_agent(tx, agent)
+                own = tx.queue_head(who.id, limit)
+                eligible = policy.eligible_skillsets(skillsets, who.skills)
+                pool: list[Task] = []
+                for domain in (None, *who.domains):
+                    pool += tx.pool_best(eligible, domain, limit)
+                return (own + policy.rank_pool(pool, who.domains, settings.aging, limit))[:limit]
+            out = tx.pool_best(sorted(skillsets), None, limit)
+            for owner, _ in tx.queue_depths():
+                if len(out) >= limit:
+                    break
+                out += tx.queue_head(owner, limit - len(out))
+            return out[:limit]
+
+    # ------------------------------------------------------------------ agents
+
+    def register(
+        self,
+        agent_id: str,
+        *,
+        role: str = "worker",
+        skills: Iterable[str] | str | None = None,
+        domains: Iterable[str] | str | None = None,
+        max_concurrent: int = 1,
+        manager: bool = False,
+        ephemeral: bool = False,
+    ) -> Registration:
+        """Join the fleet (or update a live registration).
+
+        Live non-manager agents may not exceed ``max_agents``; terminated agents do not count,
+        re-registering a live agent updates it, and managers are always admitted. A
+        terminated id registered again starts a new incarnation.
+        """
+        check_agent_id(agent_id)
+        skill_names = normalize_names(skills, "skill")
+        domain_names = normalize_names(domains, "domain")
+        role = _check_text(role, "role", 64) or "worker"
+        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int):
+            raise BadInput(f"max_concurrent must be a whole number, not {max_concurrent!r}")
+        if not 1 <= max_concurrent <= _MAX_BATCH:
+            raise BadInput(
+                f"max_concurrent must be between 1 and {_MAX_BATCH}, not {max_concurrent}",
+                hint="it is how many tasks this agent may hold at once",
+            )
+        with self.store.write() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            agents = tx.list_agents()
+            existing = next((a for a in agents if a.id == agent_id), None)
+            live_workers = [a for a in agents if a.status.live and not a.manager]
+            counted = existing is not None and existing.status.live and not existing.manager
+            if not manager and not counted and len(live_workers) >= settings.max_agents:
+                offline = sum(1 for a in live_workers if a.status is AgentStatus.OFFLINE)
+                silent = f", {offline} of them offline" if offline else ""
+                raise FleetFull(
+                    f"fleet is full: {len(live_workers)} of {settings.max_agents} agents are live"
+                    f"{silent}; agent {agent_id!r} was not registered",
+                    hint=f"raise the limit (`shoal config set max_agents "
+                    f"{settings.max_agents + 1}`) or terminate an agent "
+                    f"(`shoal set-status AGENT terminated`)",
+                )
+            fields = dict(
+                role=role,
+                skills=skill_names,
+                domains=domain_names,
+                max_concurrent=max_concurrent,
+                manager=manager,
+                ephemeral=ephemeral,
+                last_seen=now,
+            )
+            if existing is not None and existing.status.live:
+                status = existing.status
+                if status is AgentStatus.OFFLINE:
+                    status = self._present_status(tx, existing.id)
+                agent = replace(existing, status=status, **fields)  # type: ignore[arg-type]
+                agent = _with_idle_since(agent, existing, now)
+                tx.save_agent(agent)
+                tx.append_event(now, "agent.updated", None, agent_id, _agent_data(agent))
+                created = False
+            else:
+                agent = Agent(
+                    id=agent_id,
+                    status=AgentStatus.IDLE,
+                    idle_since=now,
+                    registered_at=now,
+                    incarnation=existing.incarnation + 1 if existing else 1,
+                    **fields,  # type: ignore[arg-type]
+                )
+                tx.save_agent(agent)
+                tx.append_event(now, "agent.registered", None, agent_id, _agent_data(agent))
+                created = True
+            live = sum(1 for a in tx.list_agents() if a.status.live and not a.manager)
+            saved = tx.get_agent(agent_id)
+            assert saved is not None
+            return Registration(saved, created, live, settings.max_agents)
+
+    def agent(self, agent_id: str) -> Agent:
+        """The agent with that id (terminated ones included)."""
+        with self.store.read() as tx:
+            agent = tx.get_agent(agent_id)
+            if agent is None:
+                raise _unknown_agent(agent_id)
+            return agent
+
+    def agents(self) -> list[Agent]:
+        """Every agent the fleet has seen, by id."""
+        with self.store.read() as tx:
+            return tx.list_agents()
+
+    def set_status(self, agent_id: str, status: AgentStatus | str) -> Agent:
+        """Report an agent's status (idle, working, waiting, offline, terminated).
+
+        Entering ``idle`` stamps ``idle_since``; leaving it clears it. ``terminated`` is final:
+        the agent's leases are released (not counted as failures) and its queue goes back to
+        the pool, except tasks pinned to it.
+        """
+        new_status = _parse_agent_status(status)
+        with self.store.write() as tx:
+            now = self.clock.now()
+            agent = self._live_agent(tx, agent_id)
+            if new_status is AgentStatus.TERMINATED:
+                self._terminate(tx, agent, now, "terminated by request")
+            else:
+                updated = _with_idle_since(
+                    replace(agent, status=new_status, last_seen=now), agent, now
+                )
+                tx.save_agent(updated)
+                if new_status is not agent.status:
+                    data = {"from": agent.status.value, "to": new_status.value}
+                    tx.append_event(now, "agent.status", None, agent_id, data)
+            saved = tx.get_agent(agent_id)
+            assert saved is not None
+            return saved
+
+    def heartbeat(self, agent_id: str) -> list[Lease]:
+        """Say the agent is alive and extend every lease it holds; returns the renewed leases.
+
+        A lease that has already expired is not renewed: its task goes back to pending.
+        """
+        with self.store.write() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+            agent = self._live_agent(tx, agent_id)
+            if agent.status is AgentStatus.OFFLINE:
+                back = self._present_status(tx, agent.id)
+                tx.save_agent(_with_idle_since(replace(agent, status=back, last_seen=now), agent, now))
+                tx.append_event(now, "agent.status", None, agent_id, {"from": "offline", "to": back.value})
+            else:
+                tx.save_agent(replace(agent, last_seen=now))
+            leases = []
+            for task in tx.held_tasks(agent_id):
+                expires = policy.lease_expiry(now, task.lease_ttl, settings)
+                tx.set_lease_expiry(task.id, expires)
+                found = tx.leased_task(task.id)
+                assert found is not None and found[1] is not None
+                leases.append(Lease(task.id, agent_id, found[1], expires))
+            return leases
+
+    # ------------------------------------------------------------------ the claim
+
+    def claim(self, agent_id: str, n: int = 1, *, wait: float = 0.0) -> Claim:
+        """Take up to ``n`` tasks for ``agent_id`` by the claim cascade (module docstring).
+
+        Returns the leases and their tasks, or none with the reason: ``busy`` (at
+        max_concurrent) or ``empty`` (nothing this agent can do). With ``wait`` > 0 an empty
+        claim waits up to that many seconds for the fleet to change and tries again.
+        """
+        n = _check_n(n)
+        wait = parse_duration(wait, "wait")
+        deadline = time.monotonic() + wait
+        while True:
+            with self.store.write() as tx:
+                now = self.clock.now()
+                settings = tx.load_settings()
+                agent = self._live_agent(tx, agent_id)
+                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+                claim = self._claim_in(tx, agent, n, now, settings)
+            remaining = deadline - time.monotonic()
+            if claim or claim.reason == "busy" or remaining <= 0:
+                return claim
+            self.store.wait_for_change(min(remaining, 1.0))
+
+    def _claim_in(self, tx: StoreTx, agent: Agent, n: int, now: float, settings: Settings) -> Claim:
+        """The cascade proper, inside the caller's transaction, for an agent known to be live."""
+        held = len(tx.held_tasks(agent.id))
+        room = policy.claim_room(held, agent.max_concurrent, n)
+        if room == 0:  # step 1: at capacity
+            self._touch(tx, agent, now, AgentStatus.WORKING)
+            return Claim(reason="busy")
+        picked: list[tuple[Task, str]] = [(t, "queue") for t in tx.queue_head(agent.id, room)]
+        skillsets: Mapping[int, tuple[str, ...]] | None = None
+        if len(picked) < room:  # step 3: the pool
+            skillsets = tx.skillsets()
+            eligible = policy.eligible_skillsets(skillsets, agent.skills)
+            want = room - len(picked)
+            if eligible:
+                candidates = tx.pool_best(eligible, None, want)
+                if candidates:
+                    for domain in agent.domains:
+                        candidates += tx.pool_best(eligible, domain, want)
+                best = policy.rank_pool(candidates, agent.domains, settings.aging, want)
+                picked += [(t, "pool") for t in best]
+        if not picked:  # step 4: steal (only when own queue and pool gave nothing)
+            assert skillsets is not None
+            picked = [(t, "steal") for t in self._steal(tx, agent, room, now, settings, skillsets)]
+        if not picked:  # step 5: nothing -- idle
+            self._touch(tx, agent, now, AgentStatus.IDLE)
+            return Claim(reason="empty")
+        leases, tasks, sources = [], [], []
+        for task, source in picked:
+            token = secrets.token_hex(8)
+            expires = policy.lease_expiry(now, task.lease_ttl, settings)
+            stolen = source == "steal"
+            tx.lease_task(task.id, agent.id, token, expires, stolen, now)
+            data: dict[str, Any] = {"source": source, "attempt": task.attempts + 1}
+            if stolen:
+                data["from"] = task.agent
+            tx.append_event(now, "stolen" if stolen else "claimed", task.id, agent.id, data)
+            leases.append(Lease(task.id, agent.id, token, expires))
+            tasks.append(
+                replace(
+                    task,
+                    state=TaskState.CLAIMED,
+                    agent=agent.id,
+                    attempts=task.attempts + 1,
+                    lease_expires=expires,
+                    claimed_at=now,
+                    stalled_at=None,
+                    stolen=task.stolen or stolen,
+                    updated_at=now,
+                )
+            )
+            sources.append(source)
+        self._touch(tx, agent, now, AgentStatus.WORKING)
+        return Claim(tuple(leases), tuple(tasks), tuple(sources))
+
+    def _steal(
+        self,
+        tx: StoreTx,
+        thief: Agent,
+        want: int,
+        now: float,
+        settings: Settings,
+        skillsets: Mapping[int, tuple[str, ...]],
+    ) -> list[Task]:
+        """Step 4: tail tasks from the busiest compatible victims, within the caps."""
+        budget = min(want, policy.steal_budget(
+            tx.window_thieves(now - settings.rebalance_interval), thief.id, settings
+        ))  # fmt: skip
+        if budget <= 0:
+            return []
+        rules = policy.steal_filter(thief, settings, skillsets)
+        if not rules.skillsets:
+            return []
+        depths = tx.queue_depths()
+        depth = dict(depths)
+        taken: list[Task] = []
+        for victim in policy.order_victims(depths, thief.id, settings.busy_threshold, self.rng):
+            # Never rob a queue below the threshold: that agent is not overloaded any more.
+            take = min(budget - len(taken), depth[victim] - settings.busy_threshold)
+            taken += tx.steal_tail(victim, rules, take)
+            if len(taken) >= budget:
+                break
+        return taken
+
+    # ------------------------------------------------------------------ finishing work
+
+    def complete(self, lease: Lease, result: Any = None, *, then_claim: int = 0) -> Completion:
+        """Finish a task. With ``then_claim`` > 0, claim the agent's next tasks in the same
+        transaction (one commit per task for a busy worker).
+
+        A second complete with the same lease reports ``already_done`` and changes nothing;
+        a stale or foreign lease raises ``LeaseLost``.
+        """
+        check_json(result, "result")
+        if then_claim:
+            _check_n(then_claim)
+        with self.store.write() as tx:
+            now = self.clock.now()
+            task = self._held(tx, lease, now, done_ok=True)
+            if task.state is TaskState.DONE:
+                return Completion(task, already_done=True)
+            released = self._finish(tx, task, result, now)
+            agent = tx.get_agent(task.agent or "")
+            next_claim = None
+            if then_claim and agent is not None and agent.status.live:
+                settings = tx.load_settings()
+                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+                next_claim = self._claim_in(tx, agent, then_claim, now, settings)
+            elif agent is not None:
+                self._after_letting_go(tx, agent, now)
+            done = replace(
+                task, state=TaskState.DONE, result=_roundtrip(result), lease_expires=None,
+                finished_at=now, updated_at=now,
+            )  # fmt: skip
+            return Completion(done, False, tuple(released), next_claim)
+
+    def complete_many(
+        self, outcomes: Sequence[tuple[Lease, Any]], *, then_claim: int = 0
+    ) -> BatchCompletion:
+        """Finish several tasks in one transaction; each lease is checked on its own.
+
+        Leases that are lost are reported in ``lost`` and do not stop the others. With
+        ``then_claim``, the holder of the leases claims its next tasks in the same
+        transaction.
+        """
+        if not outcomes and not then_claim:
+            return BatchCompletion()
+        for _, result in outcomes:
+            check_json(result, "result")
+        if then_claim:
+            _check_n(then_claim)
+        agents = {lease.agent for lease, _ in outcomes if lease.agent}
+        if len(agents) > 1:
+            raise BadInput("complete_many takes the leases of one agent at a time")
+        completed, already, lost, released = [], [], [], []
+        with self.store.write() as tx:
+            now = self.clock.now()
+            holder: str | None = next(iter(agents), None)
+            for lease, result in outcomes:
+                try:
+                    task = self._held(tx, lease, now, done_ok=True)
+                except LeaseLost as exc:
+                    lost.append((lease.task_id, exc.message))
+                    continue
+                if task.state is TaskState.DONE:
+                    already.append(task.id)
+                    continue
+                holder = holder or task.agent
+                released += self._finish(tx, task, result, now)
+                completed.append(task.id)
+            agent = tx.get_agent(holder) if holder else None
+            next_claim = None
+            if then_claim and agent is not None and agent.status.live:
+                settings = tx.load_settings()
+                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+                next_claim = self._claim_in(tx, agent, then_claim, now, settings)
+            elif agent is not None and completed:
+                self._after_letting_go(tx, agent, now)
+        return BatchCompletion(
+            tuple(completed), tuple(already), tuple(lost), tuple(released), next_claim
+        )
+
+    def fail(self, lease: Lease, error: str = "", *, retry: bool = True) -> Task:
+        """Report that the task failed. It goes back to pending while attempts remain (and
+        ``retry`` is true), else it is dead. Returns the task as it now is."""
+        error = _check_text(error, "error", 100_000)
+        with self.store.write() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            task = self._held(tx, lease, now)
+            self._end_lease(tx, task, now, settings, retry=retry, kind="failed", error=error)
+            self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+            return _need_task(tx, task.id)
+
+    def release(self, lease: Lease) -> Task:
+        """Give a task back untouched: pending again (pool, or its pinned agent), and the
+        attempt is not counted."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            task = self._held(tx, lease, now)
+            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
+            tx.append_event(now, "released", task.id, task.agent, None)
+            self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+            return _need_task(tx, task.id)
+
+    def defer(self, lease: Lease, after: Sequence[int]) -> Task:
+        """Put a held task aside until the tasks in ``after`` are done (a continuation).
+
+        The task is ``blocked`` until then, and comes back at the head of the same agent's
+        queue; the attempt is not counted. Typical use: post children with ``parent=``, then
+        defer on them (fork-join).
+        """
+        deps = as_task_ids(after, "after")
+        if not deps:
+            raise BadInput("defer needs at least one task id in `after`")
+        with self.store.write() as tx:
+            now = self.clock.now()
+            task = self._held(tx, lease, now)
+            found = tx.get_tasks(deps)
+            missing = [d for d in deps if d not in found]
+            if missing:
+                raise UnknownTask(f"unknown dependencies: {', '.join(map(str, missing))}")
+            self._refuse_cycle(tx, task.id, deps)
+            existing = set(tx.deps_of(task.id))
+            new_deps = [d for d in deps if d not in existing]
+            if new_deps:
+                tx.add_deps(task.id, new_deps)
+            waiting = sum(1 for d in deps if found[d].state is not TaskState.DONE)
+            holder = task.agent
+            assert holder is not None
+            data = {"after": list(deps), "waiting_on": waiting}
+            if waiting:
+                tx.block_task(task.id, holder, waiting, now)
+            else:
+                tx.requeue_task(task.id, holder, tx.next_seq(), True, None, now)
+            tx.append_event(now, "deferred", task.id, holder, data)
+            self._after_letting_go(tx, tx.get_agent(holder), now)
+            return _need_task(tx, task.id)
+
+    def cancel(self, task_id: int) -> Task:
+        """Cancel a task that is not finished. A holder's lease on it is revoked."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            task = _need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; there is nothing to cancel",
+                    hint="`shoal retry` brings back a dead or cancelled task",
+                )
+            tx.cancel_task(task_id, now)
+            tx.append_event(now, "cancelled", task_id, task.agent, {"was": task.state.value})
+            if task.state is TaskState.CLAIMED:
+                self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+            return _need_task(tx, task_id)
+
+    def retry(self, task_id: int) -> Task:
+        """Bring a dead (or cancelled) task back to pending with fresh attempts."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            task = _need_task(tx, task_id)
+            if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
+                raise InvalidTransition(
+                    f"task {task_id} is {task.state.value}; only dead or cancelled tasks are retried",
+                    hint="a pending or claimed task is still live; wait for it or cancel it first",
+                )
+            deps = tx.get_tasks(tx.deps_of(task_id))
+            waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
+            state = TaskState.BLOCKED if waiting else TaskState.PENDING
+            dest = task.agent if task.pinned else None
+            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, now)
+            tx.append_event(now, "retried", task_id, dest, {"was": task.state.value, "state": state.value})
+            return _need_task(tx, task_id)
+
+    # ------------------------------------------------------------------ the hub's jobs
+
+    def rebalance(self, *, dry_run: bool = False) -> list[Move]:
+        """Move queued tasks from overloaded agents to agents idle for a while.
+
+        Agents idle at least ``idle_min_for_rebalance`` receive, busiest compatible victim
+        first, the lowest-priority stealable tasks of queues deeper than ``busy_threshold``,
+        within the steal caps. Moved tasks are marked stolen and never move again. With
+        ``dry_run`` nothing changes and the moves that would be made are returned.
+        """
+        moves: list[Move] = []
+        try:
+            with self.store.write() as tx:
+                moves = self._rebalance(tx)
+                if dry_run:
+                    raise _DryRun
+        except _DryRun:
+            pass
+        return moves
+
+    def _rebalance(self, tx: StoreTx) -> list[Move]:
+        now = self.clock.now()
+        settings = tx.load_settings()
+        self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+        idle = sorted(
+            (a for a in tx.list_agents() if policy.idle_long_enough(a, now, settings)),
+            key=lambda a: (a.idle_since or now, a.id),
+        )
+        if not idle:
+            return []
+        window = tx.window_thieves(now - settings.rebalance_interval)
+        depth = dict(tx.queue_depths())
+        skillsets = tx.skillsets()
+        moves: list[Move] = []
+        for thief in idle:
+            budget = policy.steal_budget(window, thief.id, settings)
+            if budget <= 0:
+                continue
+            rules = policy.steal_filter(thief, settings, skillsets)
+            for victim in policy.order_victims(
+                depth.items(), thief.id, settings.busy_threshold, self.rng
+            ):
+                take = min(budget, depth[victim] - settings.busy_threshold)
+                for task in tx.steal_tail(victim, rules, take):
+                    tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
+                    data = {"from": victim, "by": "rebalance"}
+                    tx.append_event(now, "stolen", task.id, thief.id, data)
+                    window.append(thief.id)
+                    depth[victim] -= 1
+                    depth[thief.id] = depth.get(thief.id, 0) + 1
+                    budget -= 1
+                    moves.append(Move(task.id, task.title, task.priority, victim, thief.id))
+                if budget <= 0:
+                    break
+        return moves
+
+    def reap(self) -> ReapReport:
+        """One monitor pass: expire leases, mark silent agents offline (their queues go back
+        to the pool), terminate idle ephemeral agents, flag stalled tasks."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            expired, dead = self._expire_due(tx, now, settings, None)
+            offline, returned, terminated = [], [], []
+            for agent in tx.list_agents():
+                if policy.is_silent(agent, now, settings):
+                    tx.save_agent(replace(agent, status=AgentStatus.OFFLINE, idle_since=None))
+                    data = {"from": agent.status.value, "silent_for": round(now - agent.last_seen, 3)}
+                    tx.append_event(now, "agent.offline", None, agent.id, data)
+                    offline.append(agent.id)
+                    returned += self._return_queue(tx, agent, now, "agent offline")
+                elif policy.idle_expired(agent, now, settings):
+                    self._terminate(tx, agent, now, "idle past idle_timeout")
+                    terminated.append(agent.id)
+            stalled = []
+            for task in tx.claimed_tasks():
+                if policy.is_stalled(task, now, settings):
+                    tx.mark_stalled(task.id, now)
+                    running = round(now - (task.claimed_at or now), 3)
+                    data = {"running_for": running, "expected": task.expected_duration}
+                    tx.append_event(now, "stalled", task.id, task.agent, data)
+                    stalled.append(task.id)
+            return ReapReport(
+                tuple(expired), tuple(dead), tuple(offline), tuple(returned),
+                tuple(terminated), tuple(stalled),
+            )  # fmt: skip
+
+    def assess(self) -> Assessment:
+        """Assess the workload and recommend spawning or retiring agents (and with what
+        skills). The result is kept as the fleet's last assessment."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            counts = tx.state_counts()
+            result = policy.assess(
+                pending=counts.get("pending", 0),
+                in_progress=counts.get("claimed", 0),
+                blocked=counts.get("blocked", 0),
+                agents=tx.list_agents(),
+                demand=tx.pending_demand(),
+                settings=settings,
+                now=now,
+            )
+            tx.set_meta("last_assessment", json.dumps(result.to_dict()))
+            data = {"workload": result.workload, "recommendation": result.recommendation}
+            tx.append_event(now, "assessed", None, None, data)
+            return result
+
+    def status(self) -> FleetStatus:
+        """A snapshot: agents with their load and current tasks, queue depths, counts by
+        state, capacity, stalled tasks and the last assessment."""
+        with self.store.read() as tx:
+            now = self.clock.now()
+            settings = tx.load_settings()
+            agents = tx.list_agents()
+            claimed = tx.claimed_tasks()
+            by_agent: dict[str, list[Task]] = {}
+            for task in claimed:
+                by_agent.setdefault(task.agent or "", []).append(task)
+            raw = tx.get_meta("last_assessment")
+            return FleetStatus(
+                at=now,
+                agents=tuple(AgentLoad(a, tuple(by_agent.get(a.id, ()))) for a in agents),
+                counts=tx.state_counts(),
+                pool=tx.pool_depth(),
+                live=sum(1 for a in agents if a.status.live and not a.manager),
+                max_agents=settings.max_agents,
+                stalled=tuple(t for t in claimed if t.stalled_at is not None),
+                assessment=Assessment.from_dict(json.loads(raw)) if raw else None,
+            )
+
+    def events(
+        self,
+        since: int = 0,
+        *,
+        task: int | None = None,
+        agent: str | None = None,
+        limit: int = 1000,
+    ) -> list[Event]:
+        """The log, oldest first: events after id ``since``, optionally of one task or agent."""
+        with self.store.read() as tx:
+            return tx.events(since, task, agent, max(1, limit))
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until the fleet may have changed (or ``timeout`` seconds pass)."""
+        return self.store.wait_for_change(timeout)
+
+    # ------------------------------------------------------------------ settings
+
+    def settings(self) -> Settings:
+        with self.store.read() as tx:
+            return tx.load_settings()
+
+    def configure(self, **changes: object) -> Settings:
+        """Change fleet settings at run time; each value is checked, and all or none apply."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            old = tx.load_settings()
+            new = old.replace(**changes)
+            if new == old:
+                return new
+            tx.save_settings(new)
+            if new.aging != old.aging:
+                tx.rekey_pool(
+                    {i: policy.pool_key(p, c, new.aging) for i, p, c in tx.keyed_tasks()}
+                )
+            diff = {k: v for k, v in new.to_dict().items() if old.to_dict()[k] != v}
+            tx.append_event(now, "configured", None, None, diff)
+            return new
+
+    # ------------------------------------------------------------------ internals
+
+    def _live_agent(self, tx: StoreTx, agent_id: str) -> Agent:
+        agent = tx.get_agent(agent_id)
+        if agent is None:
+            raise _unknown_agent(agent_id)
+        if agent.status is AgentStatus.TERMINATED:
+            raise UnknownAgent(
+                f"agent {agent_id!r} is terminated",
+                hint=f"register it again (`shoal register {agent_id}`) to start a new incarnation",
+            )
+        return agent
+
+    def _touch(self, tx: StoreTx, agent: Agent, now: float, status: AgentStatus) -> None:
+        """Record that the agent was seen, and its status after a claim."""
+        updated = _with_idle_since(replace(agent, status=status, last_seen=now), agent, now)
+        if updated != agent:
+            tx.save_agent(updated)
+        if status is AgentStatus.IDLE and agent.status is not AgentStatus.IDLE:
+            tx.append_event(now, "agent.idle", None, agent.id, {"from": agent.status.value})
+
+    def _present_status(self, tx: StoreTx, agent_id: str) -> AgentStatus:
+        """The status of an agent that is back: working if it holds leases, else waiting."""
+        return AgentStatus.WORKING if tx.held_tasks(agent_id) else AgentStatus.WAITING
+
+    def _after_letting_go(self, tx: StoreTx, agent: Agent | None, now: float) -> None:
+        """After an agent's lease ends: waiting (between tasks) once it holds nothing."""
+        if agent is None or not agent.status.live or agent.status is AgentStatus.OFFLINE:
+            return
+        status = self._present_status(tx, agent.id)
+        updated = _with_idle_since(replace(agent, status=status, last_seen=now), agent, now)
+        if updated != agent:
+            tx.save_agent(updated)
+
+    def _held(self, tx: StoreTx, lease: Lease, now: float, done_ok: bool = False) -> Task:
+        """The task ``lease`` covers, if the lease is still good; else ``LeaseLost``."""
+        found = tx.leased_task(lease.task_id)
+        if found is None:
+            raise UnknownTask(
+                f"task {lease.task_id} does not exist", hint="check the id (see `shoal list`)"
+            )
+        task, token = found
+        if token is None or token != lease.token:
+            raise LeaseLost(_why_lost(task, lease), hint="claim a new task")
+        if task.state is TaskState.DONE and done_ok:
+            return task
+        if task.state is not TaskState.CLAIMED:
+            raise LeaseLost(
+                f"lease lost: task {task.id} is {task.state.value} now",
+                hint="the lease ended; claim a new task",
+            )
+        assert task.lease_expires is not None
+        if task.lease_expires <= now:
+            ago = now - task.lease_expires
+            raise LeaseLost(
+                f"lease lost: your lease on task {task.id} expired {ago:.0f}s ago and the task "
+                "is going back to pending",
+                hint="heartbeat more often than lease_ttl, or post with a longer lease_ttl; "
+                "claim a new task",
+            )
+        return task
+
+    def _finish(self, tx: StoreTx, task: Task, result: Any, now: float) -> list[int]:
+        tx.finish_task(task.id, result, now)
+        tx.append_event(now, "completed", task.id, task.agent, None)
+        return self._release_dependents(tx, task.id, now)
+
+    def _release_dependents(self, tx: StoreTx, task_id: int, now: float) -> list[int]:
+        """A task is done: dependents waiting on nothing else become pending, in the same
+        transaction, at the head of the queue they were bound for."""
+        freed = tx.release_dependents(task_id)
+        for dep in freed:
+            tx.ready_task(dep, tx.next_seq(), now)
+            tx.append_event(now, "ready", dep, None, {"after": task_id})
+        return freed
+
+    def _end_lease(
+        self,
+        tx: StoreTx,
+        task: Task,
+        now: float,
+        settings: Settings,
+        *,
+        retry: bool,
+        kind: str,
+        error: str | None,
+    ) -> TaskState:
+        """A claim that failed or expired: back to pending while attempts last, else dead."""
+        state = policy.state_after_failure(task, settings, retry)
+        data: dict[str, Any] = {"attempt": task.attempts, "error": error}
+        if state is TaskState.PENDING:
+            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), False, error, now)
+            tx.append_event(now, kind, task.id, task.agent, data)
+        else:
+            tx.bury_task(task.id, error, now)
+            tx.append_event(now, "dead", task.id, task.agent, {**data, "cause": kind})
+        return state
+
+    def _expire_due(
+        self, tx: StoreTx, now: float, settings: Settings, limit: int | None
+    ) -> tuple[list[int], list[int]]:
+        """Step 0: every lease past its expiry ends, as a failed attempt."""
+        expired: list[int] = []
+        dead: list[int] = []
+        while True:
+            batch = tx.expired_leases(now, limit or 500)
+            for task in batch:
+                error = f"lease expired (held by {task.agent})"
+                state = self._end_lease(
+                    tx, task, now, settings, retry=True, kind="expired", error=error
+                )
+                (expired if state is TaskState.PENDING else dead).append(task.id)
+            if limit is not None or len(batch) < 500:
+                return expired, dead
+
+    def _return_queue(self, tx: StoreTx, agent: Agent, now: float, why: str) -> list[int]:
+        """Send an agent's queued tasks (but those pinned to it) back to the pool."""
+        returned = []
+        while True:
+            queued = [t for t in tx.queue_head(agent.id, 500) if not t.pinned]
+            for task in queued:
+                tx.move_task(task.id, None, tx.next_seq(), False, now)
+                tx.append_event(now, "returned", task.id, agent.id, {"why": why})
+                returned.append(task.id)
+            if len(queued) < 500:
+                return returned
+
+    def _terminate(self, tx: StoreTx, agent: Agent, now: float, why: str) -> None:
+        for task in tx.held_tasks(agent.id):
+            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
+            tx.append_event(now, "released", task.id, agent.id, {"why": why})
+        self._return_queue(tx, agent, now, why)
+        tx.save_agent(replace(agent, status=AgentStatus.TERMINATED, idle_since=None, last_seen=now))
+        tx.append_event(now, "agent.terminated", None, agent.id, {"why": why})
+
+    def _refuse_cycle(self, tx: StoreTx, task_id: int, deps: Iterable[int]) -> None:
+        """Refuse dependencies through which ``task_id`` would end up waiting on itself."""
+        seen: set[int] = set()
+        frontier = list(deps)
+        while frontier:
+            current = frontier.pop()
+            if current == task_id:
+                raise DependencyCycle(
+                    f"task {task_id} cannot wait on {', '.join(map(str, deps))}: "
+                    "that would make it wait on itself",
+                    hint="drop the dependency that leads back to this task",
+                )
+            if current not in seen:
+                seen.add(current)
+                frontier += tx.deps_of(current)
+
+
+# ---------------------------------------------------------------------- input checks
+
+
+def _check_post(
+    title: object,
+    body: object,
+    payload: Any,
+    priority: int | str,
+    skills: Iterable[str] | str | None,
+    domain: str | None,
+    to: str | None,
+    after: Sequence[int] | None,
+    parent: int | None,
+    pinned: bool,
+    expected_duration: float | str | None,
+    lease_ttl: float | str | None,
+    max_attempts: int | None,
+    key: str | None,
+) -> NewTask:
+    """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
+    title_text = _check_text(title, "title", 1000).strip()
+    if not title_text:
+        raise BadInput("a task needs a title", hint="say in a few words what is to be done")
+    check_json(payload, "payload")
+    domains = normalize_names([domain] if domain else None, "domain")
+    if to is not None:
+        check_agent_id(to)
+    if pinned and to is None:
+        raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
+    if parent is not None:
+        (parent,) = as_task_ids([parent], "parent")
+    ttl = None if lease_ttl is None else parse_duration(lease_ttl, "lease_ttl")
+    if ttl is not None and ttl <= 0:
+        raise BadInput("lease_ttl must be more than zero seconds", hint="e.g. 600 or 10m")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise BadInput(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
+    if key is not None:
+        key = _check_text(key, "key", 256)
+    return NewTask(
+        title=title_text,
+        body=_check_text(body, "body", 1_000_000),
+        payload=payload,
+        priority=parse_priority(priority),
+        skills=normalize_names(skills, "skill"),
+        domain=domains[0] if domains else None,
+        state=TaskState.PENDING,
+        agent=to,
+        pinned=bool(pinned),
+        parent=parent,
+        key=key,
+        max_attempts=max_attempts,
+        lease_ttl=ttl,
+        expected_duration=(
+            None if expected_duration is None
+            else parse_duration(expected_duration, "expected_duration")
+        ),  # fmt: skip
+        waiting_on=0,
+        created_at=0.0,
+        pool_key=0.0,
+        seq=0,
+        after=as_task_ids(after, "after"),
+    )
+
+
+def _check_text(value: object, what: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadInput(f"{what} must be text, not {type(value).__name__}")
+    if len(value) > limit:
+        raise BadInput(f"{what} is too long ({len(value)} characters; the limit is {limit})")
+    return value
+
+
+def _check_n(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _MAX_BATCH:
+        raise BadInput(
+            f"n must be a whole number from 1 to {_MAX_BATCH}, not {n!r}",
+            hint="it is how many tasks to claim at once",
+        )
+    return n
+
+
+def _parse_state(state: TaskState | str) -> TaskState:
+    try:
+        return TaskState(state)
+    except ValueError:
+        names = ", ".join(s.value for s in TaskState)
+        raise BadInput(f"there is no task state {state!r}", hint=f"use one of: {names}") from None
+
+
+def _parse_agent_status(status: AgentStatus | str) -> AgentStatus:
+    try:
+        return AgentStatus(status)
+    except ValueError:
+        names = ", ".join(s.value for s in AgentStatus)
+        raise BadInput(f"there is no agent status {status!r}", hint=f"use one of: {names}") from None
+
+
+def _need_task(tx: StoreTx, task_id: int) -> Task:
+    (task_id,) = as_task_ids([task_id], "task id")
+    task = tx.get_task(task_id)
+    if task is None:
+        raise UnknownTask(f"there is no task {task_id}", hint="check the id (see `shoal list`)")
+    return task
+
+
+def _unknown_agent(agent_id: str) -> UnknownAgent:
+    return UnknownAgent(
+        f"there is no agent {agent_id!r} in this fleet",
+        hint=f"register it first: `shoal register {agent_id}` (see `shoal agents`)",
+    )
+
+
+def _with_idle_since(agent: Agent, before: Agent, now: float) -> Agent:
+    """``idle_since`` is stamped on entering idle and cleared on leaving it."""
+    if agent.status is AgentStatus.IDLE:
+        since = before.idle_since if before.status is AgentStatus.IDLE else now
+        return replace(agent, idle_since=since if since is not None else now)
+    return replace(agent, idle_since=None)
+
+
+def _agent_data(agent: Agent) -> dict[str, Any]:
+    return {
+        "role": agent.role,
+        "skills": list(agent.skills),
+        "domains": list(agent.domains),
+        "max_concurrent": agent.max_concurrent,
+        "manager": agent.manager,
+        "ephemeral": agent.ephemeral,
+        "incarnation": agent.incarnation,
+    }
+
+
+def _why_lost(task: Task, lease: Lease) -> str:
+    """Words for a lease whose token no longer matches, saying what became of the task."""
+    if task.state is TaskState.CLAIMED:
+        return (
+            f"lease lost: task {task.id} was reclaimed by agent {task.agent!r} "
+            "after your lease ended"
+        )
+    if task.state is TaskState.DONE:
+        return f"lease lost: task {task.id} was already completed under another lease"
+    return f"lease lost: task {task.id} is {task.state.value} now and your lease is not its current one"
+
+
+def _roundtrip(value: Any) -> Any:
+    """A JSON value as it reads back from a store (tuples become lists, keys strings)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value))

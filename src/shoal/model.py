@@ -1,0 +1,583 @@
+"""The fleet's data: tasks, agents, leases, events, and the checks every input goes through.
+
+Everything here is a frozen value. A ``Task`` or ``Agent`` is a snapshot taken inside a
+store transaction; changing one means asking ``Fleet`` for a transition, never mutating a
+record. Validation of user input (priorities, ids, skill names, durations) lives here too,
+so every face rejects the same things with the same words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from shoal.errors import BadInput, InvalidPriority
+
+__all__ = [
+    "PRIORITY_NAMES",
+    "Agent",
+    "AgentLoad",
+    "AgentStatus",
+    "Assessment",
+    "BatchCompletion",
+    "Claim",
+    "Completion",
+    "Event",
+    "FleetStatus",
+    "Lease",
+    "Move",
+    "ReapReport",
+    "Registration",
+    "Task",
+    "TaskDetail",
+    "TaskState",
+    "as_task_ids",
+    "check_agent_id",
+    "check_json",
+    "normalize_names",
+    "parse_duration",
+    "parse_priority",
+]
+
+
+class TaskState(StrEnum):
+    """Where a task is in its life. See ARCHITECTURE.md for the diagram.
+
+    ``blocked`` waits on dependencies; ``pending`` is claimable (in the pool or a queue);
+    ``claimed`` is held under a lease; ``done``, ``dead`` and ``cancelled`` are final until
+    someone retries a dead or cancelled task.
+    """
+
+    BLOCKED = "blocked"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskState.DONE, TaskState.DEAD, TaskState.CANCELLED)
+
+
+class AgentStatus(StrEnum):
+    """What an agent is doing, as the fleet last saw it."""
+
+    IDLE = "idle"  # found no work; idle_since says since when
+    WORKING = "working"  # holds at least one lease
+    WAITING = "waiting"  # between tasks: finished one, has not asked for the next yet
+    OFFLINE = "offline"  # missed heartbeats; may come back
+    TERMINATED = "terminated"  # gone for good; registering the id again starts anew
+
+    @property
+    def live(self) -> bool:
+        """Counts against max_agents (everything but terminated, as in the anti-idle rules)."""
+        return self is not AgentStatus.TERMINATED
+
+
+#: Names accepted wherever a priority is asked for. 1 is the most urgent.
+PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low": 8}
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_priority(value: object) -> int:
+    """Turn 1..9, "3" or a name (critical, high, medium, low) into a priority number."""
+    if isinstance(value, bool):
+        raise InvalidPriority(f"priority must be a number from 1 to 9, not {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().lower() in PRIORITY_NAMES:
+        return PRIORITY_NAMES[value.strip().lower()]
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        raise InvalidPriority(
+            f"priority {value!r} is not understood",
+            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
+        )
+    if not 1 <= number <= 9:
+        raise InvalidPriority(
+            f"priority {number} is out of range",
+            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
+        )
+    return number
+
+
+def check_agent_id(agent_id: object) -> str:
+    """An agent id: letters, digits and ``_ . : @ / -``, starting with a letter or digit."""
+    if not isinstance(agent_id, str) or not _ID_RE.match(agent_id):
+        raise BadInput(
+            f"agent id {agent_id!r} is not valid",
+            hint="use 1-128 letters, digits or _ . : @ / -, starting with a letter or digit",
+        )
+    return agent_id
+
+
+def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
+    """Skills or domains as a sorted, de-duplicated tuple; a string may list them with commas."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = values.split(",")
+    names: set[str] = set()
+    for raw in values:
+        if not isinstance(raw, str):
+            raise BadInput(f"{what} must be text, not {raw!r}")
+        name = raw.strip()
+        if not name:
+            continue
+        if not _NAME_RE.match(name):
+            raise BadInput(
+                f"{what} name {name!r} is not valid",
+                hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
+            )
+        names.add(name)
+    return tuple(sorted(names))
+
+
+def parse_duration(value: object, what: str = "duration") -> float:
+    """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d" or "250ms"."""
+    if isinstance(value, bool):
+        raise BadInput(f"{what} must be a duration, not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise BadInput(
+            f"{what} {value!r} is not a duration",
+            hint="give seconds (90) or a number with a unit: 250ms, 90s, 5m, 2h, 1d",
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise BadInput(f"{what} must be zero or more seconds, not {value!r}")
+    return seconds
+
+
+def check_json(value: object, what: str) -> object:
+    """Make sure ``value`` can be stored as JSON; return it unchanged."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"{what} must be JSON-serializable: {exc}") from None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A unit of work, as the fleet saw it at one moment.
+
+    ``agent`` is the agent whose queue holds the task while it is pending or blocked (None:
+    the pool), the holder while it is claimed, and the last holder once it is finished.
+    """
+
+    id: int
+    title: str
+    state: TaskState
+    priority: int
+    body: str = ""
+    payload: Any = None
+    skills: tuple[str, ...] = ()
+    domain: str | None = None
+    agent: str | None = None
+    pinned: bool = False
+    stolen: bool = False
+    parent: int | None = None
+    key: str | None = None
+    attempts: int = 0
+    max_attempts: int | None = None
+    lease_ttl: float | None = None
+    expected_duration: float | None = None
+    lease_expires: float | None = None
+    result: Any = None
+    error: str | None = None
+    waiting_on: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    claimed_at: float | None = None
+    finished_at: float | None = None
+    stalled_at: float | None = None
+
+    @property
+    def in_pool(self) -> bool:
+        return self.state is TaskState.PENDING and self.agent is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "state": self.state.value,
+            "priority": self.priority,
+            "body": self.body,
+            "payload": self.payload,
+            "skills": list(self.skills),
+            "domain": self.domain,
+            "agent": self.agent,
+            "pinned": self.pinned,
+            "stolen": self.stolen,
+            "parent": self.parent,
+            "key": self.key,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "lease_ttl": self.lease_ttl,
+            "expected_duration": self.expected_duration,
+            "lease_expires": self.lease_expires,
+            "result": self.result,
+            "error": self.error,
+            "waiting_on": self.waiting_on,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "claimed_at": self.claimed_at,
+            "finished_at": self.finished_at,
+            "stalled": self.stalled_at is not None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDetail:
+    """A task with its dependencies, dependents and history (``shoal show``)."""
+
+    task: Task
+    after: tuple[int, ...]
+    dependents: tuple[int, ...]
+    events: tuple[Event, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.task.to_dict(),
+            "after": list(self.after),
+            "dependents": list(self.dependents),
+            "events": [e.to_dict() for e in self.events],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """A registered worker and what the fleet knows of it."""
+
+    id: str
+    role: str = "worker"
+    skills: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    max_concurrent: int = 1
+    manager: bool = False
+    ephemeral: bool = False
+    status: AgentStatus = AgentStatus.IDLE
+    idle_since: float | None = None
+    last_seen: float = 0.0
+    registered_at: float = 0.0
+    incarnation: int = 1
+    queued: int = 0  # pending tasks in its queue
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "skills": list(self.skills),
+            "domains": list(self.domains),
+            "max_concurrent": self.max_concurrent,
+            "manager": self.manager,
+            "ephemeral": self.ephemeral,
+            "status": self.status.value,
+            "idle_since": self.idle_since,
+            "last_seen": self.last_seen,
+            "registered_at": self.registered_at,
+            "incarnation": self.incarnation,
+            "queued": self.queued,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to work on one task until ``expires``. Only ``token`` may change the task."""
+
+    task_id: int
+    agent: str
+    token: str
+    expires: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "token": self.token,
+            "expires": self.expires,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What ``Fleet.claim`` handed out: leases with their tasks, or why there were none.
+
+    ``reason`` is None when something was claimed, ``"busy"`` when the agent is at its
+    max_concurrent, and ``"empty"`` when nothing it can do is waiting. ``sources`` says for
+    each lease where the task came from: ``queue``, ``pool`` or ``steal``.
+    """
+
+    leases: tuple[Lease, ...] = ()
+    tasks: tuple[Task, ...] = ()
+    sources: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.leases)
+
+    def items(self) -> list[tuple[Task, Lease]]:
+        return list(zip(self.tasks, self.leases, strict=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claimed": [
+                {"task": t.to_dict(), "lease": lease.to_dict(), "source": s}
+                for t, lease, s in zip(self.tasks, self.leases, self.sources, strict=True)
+            ],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The outcome of ``Fleet.complete``: the finished task, and the next claim if asked."""
+
+    task: Task
+    already_done: bool = False
+    released: tuple[int, ...] = ()  # dependents that became pending
+    next: Claim | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task.to_dict(),
+            "already_done": self.already_done,
+            "released": list(self.released),
+            "next": None if self.next is None else self.next.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCompletion:
+    """The outcome of ``Fleet.complete_many``: each lease done, already done, or lost."""
+
+    completed: tuple[int, ...] = ()
+    already_done: tuple[int, ...] = ()
+    lost: tuple[tuple[int, str], ...] = ()  # (task id, why)
+    released: tuple[int, ...] = ()
+    next: Claim | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "completed": list(self.completed),
+            "already_done": list(self.already_done),
+            "lost": [{"task_id": t, "reason": why} for t, why in self.lost],
+            "released": list(self.released),
+            "next": None if self.next is None else self.next.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """The outcome of ``Fleet.register``."""
+
+    agent: Agent
+    created: bool
+    live: int  # live non-manager agents after this registration
+    max_agents: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent.to_dict(),
+            "created": self.created,
+            "live": self.live,
+            "max_agents": self.max_agents,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the append-only log. Every state change writes exactly one."""
+
+    id: int
+    at: float
+    kind: str
+    task_id: int | None = None
+    agent: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "kind": self.kind,
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "data": dict(self.data),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A pending task moved from one queue to another by rebalance."""
+
+    task_id: int
+    title: str
+    priority: int
+    from_agent: str
+    to_agent: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "title": self.title,
+            "priority": self.priority,
+            "from": self.from_agent,
+            "to": self.to_agent,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReapReport:
+    """What one monitor pass did."""
+
+    expired: tuple[int, ...] = ()  # leases expired, task back to pending
+    dead: tuple[int, ...] = ()  # leases expired with attempts used up
+    offline: tuple[str, ...] = ()  # agents marked offline
+    returned: tuple[int, ...] = ()  # their queued tasks, back in the pool
+    terminated: tuple[str, ...] = ()  # ephemeral agents idle too long
+    stalled: tuple[int, ...] = ()  # tasks running well past their expected duration
+
+    def __bool__(self) -> bool:
+        return any(
+            (self.expired, self.dead, self.offline, self.returned, self.terminated, self.stalled)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expired": list(self.expired),
+            "dead": list(self.dead),
+            "offline": list(self.offline),
+            "returned": list(self.returned),
+            "terminated": list(self.terminated),
+            "stalled": list(self.stalled),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The workload assessment and what to do about it.
+
+    ``workload`` is idle / underutilized / balanced / overloaded; ``recommendation`` is
+    spawn / terminate_idle / maintain. ``missing_skills`` are skills that pending tasks need
+    and no live agent has: an agent spawned for this fleet should bring them.
+    """
+
+    workload: str
+    recommendation: str
+    reason: str
+    pending: int
+    in_progress: int
+    blocked: int
+    live_agents: int
+    idle_agents: int
+    working_agents: int
+    max_agents: int
+    missing_skills: tuple[str, ...] = ()
+    unservable: int = 0  # pending tasks no live agent can take
+    at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "recommendation": self.recommendation,
+            "reason": self.reason,
+            "pending": self.pending,
+            "in_progress": self.in_progress,
+            "blocked": self.blocked,
+            "live_agents": self.live_agents,
+            "idle_agents": self.idle_agents,
+            "working_agents": self.working_agents,
+            "max_agents": self.max_agents,
+            "missing_skills": list(self.missing_skills),
+            "unservable": self.unservable,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Assessment:
+        return cls(
+            workload=data["workload"],
+            recommendation=data["recommendation"],
+            reason=data.get("reason", ""),
+            pending=data["pending"],
+            in_progress=data["in_progress"],
+            blocked=data.get("blocked", 0),
+            live_agents=data["live_agents"],
+            idle_agents=data["idle_agents"],
+            working_agents=data.get("working_agents", 0),
+            max_agents=data["max_agents"],
+            missing_skills=tuple(data.get("missing_skills", ())),
+            unservable=data.get("unservable", 0),
+            at=data.get("at", 0.0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLoad:
+    """One agent's line in the status snapshot."""
+
+    agent: Agent
+    held: tuple[Task, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.agent.to_dict(),
+            "load": len(self.held),
+            "current_tasks": [{"id": t.id, "title": t.title} for t in self.held],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStatus:
+    """A snapshot of the fleet: who is doing what, what is waiting, and the last assessment."""
+
+    at: float
+    agents: tuple[AgentLoad, ...]
+    counts: Mapping[str, int]
+    pool: int
+    live: int
+    max_agents: int
+    stalled: tuple[Task, ...]
+    assessment: Assessment | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "agents": [a.to_dict() for a in self.agents],
+            "counts": dict(self.counts),
+            "pool": self.pool,
+            "queues": {a.agent.id: a.agent.queued for a in self.agents if a.agent.queued},
+            "capacity": {"live": self.live, "max_agents": self.max_agents},
+            "stalled": [{"id": t.id, "title": t.title, "agent": t.agent} for t in self.stalled],
+            "assessment": None if self.assessment is None else self.assessment.to_dict(),
+        }
+
+
+def as_task_ids(values: Sequence[int] | None, what: str) -> tuple[int, ...]:
+    """Task ids from user input, checked to be whole numbers."""
+    if values is None:
+        return ()
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                v = int(str(v).strip().lstrip("#"))
+            except ValueError:
+                raise BadInput(f"{what} must list task ids (whole numbers), not {v!r}") from None
+        out.append(v)
+    return tuple(dict.fromkeys(out))

@@ -1,0 +1,359 @@
+"""The fleet's decisions, as pure functions: no I/O, no clock, no store.
+
+``Fleet`` gathers facts inside a transaction and asks this module what to do with them:
+which pool task scores best for an agent, whether a task may be stolen and by whom, which
+victim to rob first, how many steals are left in the window, when a lease expires, what a
+failed task becomes, whether an agent has gone silent, what the workload calls for, how
+long a polling agent should wait. Every store and the simulator share this one brain, and
+the tests check its promises with Hypothesis.
+
+Scoring and its static key
+--------------------------
+A pool task's score for an agent is::
+
+    score = 10 * (10 - priority) + 15 * [task.domain in agent.domains] + aging * age_minutes
+
+The age term grows with time, so a stored score would go stale. But with ``aging > 0`` the
+order by score equals the order by a key that never changes::
+
+    key = 10 * (10 - priority) * W - created_at        where W = 60 / aging seconds per point
+
+since ``score * W = key + now`` and ``now`` is the same for every task at one moment. The
+domain bonus is agent-dependent and adds ``15 * W`` to the key of tasks in the agent's
+domains. So the best pool task is the better of two indexed look-ups: the top key overall,
+and the top key among the agent's domains plus the bonus. With ``aging == 0`` W is made so
+large that age only breaks ties (oldest first).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from shoal.model import Agent, AgentStatus, Assessment, Task, TaskState
+from shoal.settings import Settings
+
+__all__ = [
+    "DOMAIN_BONUS",
+    "NO_AGING_SECONDS_PER_POINT",
+    "StealFilter",
+    "assess",
+    "can_do",
+    "claim_room",
+    "domain_bonus_key",
+    "eligible_skillsets",
+    "idle_expired",
+    "idle_long_enough",
+    "is_silent",
+    "is_stalled",
+    "lease_expiry",
+    "order_victims",
+    "poll_delay",
+    "pool_key",
+    "rank_pool",
+    "return_queue",
+    "score",
+    "seconds_per_point",
+    "state_after_failure",
+    "steal_budget",
+    "steal_filter",
+    "task_max_attempts",
+]
+
+#: Score points for a task in one of the agent's domains.
+DOMAIN_BONUS = 15.0
+#: With aging off, a point is worth this many seconds: age then only breaks ties.
+NO_AGING_SECONDS_PER_POINT = 1e9
+
+
+# --- the pool: score and its static key ------------------------------------------------
+
+
+def score(priority: int, in_domain: bool, age_seconds: float, aging: float) -> float:
+    """The pool score of a task for an agent (higher is better)."""
+    return 10.0 * (10 - priority) + (DOMAIN_BONUS if in_domain else 0.0) + aging * age_seconds / 60
+
+
+def seconds_per_point(aging: float) -> float:
+    """How many seconds of waiting are worth one score point."""
+    return 60.0 / aging if aging > 0 else NO_AGING_SECONDS_PER_POINT
+
+
+def pool_key(priority: int, created_at: float, aging: float) -> float:
+    """The time-independent key whose order is the score order (see the module docstring)."""
+    return 10.0 * (10 - priority) * seconds_per_point(aging) - created_at
+
+
+def domain_bonus_key(aging: float) -> float:
+    """The domain bonus in key units."""
+    return DOMAIN_BONUS * seconds_per_point(aging)
+
+
+def rank_pool(candidates: Iterable[Task], domains: Sequence[str], aging: float, n: int) -> list[Task]:
+    """The ``n`` best of ``candidates`` for an agent with ``domains``: by score, then by id."""
+    bonus = domain_bonus_key(aging)
+    seen: dict[int, tuple[float, Task]] = {}
+    for task in candidates:
+        if task.id in seen:
+            continue
+        key = pool_key(task.priority, task.created_at, aging)
+        if task.domain is not None and task.domain in domains:
+            key += bonus
+        seen[task.id] = (key, task)
+    ranked = sorted(seen.values(), key=lambda kt: (-kt[0], kt[1].id))
+    return [task for _, task in ranked[:n]]
+
+
+def can_do(agent_skills: Iterable[str], task_skills: Iterable[str]) -> bool:
+    """An agent can take a task when it has every skill the task requires."""
+    return set(task_skills) <= set(agent_skills)
+
+
+def eligible_skillsets(
+    skillsets: Mapping[int, tuple[str, ...]], agent_skills: Iterable[str]
+) -> list[int]:
+    """The ids of the skill sets an agent with ``agent_skills`` can do, in id order."""
+    have = set(agent_skills)
+    return sorted(sid for sid, need in skillsets.items() if have.issuperset(need))
+
+
+# --- stealing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StealFilter:
+    """Which pending queued tasks one thief may steal, as data a store can turn into a query.
+
+    Eligible: priority number >= ``min_priority``, never stolen, not pinned, the thief has
+    the task's skills, and the thief has the task's domain -- or the task has priority >=
+    ``cross_domain_priority`` and requires no skills (simple work anyone can do). A task
+    without a domain belongs to every domain.
+
+    ``skillsets`` repeats ``thief_skills`` as the ids of the skill sets the thief can do, for
+    stores that index tasks by skill set; ``eligible_skillsets`` keeps the two in step.
+    """
+
+    min_priority: int
+    cross_domain_priority: int
+    thief_skills: frozenset[str]
+    domains: tuple[str, ...]
+    skillsets: tuple[int, ...]
+    free_skillset: int | None  # id of the empty skill set, if it exists
+
+    def matches(self, task: Task) -> bool:
+        if task.state is not TaskState.PENDING or task.agent is None:
+            return False
+        if task.stolen or task.pinned or task.priority < self.min_priority:
+            return False
+        if not self.thief_skills.issuperset(task.skills):
+            return False
+        if task.domain is None or task.domain in self.domains:
+            return True
+        return task.priority >= self.cross_domain_priority and not task.skills
+
+
+def steal_filter(
+    thief: Agent, settings: Settings, skillsets: Mapping[int, tuple[str, ...]]
+) -> StealFilter:
+    """The steal rules of ``settings`` applied to ``thief``."""
+    free = next((sid for sid, need in skillsets.items() if not need), None)
+    return StealFilter(
+        min_priority=settings.steal_min_priority,
+        cross_domain_priority=settings.cross_domain_priority,
+        thief_skills=frozenset(thief.skills),
+        domains=thief.domains,
+        skillsets=tuple(eligible_skillsets(skillsets, thief.skills)),
+        free_skillset=free,
+    )
+
+
+def order_victims(
+    depths: Iterable[tuple[str, int]], thief: str, busy_threshold: int, rng: random.Random
+) -> list[str]:
+    """Agents worth robbing, busiest first: queue depth above ``busy_threshold``.
+
+    Agents with equal depth come in random order, so no agent is always robbed first and
+    nothing may depend on that order (the tests shuffle it on purpose).
+    """
+    busy = [(agent, depth) for agent, depth in depths if depth > busy_threshold and agent != thief]
+    rng.shuffle(busy)
+    busy.sort(key=lambda ad: -ad[1])  # stable: ties keep their shuffled order
+    return [agent for agent, _ in busy]
+
+
+def steal_budget(window: Sequence[str], thief: str, settings: Settings) -> int:
+    """How many more steals ``thief`` may make, given the thieves of the current window.
+
+    ``window`` lists the thief of every steal (at claim time or by rebalance) in the last
+    ``rebalance_interval``. Both caps of the anti-thrashing rules apply: per thief, and
+    fleet-wide.
+    """
+    own = sum(1 for agent in window if agent == thief)
+    return max(0, min(settings.max_steals_per_agent - own, settings.max_steals_per_cycle - len(window)))
+
+
+# --- claims, leases and failures -------------------------------------------------------
+
+
+def claim_room(held: int, max_concurrent: int, wanted: int) -> int:
+    """How many tasks an agent holding ``held`` may claim now, of the ``wanted``."""
+    return max(0, min(wanted, max_concurrent - held))
+
+
+def lease_expiry(now: float, task_lease_ttl: float | None, settings: Settings) -> float:
+    """When a lease taken (or renewed) at ``now`` runs out."""
+    return now + (task_lease_ttl if task_lease_ttl is not None else settings.lease_ttl)
+
+
+def task_max_attempts(task: Task, settings: Settings) -> int:
+    """The attempts a task gets: its own limit, or the fleet's."""
+    return task.max_attempts if task.max_attempts is not None else settings.max_attempts
+
+
+def state_after_failure(task: Task, settings: Settings, retry: bool) -> TaskState:
+    """A claimed task that failed (or whose lease expired): back to pending, or dead.
+
+    ``task.attempts`` counts the claim that just failed.
+    """
+    if retry and task.attempts < task_max_attempts(task, settings):
+        return TaskState.PENDING
+    return TaskState.DEAD
+
+
+def return_queue(task: Task) -> str | None:
+    """Where a task goes when its holder lets go: a pinned task to its agent, others to the pool."""
+    return task.agent if task.pinned else None
+
+
+# --- agents over time --------------------------------------------------------------------
+
+
+def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
+    """An agent not heard from for longer than heartbeat_timeout is offline."""
+    return agent.status in (
+        AgentStatus.IDLE,
+        AgentStatus.WORKING,
+        AgentStatus.WAITING,
+    ) and now - agent.last_seen > settings.heartbeat_timeout
+
+
+def idle_long_enough(agent: Agent, now: float, settings: Settings) -> bool:
+    """Idle for at least idle_min_for_rebalance: a real lack of work, not a gap between tasks."""
+    return (
+        agent.status is AgentStatus.IDLE
+        and agent.idle_since is not None
+        and now - agent.idle_since >= settings.idle_min_for_rebalance
+    )
+
+
+def idle_expired(agent: Agent, now: float, settings: Settings) -> bool:
+    """An ephemeral, non-manager agent idle longer than idle_timeout is terminated."""
+    return (
+        agent.ephemeral
+        and not agent.manager
+        and agent.status is AgentStatus.IDLE
+        and agent.idle_since is not None
+        and now - agent.idle_since > settings.idle_timeout
+    )
+
+
+def is_stalled(task: Task, now: float, settings: Settings) -> bool:
+    """A claimed task running longer than stall_factor x its expected duration."""
+    return (
+        task.state is TaskState.CLAIMED
+        and task.stalled_at is None
+        and task.expected_duration is not None
+        and task.claimed_at is not None
+        and now - task.claimed_at > settings.stall_factor * task.expected_duration
+    )
+
+
+def poll_delay(empty_polls: int, settings: Settings) -> float:
+    """How long a polling agent waits after ``empty_polls`` empty polls in a row.
+
+    The base interval for the first ``poll_backoff_after`` empty polls, then doubling each
+    time up to ``poll_max``. Zero empty polls (work was just found or finished): poll at once.
+    """
+    if empty_polls <= 0:
+        return 0.0
+    if empty_polls <= settings.poll_backoff_after:
+        return settings.poll_base
+    doublings = min(empty_polls - settings.poll_backoff_after, 64)
+    return float(min(settings.poll_max, settings.poll_base * 2.0**doublings))
+
+
+# --- the workload assessment ------------------------------------------------------------
+
+
+def assess(
+    *,
+    pending: int,
+    in_progress: int,
+    blocked: int,
+    agents: Sequence[Agent],
+    demand: Mapping[tuple[str, ...], int],
+    settings: Settings,
+    now: float,
+) -> Assessment:
+    """Idle / underutilized / balanced / overloaded, and spawn / terminate_idle / maintain.
+
+    The anti-idle rules, in order, with their thresholds as settings:
+
+    1. nothing pending and nothing in progress -> idle, terminate_idle;
+    2. pending >= assess_spawn_pending, or pending work and no worker at all, or pending
+       tasks that no live agent has the skills for -> overloaded; spawn if there is room
+       under max_agents, else maintain (and say the fleet is full);
+    3. pending <= assess_idle_pending, more than one worker, and someone idle ->
+       underutilized, terminate_idle;
+    4. otherwise balanced, maintain.
+
+    ``demand`` counts pending tasks by required skill set; it yields ``missing_skills``
+    (needed, held by no live agent) and ``unservable`` (tasks no single live agent can do).
+    Only live, non-offline agents count as able; managers are exempt from max_agents.
+    """
+    present = [a for a in agents if a.status.live and a.status is not AgentStatus.OFFLINE]
+    workers = [a for a in agents if a.status.live and not a.manager]
+    idle = sum(1 for a in present if a.status is AgentStatus.IDLE)
+    working = sum(1 for a in present if a.status is AgentStatus.WORKING)
+    have = set().union(*(a.skills for a in present)) if present else set()
+    missing = sorted({s for need in demand for s in need} - have)
+    unservable = sum(
+        count for need, count in demand.items() if not any(can_do(a.skills, need) for a in present)
+    )
+    room = len(workers) < settings.max_agents
+    base = dict(
+        pending=pending,
+        in_progress=in_progress,
+        blocked=blocked,
+        live_agents=len(workers),
+        idle_agents=idle,
+        working_agents=working,
+        max_agents=settings.max_agents,
+        missing_skills=tuple(missing),
+        unservable=unservable,
+        at=now,
+    )
+    if pending == 0 and in_progress == 0:
+        return Assessment("idle", "terminate_idle", "no pending or running tasks", **base)  # type: ignore[arg-type]
+    reasons = []
+    if pending >= settings.assess_spawn_pending:
+        reasons.append(f"{pending} pending tasks (threshold {settings.assess_spawn_pending})")
+    if pending > 0 and not workers:
+        reasons.append("pending work and no worker agents")
+    if unservable:
+        reasons.append(
+            f"{unservable} pending tasks need skills no live agent has: {', '.join(missing)}"
+            if missing
+            else f"{unservable} pending tasks need a combination of skills no live agent has"
+        )
+    if reasons:
+        if room:
+            return Assessment("overloaded", "spawn", "; ".join(reasons), **base)  # type: ignore[arg-type]
+        full = f"at capacity ({len(workers)}/{settings.max_agents} agents)"
+        return Assessment("overloaded", "maintain", "; ".join([*reasons, full]), **base)  # type: ignore[arg-type]
+    if pending <= settings.assess_idle_pending and len(workers) > 1 and idle > 0:
+        why = f"{pending} pending, {idle} of {len(workers)} agents idle"
+        return Assessment("underutilized", "terminate_idle", why, **base)  # type: ignore[arg-type]
+    why = f"{pending} pending, {in_progress} in progress, {len(workers)} agents"
+    return Assessment("balanced", "maintain", why, **base)  # type: ignore[arg-type]

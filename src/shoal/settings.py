@@ -1,0 +1,157 @@
+"""Fleet settings: the numbers every rule uses, stored in the fleet and changeable at run time.
+
+The defaults come from the source documents (see ARCHITECTURE.md, "Defaults"). Each setting
+has a kind (a duration in seconds, a count, a priority, a ratio), bounds, and a sentence on
+what it does; ``Settings.replace`` and ``parse_setting`` refuse anything outside them, so a
+fleet can never hold a negative lease or a steal cap of "lots".
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from shoal.errors import InvalidSetting
+from shoal.model import parse_duration, parse_priority
+
+__all__ = ["SETTINGS", "Setting", "Settings", "parse_setting"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one setting is read, checked and explained. Its default is on ``Settings``."""
+
+    name: str
+    kind: str  # "duration" | "count" | "priority" | "number"
+    minimum: float
+    help: str
+    maximum: float = math.inf
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting("max_agents", "count", 1, "live non-manager agents the fleet admits"),
+        Setting("lease_ttl", "duration", 1, "how long a claim lasts without a heartbeat"),
+        Setting("heartbeat_timeout", "duration", 1, "silence after which an agent is offline"),
+        Setting("idle_timeout", "duration", 0, "idle time after which ephemeral agents end"),
+        Setting("max_attempts", "count", 1, "claims a task gets before it is dead"),
+        Setting("stall_factor", "number", 0.01, "x expected duration before a task is stalled"),
+        Setting("aging", "number", 0, "score points a pool task gains per minute of waiting"),
+        Setting("rebalance_interval", "duration", 1, "rebalance period; also the steal window"),
+        Setting("idle_min_for_rebalance", "duration", 0, "idle time before rebalance feeds"),
+        Setting("busy_threshold", "count", 0, "queue depth above which an agent is a victim"),
+        Setting("steal_min_priority", "priority", 1, "only priority numbers >= this are stolen", 9),
+        Setting("cross_domain_priority", "priority", 1, "priority >= this, no skills: any domain", 9
+        ),
+        Setting("max_steals_per_agent", "count", 0, "steals per thief per window"),
+        Setting("max_steals_per_cycle", "count", 0, "steals fleet-wide per window"),
+        Setting("poll_base", "duration", 0.01, "first wait of an agent polling for work"),
+        Setting("poll_max", "duration", 0.01, "longest wait of a polling agent"),
+        Setting("poll_backoff_after", "count", 1, "empty polls before the wait doubles"),
+        Setting("assess_spawn_pending", "count", 1, "pending tasks that call for a new agent"),
+        Setting("assess_idle_pending", "count", 0, "pending tasks at or below: underused"),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """One consistent set of values. Read them as attributes: ``settings.lease_ttl``."""
+
+    max_agents: int = 4
+    lease_ttl: float = 600.0
+    heartbeat_timeout: float = 90.0
+    idle_timeout: float = 60.0
+    max_attempts: int = 3
+    stall_factor: float = 2.0
+    aging: float = 1.0
+    rebalance_interval: float = 300.0
+    idle_min_for_rebalance: float = 120.0
+    busy_threshold: int = 5
+    steal_min_priority: int = 5
+    cross_domain_priority: int = 8
+    max_steals_per_agent: int = 3
+    max_steals_per_cycle: int = 10
+    poll_base: float = 1.0
+    poll_max: float = 60.0
+    poll_backoff_after: int = 3
+    assess_spawn_pending: int = 3
+    assess_idle_pending: int = 1
+
+    def replace(self, **changes: object) -> Settings:
+        """A copy with ``changes`` applied, each parsed and checked like ``config set``."""
+        parsed = {name: parse_setting(name, value) for name, value in changes.items()}
+        updated = replace(self, **parsed)
+        if updated.poll_max < updated.poll_base:
+            raise InvalidSetting(
+                f"poll_max ({updated.poll_max:g}s) is below poll_base ({updated.poll_base:g}s)",
+                hint="set poll_max to at least poll_base",
+            )
+        return updated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def overrides(self) -> dict[str, Any]:
+        """Only the values that differ from the defaults (what a fleet stores)."""
+        default = Settings()
+        return {k: v for k, v in self.to_dict().items() if getattr(default, k) != v}
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
+        """Settings from stored values; names this version does not know are ignored."""
+        known = {k: v for k, v in values.items() if k in SETTINGS}
+        return cls().replace(**known)
+
+
+def parse_setting(name: str, value: object) -> Any:
+    """Check that ``name`` is a setting and turn ``value`` (text or number) into its type."""
+    spec = SETTINGS.get(name)
+    if spec is None:
+        close = difflib.get_close_matches(name, SETTINGS, n=1)
+        hint = f"did you mean {close[0]}?" if close else "see `shoal config get` for the list"
+        raise InvalidSetting(f"there is no setting called {name!r}", hint=hint)
+    try:
+        if spec.kind == "duration":
+            number: float = parse_duration(value, name)
+        elif spec.kind == "priority":
+            number = parse_priority(value)
+        elif spec.kind == "count":
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            number = int(str(value).strip()) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
+        else:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)  # type: ignore[arg-type]
+            if not math.isfinite(number):
+                raise ValueError
+    except (ValueError, TypeError):
+        raise InvalidSetting(
+            f"{name} must be {_describe(spec)}, not {value!r}", hint=f"{name}: {spec.help}"
+        ) from None
+    except Exception as exc:  # a BadInput from the duration or priority parser
+        raise InvalidSetting(
+            f"{name} must be {_describe(spec)}, not {value!r}", hint=f"{name}: {spec.help}"
+        ) from exc
+    if not spec.minimum <= number <= spec.maximum:
+        bounds = f"at least {spec.minimum:g}"
+        if spec.maximum != math.inf:
+            bounds = f"between {spec.minimum:g} and {spec.maximum:g}"
+        raise InvalidSetting(f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}")
+    return int(number) if spec.kind in ("count", "priority") else float(number)
+
+
+def _describe(spec: Setting) -> str:
+    return {
+        "duration": "a duration (seconds, or 90s / 5m / 2h)",
+        "priority": "a priority from 1 to 9",
+        "count": "a whole number",
+        "number": "a number",
+    }[spec.kind]

@@ -1,0 +1,106 @@
+"""Stores: where a fleet lives. ``open_store(url)`` picks one by its URL.
+
+* ``memory://`` -- the executable reference, in this process only (``memory://name`` is
+  shared by every ``Fleet`` of the process that opens that name).
+* ``sqlite:///path/to/fleet.db`` -- the embedded default: one file, any number of local
+  processes. ``?synchronous=normal|full|off`` sets durability (default ``normal``: safe from
+  crashes of shoal or its agents; ``full`` also from power loss).
+
+Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
+a parent) that has one, the way git finds ``.git``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from shoal.errors import InvalidStoreURL, StoreNotFound
+from shoal.stores.base import Capabilities, Store
+
+__all__ = ["DEFAULT_DIR", "Capabilities", "Store", "default_store_url", "find_fleet", "open_store"]
+
+DEFAULT_DIR = ".shoal"
+DEFAULT_FILE = "fleet.db"
+
+_FORMS = "memory://, sqlite:///path/to/fleet.db (or postgresql://... once that store lands)"
+
+
+def find_fleet(start: Path | None = None) -> Path | None:
+    """The nearest ``.shoal/fleet.db`` from ``start`` (default: the current folder) upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_DIR / DEFAULT_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def default_store_url() -> str:
+    """``$SHOAL_STORE``, or the nearest ``.shoal/fleet.db``; else a clear error."""
+    url = os.environ.get("SHOAL_STORE", "").strip()
+    if url:
+        return url
+    found = find_fleet()
+    if found is None:
+        raise StoreNotFound(
+            f"no fleet found in {Path.cwd()} or any folder above it",
+            hint="run `shoal init` here to create .shoal/fleet.db, or point --store / "
+            "SHOAL_STORE at a fleet (e.g. sqlite:///path/to/fleet.db)",
+        )
+    return f"sqlite://{found}"
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The URL of a SQLite fleet at ``path``."""
+    return f"sqlite://{Path(path).resolve()}"
+
+
+def open_store(url: str | None, *, create: bool = True) -> Store:
+    """Open the store at ``url`` (see the module docstring)."""
+    url = (url or default_store_url()).strip()
+    if url.startswith("memory://"):
+        from shoal.stores.memory import MemoryStore
+
+        return MemoryStore.open(url)
+    if url.startswith("sqlite:"):
+        from shoal.stores.sqlite import SqliteStore
+
+        path, options = _sqlite_target(url)
+        return SqliteStore(path, url=url, create=create, **options)
+    scheme = url.split(":", 1)[0] if ":" in url else ""
+    if scheme in ("postgres", "postgresql"):
+        raise InvalidStoreURL(
+            "this version of shoal has no PostgreSQL store yet",
+            hint="use sqlite:///path/to/fleet.db for now",
+        )
+    raise InvalidStoreURL(
+        f"store URL {url!r} is not one shoal understands", hint=f"use one of: {_FORMS}"
+    )
+
+
+def _sqlite_target(url: str) -> tuple[Path, dict[str, str]]:
+    """``sqlite:///abs/path``, ``sqlite:////abs/path`` or ``sqlite:relative/path``, with
+    options in the query string."""
+    parts = urlsplit(url)
+    if parts.netloc and parts.netloc not in (".", ".."):
+        raise InvalidStoreURL(
+            f"store URL {url!r} has a host ({parts.netloc!r}); SQLite fleets are local files",
+            hint="write sqlite:///path/to/fleet.db (three slashes, then the path)",
+        )
+    raw = (parts.netloc + parts.path) if parts.netloc else parts.path
+    if not raw or raw.endswith("/"):
+        raise InvalidStoreURL(
+            f"store URL {url!r} names no file", hint="write sqlite:///path/to/fleet.db"
+        )
+    options: dict[str, str] = {}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name != "synchronous":
+            raise InvalidStoreURL(
+                f"unknown option {name!r} in store URL {url!r}",
+                hint="the one SQLite option is ?synchronous=normal|full|off",
+            )
+        options[name] = values[-1]
+    path = Path("/" + raw.lstrip("/")) if raw.startswith("/") else Path.cwd() / raw
+    return path, options

@@ -1,0 +1,56 @@
+"""Named SQL: each dialect keeps all its runtime SQL in one file of named, commented blocks.
+
+A block starts with ``-- name: <name>`` and a comment saying what it does and why; a
+``-- fragment: <name>`` block is text that other blocks include as ``{name}`` (the task
+column list, for instance). ``load_queries("sqlite")`` returns ``{name: sql}``. A test
+checks that every name is used by its store, so the file never carries dead SQL.
+
+Lists are bound as one JSON array and read with the dialect's JSON functions, so no query
+text is ever built at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+__all__ = ["load_migrations", "load_queries"]
+
+_HEADER = re.compile(r"^-- (name|fragment): ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def load_queries(dialect: str) -> dict[str, str]:
+    """The named blocks of ``sql/<dialect>/queries.sql``, fragments filled in."""
+    text = (resources.files("shoal.stores") / "sql" / dialect / "queries.sql").read_text("utf-8")
+    headers = list(_HEADER.finditer(text))
+    fragments: dict[str, str] = {}
+    queries: dict[str, str] = {}
+    for i, header in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        body = _strip_comments(text[header.end() : end])
+        kind, name = header.group(1), header.group(2)
+        target = fragments if kind == "fragment" else queries
+        if name in fragments or name in queries:
+            raise ValueError(f"{dialect}/queries.sql defines {name!r} twice")
+        target[name] = body
+    return {name: sql.format(**fragments) for name, sql in queries.items()}
+
+
+def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every ``sql/<dialect>/migrations/NNNN_*.sql``, in order."""
+    folder = resources.files("shoal.stores") / "sql" / dialect / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = re.match(r"^(\d{4})_[a-z0-9_]+\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    found.sort()
+    for expected, (version, name, _) in enumerate(found, start=1):
+        if version != expected:
+            raise ValueError(f"{dialect} migrations skip from {expected - 1} to {name}")
+    return found
+
+
+def _strip_comments(block: str) -> str:
+    lines = [ln for ln in block.splitlines() if not ln.lstrip().startswith("--")]
+    return "\n".join(lines).strip().rstrip(";").strip()

@@ -1,0 +1,257 @@
+"""The store contract: the domain verbs ``Fleet`` needs, and nothing else.
+
+A store keeps tasks, agents, dependencies, settings and the event log, and gives ``Fleet``
+transactions over them. It makes no decisions: which task an agent gets, whether a steal
+is allowed, what a failure becomes -- all of that is ``Fleet`` asking ``policy``. A store
+answers candidate queries fast (indexed, never a scan of every pending task) and applies
+the named transitions atomically.
+
+Only ``Fleet`` calls a store. Faces and the runtime go through ``Fleet``; an import-linter
+contract in pyproject.toml fails the build if they reach past it.
+
+The memory store is the reference: one contract suite (tests/contract) runs unchanged on
+every store, and a stateful test drives memory and SQLite side by side. Where stores
+differ, they say so in ``capabilities``, and the tests read that instead of checking types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shoal.model import Agent, Event, Task, TaskState
+from shoal.policy import StealFilter
+from shoal.settings import Settings
+
+__all__ = ["Capabilities", "NewTask", "Store", "StoreTx"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store can do, declared so that callers and tests need not guess from its type."""
+
+    #: Several processes (or hosts) may open the same fleet at once.
+    shared: bool
+    #: Survives the process that wrote it.
+    durable: bool
+    #: Wakes waiting agents when work arrives (else they poll for changes).
+    notifies: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task as ``Fleet.post`` decided to insert it."""
+
+    title: str
+    body: str
+    payload: Any
+    priority: int
+    skills: tuple[str, ...]
+    domain: str | None
+    state: TaskState
+    agent: str | None
+    pinned: bool
+    parent: int | None
+    key: str | None
+    max_attempts: int | None
+    lease_ttl: float | None
+    expected_duration: float | None
+    waiting_on: int
+    created_at: float
+    pool_key: float
+    seq: int
+    after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
+
+
+class StoreTx(Protocol):
+    """One transaction. Verbs read or change the fleet; nothing is visible to others until
+    the transaction ends without error, and on error nothing at all has changed."""
+
+    # settings and counters
+    def load_settings(self) -> Settings: ...
+    def save_settings(self, settings: Settings) -> None: ...
+    def next_seq(self) -> int:
+        """A number larger than any before it: a task's place in a queue (head = largest)."""
+        ...
+
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # agents
+    def get_agent(self, agent_id: str) -> Agent | None: ...
+    def list_agents(self) -> list[Agent]: ...
+    def save_agent(self, agent: Agent) -> None:
+        """Insert or update every field but ``queued``, which the store derives."""
+        ...
+
+    def queue_depths(self) -> list[tuple[str, int]]:
+        """(agent, pending tasks in its queue) for every agent with a non-empty queue."""
+        ...
+
+    # tasks: reads
+    def get_task(self, task_id: int) -> Task | None: ...
+    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]: ...
+    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
+        """A task with the token of its current (or last) lease, to check a caller's lease."""
+        ...
+
+    def task_by_key(self, key: str) -> Task | None: ...
+    def list_tasks(
+        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+    ) -> list[Task]:
+        """Tasks newest first, optionally of one state or one agent, ids below ``before``."""
+        ...
+
+    def held_tasks(self, agent_id: str) -> list[Task]:
+        """The tasks ``agent_id`` holds a lease on (expired or not), oldest claim first."""
+        ...
+
+    def claimed_tasks(self) -> list[Task]: ...
+    def expired_leases(self, now: float, limit: int) -> list[Task]:
+        """Claimed tasks whose lease ran out at or before ``now``, soonest first."""
+        ...
+
+    def state_counts(self) -> dict[str, int]: ...
+    def pool_depth(self) -> int: ...
+    def pending_demand(self) -> dict[tuple[str, ...], int]:
+        """Pending tasks counted by the skill set they require."""
+        ...
+
+    # the claim cascade's candidate queries (step names as in fleet.py)
+    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
+        """Step 1, own queue head: highest priority first, newest (largest seq) first."""
+        ...
+
+    def skillsets(self) -> dict[int, tuple[str, ...]]:
+        """Every skill set tasks have required, by id."""
+        ...
+
+    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+        """Step 2, pool: the top pool tasks by static key among ``skillsets`` (and ``domain``
+        if given), best first."""
+        ...
+
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+        """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow -- lowest
+        priority first, oldest (smallest seq) first."""
+        ...
+
+    def window_thieves(self, since: float) -> list[str]:
+        """The thief of every steal since ``since`` (claim-time steals and rebalance moves)."""
+        ...
+
+    # tasks: transitions
+    def insert_task(self, task: NewTask) -> int: ...
+    def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None: ...
+    def deps_of(self, task_id: int) -> list[int]: ...
+    def dependents_of(self, task_id: int) -> list[int]: ...
+    def lease_task(
+        self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
+    ) -> None:
+        """pending -> claimed by ``agent_id``; counts an attempt."""
+        ...
+
+    def set_lease_expiry(self, task_id: int, expires: float) -> None: ...
+    def finish_task(self, task_id: int, result: Any, now: float) -> None:
+        """claimed -> done, keeping the token so a repeated complete is recognised."""
+        ...
+
+    def requeue_task(
+        self,
+        task_id: int,
+        agent_id: str | None,
+        seq: int,
+        refund_attempt: bool,
+        error: str | None,
+        now: float,
+    ) -> None:
+        """claimed -> pending in ``agent_id``'s queue (None: the pool); the lease ends."""
+        ...
+
+    def bury_task(self, task_id: int, error: str | None, now: float) -> None:
+        """claimed -> dead."""
+        ...
+
+    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
+        """claimed -> blocked, to come back to ``agent_id``'s queue (a deferred continuation)."""
+        ...
+
+    def release_dependents(self, task_id: int) -> list[int]:
+        """``task_id`` is done: count it off its blocked dependents; return those now free."""
+        ...
+
+    def ready_task(self, task_id: int, seq: int, now: float) -> None:
+        """blocked -> pending at ``seq`` in the queue it was destined for."""
+        ...
+
+    def move_task(
+        self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
+    ) -> None:
+        """A pending task changes queue (rebalance, or back to the pool)."""
+        ...
+
+    def cancel_task(self, task_id: int, now: float) -> None: ...
+    def revive_task(
+        self,
+        task_id: int,
+        state: TaskState,
+        agent_id: str | None,
+        seq: int,
+        waiting_on: int,
+        now: float,
+    ) -> None:
+        """dead or cancelled -> pending (or blocked on ``waiting_on`` deps), attempts reset."""
+        ...
+
+    def mark_stalled(self, task_id: int, now: float) -> None: ...
+    def rekey_pool(self, keys: Mapping[int, float]) -> None: ...
+    def keyed_tasks(self) -> list[tuple[int, int, float]]:
+        """(id, priority, created_at) of every unfinished task, to recompute pool keys."""
+        ...
+
+    # the event log
+    def append_event(
+        self,
+        at: float,
+        kind: str,
+        task_id: int | None,
+        agent_id: str | None,
+        data: Mapping[str, Any] | None,
+    ) -> int: ...
+    def events(
+        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+    ) -> list[Event]:
+        """Events with id > ``since``, oldest first."""
+        ...
+
+
+class Store(Protocol):
+    """A place a fleet lives: opened from a URL, handing out transactions."""
+
+    url: str
+    capabilities: Capabilities
+
+    def write(self) -> AbstractContextManager[StoreTx]:
+        """A read-write transaction, serialized with every other writer of the fleet."""
+        ...
+
+    def read(self) -> AbstractContextManager[StoreTx]:
+        """A read-only transaction over one consistent snapshot."""
+        ...
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until another writer may have changed the fleet, or ``timeout`` passes.
+
+        Returns False on timeout. A spurious True is allowed; callers re-check.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+def iter_chunks(values: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
+    """``values`` in slices of at most ``size`` (bound-parameter limits)."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

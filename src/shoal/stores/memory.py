@@ -1,0 +1,536 @@
+"""The memory store: the executable reference for what every store must do.
+
+Plain Python under one lock, written to be obviously right rather than fast: candidate
+queries scan and sort. Atomicity comes from an undo journal -- every change records how to
+take itself back, and a transaction that raises is rolled back entry by entry, so a
+refused call changes nothing here exactly as it changes nothing in SQLite.
+
+One fleet per ``MemoryStore`` object; ``memory://name`` URLs opened in the same process
+share it, so several threads (or several ``Fleet`` objects) can work on one fleet.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from shoal.model import Agent, Event, Task, TaskState
+from shoal.policy import StealFilter
+from shoal.settings import Settings
+from shoal.stores.base import Capabilities, NewTask
+
+__all__ = ["MemoryStore"]
+
+_REGISTRY: dict[str, MemoryStore] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+@dataclass(slots=True)
+class _Row:
+    """A task as the memory store keeps it: the public fields plus the bookkeeping."""
+
+    task: Task
+    skillset: int
+    pool_key: float
+    seq: int
+    token: str | None = None
+
+
+@dataclass(slots=True)
+class _Data:
+    tasks: dict[int, _Row] = field(default_factory=dict)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    deps: dict[int, list[int]] = field(default_factory=dict)  # task -> what it waits on
+    dependents: dict[int, list[int]] = field(default_factory=dict)  # task -> who waits on it
+    skillsets: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    keys: dict[str, int] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
+    seq: int = 0
+    last_task_id: int = 0
+    version: int = 0
+
+
+class MemoryStore:
+    """A fleet in this process's memory. See the module docstring."""
+
+    capabilities = Capabilities(shared=False, durable=False, notifies=True)
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._data = _Data()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+
+    @classmethod
+    def open(cls, url: str) -> MemoryStore:
+        """``memory://`` is a new private fleet; ``memory://name`` is shared in this process."""
+        name = url[len("memory://") :]
+        if not name:
+            return cls(url)
+        with _REGISTRY_LOCK:
+            if name not in _REGISTRY:
+                _REGISTRY[name] = cls(url)
+            return _REGISTRY[name]
+
+    @contextmanager
+    def write(self) -> Iterator[_MemoryTx]:
+        with self._lock:
+            tx = _MemoryTx(self._data, writable=True)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+            if tx.journal:
+                self._data.version += 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def read(self) -> Iterator[_MemoryTx]:
+        with self._lock:
+            yield _MemoryTx(self._data, writable=False)
+
+    def wait_for_change(self, timeout: float) -> bool:
+        with self._lock:
+            seen = self._data.version
+            return self._changed.wait_for(lambda: self._data.version != seen, timeout=timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class _MemoryTx:
+    """One transaction over ``_Data``: every change goes through ``_record`` to be undoable."""
+
+    def __init__(self, data: _Data, writable: bool) -> None:
+        self.d = data
+        self.writable = writable
+        self.journal: list[Callable[[], None]] = []
+
+    def rollback(self) -> None:
+        while self.journal:
+            self.journal.pop()()
+
+    def _record(self, undo: Callable[[], None]) -> None:
+        if not self.writable:
+            raise RuntimeError("a read transaction tried to change the fleet")
+        self.journal.append(undo)
+
+    def _put(self, mapping: dict[Any, Any], key: Any, value: Any) -> None:
+        if key in mapping:
+            old = mapping[key]
+            self._record(lambda: mapping.__setitem__(key, old))
+        else:
+            self._record(lambda: mapping.pop(key, None))
+        mapping[key] = value
+
+    def _append(self, items: list[Any], value: Any) -> None:
+        self._record(items.pop)
+        items.append(value)
+
+    def _task(self, task_id: int, **changes: Any) -> None:
+        row = self.d.tasks[task_id]
+        new = _Row(
+            task=replace(row.task, **{k: v for k, v in changes.items() if k in _TASK_FIELDS}),
+            skillset=row.skillset,
+            pool_key=changes.get("pool_key", row.pool_key),
+            seq=changes.get("seq", row.seq),
+            token=changes.get("token", row.token),
+        )
+        self._put(self.d.tasks, task_id, new)
+
+    # settings and counters -------------------------------------------------------------
+
+    def load_settings(self) -> Settings:
+        return self.d.settings
+
+    def save_settings(self, settings: Settings) -> None:
+        old = self.d.settings
+        self._record(lambda: setattr(self.d, "settings", old))
+        self.d.settings = settings
+
+    def next_seq(self) -> int:
+        old = self.d.seq
+        self._record(lambda: setattr(self.d, "seq", old))
+        self.d.seq = old + 1
+        return self.d.seq
+
+    def get_meta(self, key: str) -> str | None:
+        return self.d.meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._put(self.d.meta, key, value)
+
+    # agents ----------------------------------------------------------------------------
+
+    def _queued(self, agent_id: str) -> int:
+        return sum(
+            1 for r in self.d.tasks.values() if r.task.agent == agent_id and r.task.state is _PENDING
+        )
+
+    def get_agent(self, agent_id: str) -> Agent | None:
+        agent = self.d.agents.get(agent_id)
+        return None if agent is None else replace(agent, queued=self._queued(agent_id))
+
+    def list_agents(self) -> list[Agent]:
+        return [replace(a, queued=self._queued(a.id)) for _, a in sorted(self.d.agents.items())]
+
+    def save_agent(self, agent: Agent) -> None:
+        self._put(self.d.agents, agent.id, replace(agent, queued=0))
+
+    def queue_depths(self) -> list[tuple[str, int]]:
+        depths: dict[str, int] = {}
+        for row in self.d.tasks.values():
+            if row.task.state is _PENDING and row.task.agent is not None:
+                depths[row.task.agent] = depths.get(row.task.agent, 0) + 1
+        return sorted(depths.items())
+
+    # tasks: reads ----------------------------------------------------------------------
+
+    def _public(self, row: _Row) -> Task:
+        # Hand out copies of JSON values so a caller can never edit the store's rows.
+        task = row.task
+        if isinstance(task.payload, dict | list) or isinstance(task.result, dict | list):
+            return replace(task, payload=copy.deepcopy(task.payload), result=copy.deepcopy(task.result))
+        return task
+
+    def get_task(self, task_id: int) -> Task | None:
+        row = self.d.tasks.get(task_id)
+        return None if row is None else self._public(row)
+
+    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+        return {i: self._public(self.d.tasks[i]) for i in task_ids if i in self.d.tasks}
+
+    def task_by_key(self, key: str) -> Task | None:
+        task_id = self.d.keys.get(key)
+        return None if task_id is None else self.get_task(task_id)
+
+    def list_tasks(
+        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+    ) -> list[Task]:
+        out: list[Task] = []
+        for task_id in sorted(self.d.tasks, reverse=True):
+            task = self.d.tasks[task_id].task
+            if before is not None and task_id >= before:
+                continue
+            if (state is None or task.state is state) and (agent is None or task.agent == agent):
+                out.append(self._public(self.d.tasks[task_id]))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def held_tasks(self, agent_id: str) -> list[Task]:
+        rows = [r for r in self.d.tasks.values() if r.task.state is _CLAIMED and r.task.agent == agent_id]
+        rows.sort(key=lambda r: (r.task.claimed_at or 0.0, r.task.id))
+        return [self._public(r) for r in rows]
+
+    def claimed_tasks(self) -> list[Task]:
+        rows = sorted((r for r in self.d.tasks.values() if r.task.state is _CLAIMED), key=_by_id)
+        return [self._public(r) for r in rows]
+
+    def expired_leases(self, now: float, limit: int) -> list[Task]:
+        rows = [
+            r
+            for r in self.d.tasks.values()
+            if r.task.state is _CLAIMED and (r.task.lease_expires or 0.0) <= now
+        ]
+        rows.sort(key=lambda r: (r.task.lease_expires or 0.0, r.task.id))
+        return [self._public(r) for r in rows[:limit]]
+
+    def state_counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in TaskState}
+        for row in self.d.tasks.values():
+            counts[row.task.state.value] += 1
+        return counts
+
+    def pool_depth(self) -> int:
+        return sum(1 for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent is None)
+
+    def pending_demand(self) -> dict[tuple[str, ...], int]:
+        demand: dict[tuple[str, ...], int] = {}
+        for row in self.d.tasks.values():
+            if row.task.state is _PENDING:
+                demand[row.task.skills] = demand.get(row.task.skills, 0) + 1
+        return demand
+
+    # candidate queries -----------------------------------------------------------------
+
+    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
+        rows = [r for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent == agent_id]
+        rows.sort(key=lambda r: (r.task.priority, -r.seq))
+        return [self._public(r) for r in rows[:limit]]
+
+    def skillsets(self) -> dict[int, tuple[str, ...]]:
+        return dict(self.d.skillsets)
+
+    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+        wanted = set(skillsets)
+        rows = [
+            r
+            for r in self.d.tasks.values()
+            if r.task.state is _PENDING
+            and r.task.agent is None
+            and r.skillset in wanted
+            and (domain is None or r.task.domain == domain)
+        ]
+        rows.sort(key=lambda r: (-r.pool_key, r.task.id))
+        return [self._public(r) for r in rows[:limit]]
+
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+        rows = [
+            r
+            for r in self.d.tasks.values()
+            if r.task.agent == victim and rules.matches(r.task)
+        ]
+        rows.sort(key=lambda r: (-r.task.priority, r.seq))
+        return [self._public(r) for r in rows[:limit]]
+
+    def window_thieves(self, since: float) -> list[str]:
+        thieves = []
+        for event in reversed(self.d.events):
+            if event.at <= since:
+                break
+            if event.kind == "stolen" and event.agent:
+                thieves.append(event.agent)
+        return thieves[::-1]
+
+    # tasks: transitions ----------------------------------------------------------------
+
+    def _skillset_id(self, skills: tuple[str, ...]) -> int:
+        for sid, need in self.d.skillsets.items():
+            if need == skills:
+                return sid
+        sid = len(self.d.skillsets) + 1
+        self._put(self.d.skillsets, sid, skills)
+        return sid
+
+    def insert_task(self, task: NewTask) -> int:
+        old = self.d.last_task_id
+        self._record(lambda: setattr(self.d, "last_task_id", old))
+        task_id = self.d.last_task_id = old + 1
+        public = Task(
+            id=task_id,
+            title=task.title,
+            state=task.state,
+            priority=task.priority,
+            body=task.body,
+            payload=_frozen_json(task.payload),
+            skills=task.skills,
+            domain=task.domain,
+            agent=task.agent,
+            pinned=task.pinned,
+            parent=task.parent,
+            key=task.key,
+            max_attempts=task.max_attempts,
+            lease_ttl=task.lease_ttl,
+            expected_duration=task.expected_duration,
+            waiting_on=task.waiting_on,
+            created_at=task.created_at,
+            updated_at=task.created_at,
+        )
+        row = _Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
+        self._put(self.d.tasks, task_id, row)
+        if task.key is not None:
+            self._put(self.d.keys, task.key, task_id)
+        return task_id
+
+    def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
+        self._put(self.d.deps, task_id, [*self.d.deps.get(task_id, []), *depends_on])
+        for dep in depends_on:
+            self._put(self.d.dependents, dep, [*self.d.dependents.get(dep, []), task_id])
+
+    def deps_of(self, task_id: int) -> list[int]:
+        return sorted(self.d.deps.get(task_id, []))
+
+    def dependents_of(self, task_id: int) -> list[int]:
+        return sorted(self.d.dependents.get(task_id, []))
+
+    def lease_task(
+        self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
+    ) -> None:
+        row = self.d.tasks[task_id]
+        self._task(
+            task_id,
+            state=_CLAIMED,
+            agent=agent_id,
+            token=token,
+            lease_expires=expires,
+            attempts=row.task.attempts + 1,
+            claimed_at=now,
+            stalled_at=None,
+            stolen=row.task.stolen or stolen,
+            updated_at=now,
+        )
+
+    def set_lease_expiry(self, task_id: int, expires: float) -> None:
+        self._task(task_id, lease_expires=expires)
+
+    def finish_task(self, task_id: int, result: Any, now: float) -> None:
+        self._task(
+            task_id,
+            state=TaskState.DONE,
+            result=_frozen_json(result),
+            lease_expires=None,
+            finished_at=now,
+            updated_at=now,
+        )
+
+    def requeue_task(
+        self,
+        task_id: int,
+        agent_id: str | None,
+        seq: int,
+        refund_attempt: bool,
+        error: str | None,
+        now: float,
+    ) -> None:
+        task = self.d.tasks[task_id].task
+        self._task(
+            task_id,
+            state=_PENDING,
+            agent=agent_id,
+            seq=seq,
+            lease_expires=None,
+            attempts=task.attempts - 1 if refund_attempt else task.attempts,
+            error=error if error is not None else task.error,
+            updated_at=now,
+        )
+
+    def bury_task(self, task_id: int, error: str | None, now: float) -> None:
+        task = self.d.tasks[task_id].task
+        self._task(
+            task_id,
+            state=TaskState.DEAD,
+            lease_expires=None,
+            error=error if error is not None else task.error,
+            finished_at=now,
+            updated_at=now,
+        )
+
+    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
+        task = self.d.tasks[task_id].task
+        self._task(
+            task_id,
+            state=TaskState.BLOCKED,
+            agent=agent_id,
+            waiting_on=waiting_on,
+            lease_expires=None,
+            attempts=task.attempts - 1,
+            updated_at=now,
+        )
+
+    def release_dependents(self, task_id: int) -> list[int]:
+        freed = []
+        for dep in self.d.dependents.get(task_id, []):
+            task = self.d.tasks[dep].task
+            if task.state is TaskState.BLOCKED:
+                self._task(dep, waiting_on=task.waiting_on - 1)
+                if task.waiting_on - 1 == 0:
+                    freed.append(dep)
+        return sorted(freed)
+
+    def ready_task(self, task_id: int, seq: int, now: float) -> None:
+        self._task(task_id, state=_PENDING, seq=seq, updated_at=now)
+
+    def move_task(
+        self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
+    ) -> None:
+        task = self.d.tasks[task_id].task
+        self._task(task_id, agent=agent_id, seq=seq, stolen=task.stolen or stolen, updated_at=now)
+
+    def cancel_task(self, task_id: int, now: float) -> None:
+        self._task(
+            task_id, state=TaskState.CANCELLED, lease_expires=None, finished_at=now, updated_at=now
+        )
+
+    def revive_task(
+        self,
+        task_id: int,
+        state: TaskState,
+        agent_id: str | None,
+        seq: int,
+        waiting_on: int,
+        now: float,
+    ) -> None:
+        self._task(
+            task_id,
+            state=state,
+            waiting_on=waiting_on,
+            agent=agent_id,
+            seq=seq,
+            attempts=0,
+            error=None,
+            result=None,
+            finished_at=None,
+            stalled_at=None,
+            lease_expires=None,
+            updated_at=now,
+        )
+
+    def mark_stalled(self, task_id: int, now: float) -> None:
+        self._task(task_id, stalled_at=now)
+
+    def rekey_pool(self, keys: Mapping[int, float]) -> None:
+        for task_id, key in keys.items():
+            self._task(task_id, pool_key=key)
+
+    def keyed_tasks(self) -> list[tuple[int, int, float]]:
+        return [
+            (r.task.id, r.task.priority, r.task.created_at)
+            for r in sorted(self.d.tasks.values(), key=_by_id)
+            if not r.task.state.finished
+        ]
+
+    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
+        row = self.d.tasks.get(task_id)
+        return None if row is None else (self._public(row), row.token)
+
+    # the event log ---------------------------------------------------------------------
+
+    def append_event(
+        self,
+        at: float,
+        kind: str,
+        task_id: int | None,
+        agent_id: str | None,
+        data: Mapping[str, Any] | None,
+    ) -> int:
+        event = Event(len(self.d.events) + 1, at, kind, task_id, agent_id, _frozen_json(data or {}))
+        self._append(self.d.events, event)
+        return event.id
+
+    def events(
+        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+    ) -> list[Event]:
+        out = []
+        for event in self.d.events[max(since, 0) :]:
+            if (task_id is None or event.task_id == task_id) and (
+                agent_id is None or event.agent == agent_id
+            ):
+                out.append(event)
+                if len(out) >= limit:
+                    break
+        return out
+
+
+_PENDING = TaskState.PENDING
+_CLAIMED = TaskState.CLAIMED
+_TASK_FIELDS = frozenset(Task.__dataclass_fields__)
+
+
+def _by_id(row: _Row) -> int:
+    return row.task.id
+
+
+def _frozen_json(value: Any) -> Any:
+    """A private copy of a JSON value, as SQLite would store it (tuples become lists)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value))

@@ -1,0 +1,274 @@
+-- Every statement the SQLite store runs, by name. See shoal/stores/_sql.py for the format.
+-- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
+-- Lists arrive as one JSON array parameter, read with json_each.
+
+-- fragment: task
+-- The columns of a task, in the order SqliteTx reads them.
+id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
+parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at
+
+-- fragment: agent
+-- The columns of an agent, in the order SqliteTx reads them.
+id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_since, last_seen,
+registered_at, incarnation, queued
+
+
+-- ============================================================ settings and counters
+
+-- name: get_meta
+-- A stored fact: the settings overrides, the last assessment.
+SELECT value FROM meta WHERE key = :key;
+
+-- name: set_meta
+INSERT INTO meta (key, value) VALUES (:key, :value)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: next_seq
+-- A queue position larger than any before it (the head of a queue is the largest).
+UPDATE counters SET value = value + 1 WHERE name = 'seq' RETURNING value;
+
+
+-- ============================================================ agents
+
+-- name: get_agent
+SELECT {agent} FROM agents WHERE id = :id;
+
+-- name: list_agents
+SELECT {agent} FROM agents ORDER BY id;
+
+-- name: save_agent
+-- Insert or update an agent; `queued` belongs to the triggers and is never written here.
+INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status,
+                    idle_since, last_seen, registered_at, incarnation)
+VALUES (:id, :role, :skills, :domains, :max_concurrent, :manager, :ephemeral, :status,
+        :idle_since, :last_seen, :registered_at, :incarnation)
+ON CONFLICT (id) DO UPDATE SET
+    role = excluded.role, skills = excluded.skills, domains = excluded.domains,
+    max_concurrent = excluded.max_concurrent, manager = excluded.manager,
+    ephemeral = excluded.ephemeral, status = excluded.status,
+    idle_since = excluded.idle_since, last_seen = excluded.last_seen,
+    registered_at = excluded.registered_at, incarnation = excluded.incarnation;
+
+-- name: queue_depths
+-- Candidate victims for a steal: agents with pending tasks in their queue.
+SELECT id, queued FROM agents WHERE queued > 0 ORDER BY id;
+
+
+-- ============================================================ tasks: reads
+
+-- name: get_task
+SELECT {task} FROM tasks WHERE id = :id;
+
+-- name: get_tasks
+SELECT {task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: leased_task
+-- A task and the token of its current (or last) lease, to check a caller's lease.
+SELECT {task}, token FROM tasks WHERE id = :id;
+
+-- name: task_by_key
+-- The idempotency key: a repeated post returns the first task.
+SELECT {task} FROM tasks WHERE key = :key;
+
+-- name: list_tasks
+-- Newest first, optionally filtered; for people, so a scan is acceptable.
+SELECT {task} FROM tasks
+WHERE (:state IS NULL OR state = :state)
+  AND (:agent IS NULL OR agent_id = :agent)
+  AND (:before IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: held_tasks
+-- What one agent holds a lease on (tasks_held index).
+SELECT {task} FROM tasks WHERE state = 'claimed' AND agent_id = :agent
+ORDER BY claimed_at, id;
+
+-- name: claimed_tasks
+SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
+
+-- name: expired_leases
+-- Step 0 of the claim: leases past their expiry, soonest first (tasks_expiry index).
+SELECT {task} FROM tasks WHERE state = 'claimed' AND lease_expires <= :now
+ORDER BY lease_expires, id
+LIMIT :limit;
+
+-- name: state_counts
+-- Kept by triggers, so this never counts rows.
+SELECT state, n FROM task_counts;
+
+-- name: pool_depth
+SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
+
+-- name: pending_demand
+-- Pending tasks by required skill set (for assess: skills no live agent has).
+SELECT s.skills, count(*) FROM tasks t JOIN skillsets s ON s.id = t.skillset
+WHERE t.state = 'pending'
+GROUP BY s.skills;
+
+
+-- ============================================================ the claim cascade
+
+-- name: queue_head
+-- Step 1, own queue head: highest priority first, newest first among equals
+-- (tasks_queue index, read forwards).
+SELECT {task} FROM tasks
+WHERE state = 'pending' AND agent_id = :agent
+ORDER BY priority, seq DESC
+LIMIT :limit;
+
+-- name: skillsets
+SELECT id, skills FROM skillsets ORDER BY id;
+
+-- name: skillset_id
+SELECT id FROM skillsets WHERE skills = :skills;
+
+-- name: insert_skillset
+INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
+
+-- name: pool_best
+-- Step 2, pool: the best static keys of one skill set (tasks_pool index). The store runs it
+-- once per skill set the agent can do and merges; pool_key rides along for the merge.
+SELECT {task}, pool_key FROM tasks
+WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset
+ORDER BY pool_key DESC, id
+LIMIT :limit;
+
+-- name: pool_best_in_domain
+-- Step 2, pool, domain bonus: the same within one of the agent's domains
+-- (tasks_pool_domain index).
+SELECT {task}, pool_key FROM tasks
+WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
+ORDER BY pool_key DESC, id
+LIMIT :limit;
+
+-- name: steal_tail
+-- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first
+-- (tasks_queue index, read backwards) -- under the eligibility rules of policy.StealFilter:
+-- priority >= the minimum, never stolen, not pinned, a skill set the thief can do, and the
+-- thief's domain (or no domain), or else simple work: high priority number and no skills.
+SELECT {task} FROM tasks
+WHERE state = 'pending' AND agent_id = :victim
+  AND priority >= :min_priority AND stolen = 0 AND pinned = 0
+  AND skillset IN (SELECT value FROM json_each(:skillsets))
+  AND (domain IS NULL
+       OR domain IN (SELECT value FROM json_each(:domains))
+       OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
+ORDER BY priority DESC, seq
+LIMIT :limit;
+
+-- name: window_thieves
+-- The steal caps' sliding window: who stole since when (events_steals index).
+SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY id;
+
+
+-- ============================================================ tasks: transitions
+
+-- name: insert_task
+INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
+                   parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
+                   pool_key, seq, created_at, updated_at)
+VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
+        :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
+        :pool_key, :seq, :created_at, :created_at);
+
+-- name: add_dep
+INSERT INTO deps (task_id, depends_on) VALUES (:task, :depends_on);
+
+-- name: deps_of
+SELECT depends_on FROM deps WHERE task_id = :task ORDER BY depends_on;
+
+-- name: dependents_of
+SELECT task_id FROM deps WHERE depends_on = :task ORDER BY task_id;
+
+-- name: lease_task
+-- pending -> claimed: the lease, and one more attempt.
+UPDATE tasks SET state = 'claimed', agent_id = :agent, token = :token,
+    lease_expires = :expires, attempts = attempts + 1, claimed_at = :now, stalled_at = NULL,
+    stolen = stolen OR :stolen, updated_at = :now
+WHERE id = :id;
+
+-- name: set_lease_expiry
+UPDATE tasks SET lease_expires = :expires WHERE id = :id;
+
+-- name: finish_task
+-- claimed -> done. The token stays, so a repeated complete is recognised as one.
+UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
+    updated_at = :now
+WHERE id = :id;
+
+-- name: requeue_task
+-- claimed -> pending in a queue (or the pool); a release refunds the attempt.
+UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, lease_expires = NULL,
+    attempts = attempts - :refund, error = coalesce(:error, error), updated_at = :now
+WHERE id = :id;
+
+-- name: bury_task
+-- claimed -> dead: attempts used up, or a failure not to retry.
+UPDATE tasks SET state = 'dead', lease_expires = NULL, error = coalesce(:error, error),
+    finished_at = :now, updated_at = :now
+WHERE id = :id;
+
+-- name: block_task
+-- claimed -> blocked: a deferred continuation, bound for its agent's queue; the attempt is
+-- refunded.
+UPDATE tasks SET state = 'blocked', agent_id = :agent, waiting_on = :waiting_on,
+    lease_expires = NULL, attempts = attempts - 1, updated_at = :now
+WHERE id = :id;
+
+-- name: release_dependents
+-- A task is done: count it off every blocked task waiting on it.
+UPDATE tasks SET waiting_on = waiting_on - 1
+WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = :task)
+RETURNING id, waiting_on;
+
+-- name: ready_task
+-- blocked -> pending, at the head of the queue it was bound for.
+UPDATE tasks SET state = 'pending', seq = :seq, updated_at = :now WHERE id = :id;
+
+-- name: move_task
+-- A pending task changes queue: a rebalance move, or back to the pool.
+UPDATE tasks SET agent_id = :agent, seq = :seq, stolen = stolen OR :stolen, updated_at = :now
+WHERE id = :id;
+
+-- name: cancel_task
+UPDATE tasks SET state = 'cancelled', lease_expires = NULL, finished_at = :now,
+    updated_at = :now
+WHERE id = :id;
+
+-- name: revive_task
+-- dead or cancelled -> pending (or blocked), with fresh attempts.
+UPDATE tasks SET state = :state, agent_id = :agent, seq = :seq, waiting_on = :waiting_on,
+    attempts = 0, error = NULL, result = NULL, finished_at = NULL, stalled_at = NULL,
+    lease_expires = NULL, updated_at = :now
+WHERE id = :id;
+
+-- name: mark_stalled
+UPDATE tasks SET stalled_at = :now WHERE id = :id;
+
+-- name: keyed_tasks
+-- Unfinished tasks, to recompute pool keys after the aging setting changes.
+SELECT id, priority, created_at FROM tasks
+WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
+
+-- name: set_pool_key
+UPDATE tasks SET pool_key = :pool_key WHERE id = :id;
+
+
+-- ============================================================ the event log
+
+-- name: append_event
+INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (:at, :kind, :task, :agent, :data);
+
+-- name: events
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > :since ORDER BY id LIMIT :limit;
+
+-- name: events_of_task
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE task_id = :task AND id > :since ORDER BY id LIMIT :limit;
+
+-- name: events_of_agent
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE agent_id = :agent AND id > :since ORDER BY id LIMIT :limit;

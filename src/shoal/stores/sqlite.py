@@ -1,0 +1,666 @@
+"""The SQLite store: the embedded default, one file shared by every local process.
+
+Atomicity and fairness
+----------------------
+Every write is one ``BEGIN IMMEDIATE`` transaction, so SQLite's single-writer lock makes
+each claim atomic. But SQLite's stock busy handler is not fair: a writer that finds the
+lock taken sleeps on a growing schedule and retries, and under steady contention one
+unlucky process can lose every retry for seconds while others win. So writers queue first
+on an advisory ``flock`` of a lock file beside the database: the kernel hands the lock to
+sleeping waiters as soon as it is free, no one polls, and SQLite's own busy wait is left
+for outsiders (another tool touching the file). The lock dies with its process, so a
+``kill -9`` never wedges the fleet. Reads never take it: WAL gives them a snapshot.
+
+Cost that does not grow with the fleet
+--------------------------------------
+Each step of the claim reads a partial index (see migrations/0001_initial.sql): the
+owner's queue head, the top of the pool per skill set (the static-key trick in policy),
+the tail of a victim's queue, the leases due to expire. Finished tasks are in none of
+them. Counts by state and queue depths are kept by triggers.
+
+Errors from the driver are translated here: a busy or broken database becomes
+``StoreUnavailable``, a file that is not a fleet becomes ``StoreError``, a schema from
+another version ``SchemaMismatch``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from shoal.errors import SchemaMismatch, StoreError, StoreNotFound, StoreUnavailable
+from shoal.model import Agent, AgentStatus, Event, Task, TaskState
+from shoal.policy import StealFilter
+from shoal.settings import Settings
+from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores.base import Capabilities, NewTask
+
+__all__ = ["APPLICATION_ID", "SqliteStore"]
+
+#: Marks a database file as a shoal fleet ("SHOL").
+APPLICATION_ID = 0x53484F4C
+_SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
+_Q = load_queries("sqlite")
+_MIGRATIONS = load_migrations("sqlite")
+SCHEMA_VERSION = len(_MIGRATIONS)
+_STATES = {s.value: s for s in TaskState}
+_STATUSES = {s.value: s for s in AgentStatus}
+
+
+class SqliteStore:
+    """A fleet in one SQLite file. See the module docstring."""
+
+    capabilities = Capabilities(shared=True, durable=True, notifies=False)
+
+    def __init__(
+        self, path: Path, *, url: str, create: bool = True, synchronous: str = "normal"
+    ) -> None:
+        self.url = url
+        self.path = Path(path)
+        if synchronous.lower() not in _SYNCHRONOUS:
+            from shoal.errors import InvalidStoreURL
+
+            raise InvalidStoreURL(
+                f"synchronous={synchronous!r} is not a SQLite durability level",
+                hint="use ?synchronous=normal (default), full, or off",
+            )
+        fresh = not self.path.exists()
+        if fresh and not create:
+            raise StoreNotFound(
+                f"there is no fleet at {self.path}",
+                hint=f"create it with `shoal init --store {url}`, or check the path",
+            )
+        if fresh:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreNotFound(f"cannot create a fleet at {self.path}: {exc.strerror}") from exc
+        self._mutex = threading.RLock()
+        self._skillsets: dict[int, tuple[str, ...]] = {}
+        self._settings: tuple[str | None, Settings] = (None, Settings())
+        try:
+            self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous.lower()]}")
+            self._conn.execute("PRAGMA cache_size = -16000")
+            self._conn.execute("PRAGMA temp_store = MEMORY")
+            self._prepare(create)
+            self._data_version = self._read_data_version()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise _translate(exc, self.path) from exc
+        except BaseException:
+            self.close()
+            raise
+
+    # --------------------------------------------------------------- schema
+
+    def _prepare(self, create: bool) -> None:
+        """Check that the file is a fleet of this schema version; create or migrate it if
+        ``create`` allows. Runs under the write lock, so racing openers agree."""
+        with self._locked():
+            app_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = self._conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+            ).fetchone()[0]
+            if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+                raise StoreError(
+                    f"{self.path} is a SQLite database but not a shoal fleet",
+                    hint="point --store at a fleet, or at a new file to create one",
+                )
+            if version > SCHEMA_VERSION:
+                raise SchemaMismatch(
+                    f"the fleet at {self.path} has schema version {version}, newer than this "
+                    f"shoal understands ({SCHEMA_VERSION})",
+                    hint="upgrade shoal (pip install -U shoal) on this machine",
+                )
+            if version < SCHEMA_VERSION and not create:
+                what = "no schema yet" if version == 0 else f"schema version {version}"
+                raise SchemaMismatch(
+                    f"the fleet at {self.path} has {what}; this shoal needs {SCHEMA_VERSION}",
+                    hint=f"run `shoal init --store {self.url}` to create or upgrade it",
+                )
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            if version < SCHEMA_VERSION:
+                self._migrate(version)
+
+    def _migrate(self, version: int) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for number, _name, script in _MIGRATIONS[version:]:
+                for statement in _statements(script):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {number}")
+            self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    # --------------------------------------------------------------- transactions
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The fair writer queue: this process's mutex, then the fleet-wide flock."""
+        with self._mutex:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def write(self) -> Iterator[SqliteTx]:
+        with self._locked():
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
+            try:
+                yield SqliteTx(self)
+            except BaseException:
+                self._rollback()
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                self._rollback()
+                raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def read(self) -> Iterator[SqliteTx]:
+        with self._mutex:
+            try:
+                self._conn.execute("BEGIN")
+            except sqlite3.DatabaseError as exc:
+                raise _translate(exc, self.path) from exc
+            try:
+                yield SqliteTx(self)
+            finally:
+                self._rollback()
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass
+
+    def _read_data_version(self) -> int:
+        with self._mutex:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Poll SQLite's data_version (a shared-memory read, no lock) until another
+        connection commits. SQLite cannot notify, so this checks every few milliseconds."""
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            version = self._read_data_version()
+            if version != self._data_version:
+                self._data_version = version
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+
+    def close(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+            self._conn = None  # type: ignore[assignment]
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._lock_fd = None  # type: ignore[assignment]
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class SqliteTx:
+    """The store verbs (see ``StoreTx``) as named queries on the store's connection."""
+
+    __slots__ = ("_c", "_s")
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._s = store
+        self._c = store._conn
+
+    def _one(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
+        return self._c.execute(_Q[name], params).fetchone()
+
+    def _all(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[Any]:
+        return self._c.execute(_Q[name], params).fetchall()
+
+    def _run(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> None:
+        self._c.execute(_Q[name], params)
+
+    # settings and counters ------------------------------------------------------------
+
+    def load_settings(self) -> Settings:
+        row = self._one("get_meta", {"key": "settings"})
+        raw = row[0] if row else None
+        cached_raw, cached = self._s._settings
+        if raw == cached_raw:
+            return cached
+        settings = Settings.from_mapping(json.loads(raw)) if raw else Settings()
+        self._s._settings = (raw, settings)
+        return settings
+
+    def save_settings(self, settings: Settings) -> None:
+        self.set_meta("settings", json.dumps(settings.overrides(), sort_keys=True))
+
+    def next_seq(self) -> int:
+        return int(self._one("next_seq")[0])
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._one("get_meta", {"key": key})
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._run("set_meta", {"key": key, "value": value})
+
+    # agents ---------------------------------------------------------------------------
+
+    def get_agent(self, agent_id: str) -> Agent | None:
+        row = self._one("get_agent", {"id": agent_id})
+        return None if row is None else _agent(row)
+
+    def list_agents(self) -> list[Agent]:
+        return [_agent(r) for r in self._all("list_agents")]
+
+    def save_agent(self, agent: Agent) -> None:
+        self._run(
+            "save_agent",
+            {
+                "id": agent.id,
+                "role": agent.role,
+                "skills": json.dumps(list(agent.skills)),
+                "domains": json.dumps(list(agent.domains)),
+                "max_concurrent": agent.max_concurrent,
+                "manager": int(agent.manager),
+                "ephemeral": int(agent.ephemeral),
+                "status": agent.status.value,
+                "idle_since": agent.idle_since,
+                "last_seen": agent.last_seen,
+                "registered_at": agent.registered_at,
+                "incarnation": agent.incarnation,
+            },
+        )
+
+    def queue_depths(self) -> list[tuple[str, int]]:
+        return [(r[0], r[1]) for r in self._all("queue_depths")]
+
+    # tasks: reads ---------------------------------------------------------------------
+
+    def _task(self, row: Sequence[Any]) -> Task:
+        skillset = row[5]
+        skills = self._s._skillsets.get(skillset)
+        if skills is None:
+            self.skillsets()
+            skills = self._s._skillsets[skillset]
+        return Task(
+            id=row[0],
+            title=row[1],
+            body=row[2],
+            payload=None if row[3] is None else json.loads(row[3]),
+            priority=row[4],
+            skills=skills,
+            domain=row[6],
+            state=_STATES[row[7]],
+            agent=row[8],
+            pinned=bool(row[9]),
+            stolen=bool(row[10]),
+            parent=row[11],
+            key=row[12],
+            attempts=row[13],
+            max_attempts=row[14],
+            lease_ttl=row[15],
+            expected_duration=row[16],
+            lease_expires=row[17],
+            result=None if row[18] is None else json.loads(row[18]),
+            error=row[19],
+            waiting_on=row[20],
+            created_at=row[21],
+            updated_at=row[22],
+            claimed_at=row[23],
+            finished_at=row[24],
+            stalled_at=row[25],
+        )
+
+    def get_task(self, task_id: int) -> Task | None:
+        row = self._one("get_task", {"id": task_id})
+        return None if row is None else self._task(row)
+
+    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+        if not task_ids:
+            return {}
+        rows = self._all("get_tasks", {"ids": json.dumps(list(task_ids))})
+        return {r[0]: self._task(r) for r in rows}
+
+    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
+        row = self._one("leased_task", {"id": task_id})
+        return None if row is None else (self._task(row), row[-1])
+
+    def task_by_key(self, key: str) -> Task | None:
+        row = self._one("task_by_key", {"key": key})
+        return None if row is None else self._task(row)
+
+    def list_tasks(
+        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+    ) -> list[Task]:
+        params = {
+            "state": None if state is None else state.value,
+            "agent": agent,
+            "before": before,
+            "limit": limit,
+        }
+        return [self._task(r) for r in self._all("list_tasks", params)]
+
+    def held_tasks(self, agent_id: str) -> list[Task]:
+        return [self._task(r) for r in self._all("held_tasks", {"agent": agent_id})]
+
+    def claimed_tasks(self) -> list[Task]:
+        return [self._task(r) for r in self._all("claimed_tasks")]
+
+    def expired_leases(self, now: float, limit: int) -> list[Task]:
+        return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
+
+    def state_counts(self) -> dict[str, int]:
+        return {state: n for state, n in self._all("state_counts")}
+
+    def pool_depth(self) -> int:
+        return int(self._one("pool_depth")[0])
+
+    def pending_demand(self) -> dict[tuple[str, ...], int]:
+        return {_split(skills): n for skills, n in self._all("pending_demand")}
+
+    # the claim cascade ----------------------------------------------------------------
+
+    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
+        return [self._task(r) for r in self._all("queue_head", {"agent": agent_id, "limit": limit})]
+
+    def skillsets(self) -> dict[int, tuple[str, ...]]:
+        rows = self._all("skillsets")
+        cache = self._s._skillsets
+        if len(rows) != len(cache):
+            cache.clear()
+            cache.update((sid, _split(skills)) for sid, skills in rows)
+        return dict(cache)
+
+    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+        rows: list[Any] = []
+        for skillset in skillsets:
+            if domain is None:
+                rows += self._all("pool_best", {"skillset": skillset, "limit": limit})
+            else:
+                params = {"skillset": skillset, "domain": domain, "limit": limit}
+                rows += self._all("pool_best_in_domain", params)
+        if len(skillsets) > 1:
+            rows.sort(key=lambda r: (-r[-1], r[0]))
+        return [self._task(r) for r in rows[:limit]]
+
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+        if limit <= 0 or not rules.skillsets:
+            return []
+        params = {
+            "victim": victim,
+            "min_priority": rules.min_priority,
+            "skillsets": json.dumps(list(rules.skillsets)),
+            "domains": json.dumps(list(rules.domains)),
+            "cross_domain_priority": rules.cross_domain_priority,
+            "free_skillset": rules.free_skillset,
+            "limit": limit,
+        }
+        return [self._task(r) for r in self._all("steal_tail", params)]
+
+    def window_thieves(self, since: float) -> list[str]:
+        return [r[0] for r in self._all("window_thieves", {"since": since})]
+
+    # tasks: transitions ----------------------------------------------------------------
+
+    def _skillset_id(self, skills: tuple[str, ...]) -> int:
+        text = ",".join(skills)
+        row = self._one("skillset_id", {"skills": text})
+        if row is None:
+            row = self._one("insert_skillset", {"skills": text})
+        return int(row[0])
+
+    def insert_task(self, task: NewTask) -> int:
+        cursor = self._c.execute(
+            _Q["insert_task"],
+            {
+                "title": task.title,
+                "body": task.body,
+                "payload": None if task.payload is None else json.dumps(task.payload),
+                "priority": task.priority,
+                "skillset": self._skillset_id(task.skills),
+                "domain": task.domain,
+                "state": task.state.value,
+                "agent": task.agent,
+                "pinned": int(task.pinned),
+                "parent": task.parent,
+                "key": task.key,
+                "max_attempts": task.max_attempts,
+                "lease_ttl": task.lease_ttl,
+                "expected_duration": task.expected_duration,
+                "waiting_on": task.waiting_on,
+                "pool_key": task.pool_key,
+                "seq": task.seq,
+                "created_at": task.created_at,
+            },
+        )
+        return int(cursor.lastrowid or 0)
+
+    def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
+        self._c.executemany(_Q["add_dep"], [{"task": task_id, "depends_on": d} for d in depends_on])
+
+    def deps_of(self, task_id: int) -> list[int]:
+        return [r[0] for r in self._all("deps_of", {"task": task_id})]
+
+    def dependents_of(self, task_id: int) -> list[int]:
+        return [r[0] for r in self._all("dependents_of", {"task": task_id})]
+
+    def lease_task(
+        self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
+    ) -> None:
+        params = {
+            "id": task_id,
+            "agent": agent_id,
+            "token": token,
+            "expires": expires,
+            "stolen": int(stolen),
+            "now": now,
+        }
+        self._run("lease_task", params)
+
+    def set_lease_expiry(self, task_id: int, expires: float) -> None:
+        self._run("set_lease_expiry", {"id": task_id, "expires": expires})
+
+    def finish_task(self, task_id: int, result: Any, now: float) -> None:
+        data = None if result is None else json.dumps(result)
+        self._run("finish_task", {"id": task_id, "result": data, "now": now})
+
+    def requeue_task(
+        self,
+        task_id: int,
+        agent_id: str | None,
+        seq: int,
+        refund_attempt: bool,
+        error: str | None,
+        now: float,
+    ) -> None:
+        params = {
+            "id": task_id,
+            "agent": agent_id,
+            "seq": seq,
+            "refund": int(refund_attempt),
+            "error": error,
+            "now": now,
+        }
+        self._run("requeue_task", params)
+
+    def bury_task(self, task_id: int, error: str | None, now: float) -> None:
+        self._run("bury_task", {"id": task_id, "error": error, "now": now})
+
+    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
+        params = {"id": task_id, "agent": agent_id, "waiting_on": waiting_on, "now": now}
+        self._run("block_task", params)
+
+    def release_dependents(self, task_id: int) -> list[int]:
+        rows = self._all("release_dependents", {"task": task_id})
+        return sorted(r[0] for r in rows if r[1] == 0)
+
+    def ready_task(self, task_id: int, seq: int, now: float) -> None:
+        self._run("ready_task", {"id": task_id, "seq": seq, "now": now})
+
+    def move_task(
+        self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
+    ) -> None:
+        params = {"id": task_id, "agent": agent_id, "seq": seq, "stolen": int(stolen), "now": now}
+        self._run("move_task", params)
+
+    def cancel_task(self, task_id: int, now: float) -> None:
+        self._run("cancel_task", {"id": task_id, "now": now})
+
+    def revive_task(
+        self,
+        task_id: int,
+        state: TaskState,
+        agent_id: str | None,
+        seq: int,
+        waiting_on: int,
+        now: float,
+    ) -> None:
+        params = {
+            "id": task_id,
+            "state": state.value,
+            "agent": agent_id,
+            "seq": seq,
+            "waiting_on": waiting_on,
+            "now": now,
+        }
+        self._run("revive_task", params)
+
+    def mark_stalled(self, task_id: int, now: float) -> None:
+        self._run("mark_stalled", {"id": task_id, "now": now})
+
+    def rekey_pool(self, keys: Mapping[int, float]) -> None:
+        self._c.executemany(
+            _Q["set_pool_key"], [{"id": i, "pool_key": k} for i, k in keys.items()]
+        )
+
+    def keyed_tasks(self) -> list[tuple[int, int, float]]:
+        return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
+
+    # the event log ---------------------------------------------------------------------
+
+    def append_event(
+        self,
+        at: float,
+        kind: str,
+        task_id: int | None,
+        agent_id: str | None,
+        data: Mapping[str, Any] | None,
+    ) -> int:
+        params = {
+            "at": at,
+            "kind": kind,
+            "task": task_id,
+            "agent": agent_id,
+            "data": json.dumps(data) if data else None,
+        }
+        return int(self._c.execute(_Q["append_event"], params).lastrowid or 0)
+
+    def events(
+        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+    ) -> list[Event]:
+        if task_id is not None:
+            rows = self._all("events_of_task", {"task": task_id, "since": since, "limit": limit})
+            if agent_id is not None:
+                rows = [r for r in rows if r[4] == agent_id]
+        elif agent_id is not None:
+            rows = self._all("events_of_agent", {"agent": agent_id, "since": since, "limit": limit})
+        else:
+            rows = self._all("events", {"since": since, "limit": limit})
+        return [
+            Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows
+        ]
+
+
+def _agent(row: Sequence[Any]) -> Agent:
+    return Agent(
+        id=row[0],
+        role=row[1],
+        skills=tuple(json.loads(row[2])),
+        domains=tuple(json.loads(row[3])),
+        max_concurrent=row[4],
+        manager=bool(row[5]),
+        ephemeral=bool(row[6]),
+        status=_STATUSES[row[7]],
+        idle_since=row[8],
+        last_seen=row[9],
+        registered_at=row[10],
+        incarnation=row[11],
+        queued=row[12],
+    )
+
+
+def _split(skills: str) -> tuple[str, ...]:
+    return tuple(skills.split(",")) if skills else ()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script, one by one (triggers included), so a
+    migration runs inside one transaction instead of executescript's own commits."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"migration ends in an unfinished statement: {buffer[:60]!r}")
+
+
+def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
+    """The most specific shoal error for a driver error."""
+    text = str(exc)
+    if "file is not a database" in text or "malformed" in text:
+        return StoreError(
+            f"{path} is not a usable shoal fleet ({text})",
+            hint="point --store at a fleet, or restore the file from a backup",
+        )
+    if "unable to open" in text:
+        return StoreNotFound(f"cannot open the fleet at {path} ({text})", hint="check the path")
+    if "locked" in text or "busy" in text:
+        return StoreUnavailable(
+            f"the fleet at {path} stayed locked by another program ({text})",
+            hint="nothing was changed; try again",
+        )
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"the fleet at {path} is read-only here ({text})", hint="check file permissions")
+    return StoreUnavailable(f"the fleet at {path} failed: {text}", hint="nothing was changed; try again")
