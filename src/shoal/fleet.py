@@ -112,7 +112,7 @@ from shoal.model import (
     parse_priority,
 )
 from shoal.settings import Settings
-from shoal.stores import open_store
+from shoal.stores import init_store_url, open_store
 from shoal.stores.base import NewTask, Store, StoreTx
 
 __all__ = ["Fleet"]
@@ -154,6 +154,12 @@ class Fleet:
         uses it so a mistyped path is an error, not a new empty fleet).
         """
         return cls(open_store(url, create=create), clock=clock, rng=rng)
+
+    @classmethod
+    def init(cls, url: str | None = None, *, clock: Clock | None = None) -> Fleet:
+        """Create (or upgrade) a fleet: at ``url``, ``$SHOAL_STORE``, or ``.shoal/fleet.db``
+        in the current folder. ``fleet.store.created`` says whether it is new."""
+        return cls(open_store(url or init_store_url(), create=True), clock=clock)
 
     @property
     def url(self) -> str:
@@ -456,7 +462,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ the claim
 
-    def claim(self, agent_id: str, n: int = 1, *, wait: float = 0.0) -> Claim:
+    def claim(self, agent_id: str, n: int = 1, *, wait: float | str = 0.0) -> Claim:
         """Take up to ``n`` tasks for ``agent_id`` by the claim cascade (module docstring).
 
         Returns the leases and their tasks, or none with the reason: ``busy`` (at
@@ -464,8 +470,7 @@ class Fleet:
         claim waits up to that many seconds for the fleet to change and tries again.
         """
         n = _check_n(n)
-        wait = parse_duration(wait, "wait")
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + parse_duration(wait, "wait")
         while True:
             with self.store.write() as tx:
                 now = self.clock.now()

@@ -314,7 +314,8 @@ def assess(
     """
     present = [a for a in agents if a.status.live and a.status is not AgentStatus.OFFLINE]
     workers = [a for a in agents if a.status.live and not a.manager]
-    idle = sum(1 for a in present if a.status is AgentStatus.IDLE)
+    # Managers never auto-terminate, so only idle workers make a fleet underutilized.
+    idle = sum(1 for a in present if a.status is AgentStatus.IDLE and not a.manager)
     working = sum(1 for a in present if a.status is AgentStatus.WORKING)
     have = set().union(*(a.skills for a in present)) if present else set()
     missing = sorted({s for need in demand for s in need} - have)

@@ -19,7 +19,16 @@ from urllib.parse import parse_qs, urlsplit
 from shoal.errors import InvalidStoreURL, StoreNotFound
 from shoal.stores.base import Capabilities, Store
 
-__all__ = ["DEFAULT_DIR", "Capabilities", "Store", "default_store_url", "find_fleet", "open_store"]
+__all__ = [
+    "DEFAULT_DIR",
+    "Capabilities",
+    "Store",
+    "default_store_url",
+    "find_fleet",
+    "init_store_url",
+    "open_store",
+    "sqlite_url",
+]
 
 DEFAULT_DIR = ".shoal"
 DEFAULT_FILE = "fleet.db"
@@ -50,6 +59,11 @@ def default_store_url() -> str:
             "SHOAL_STORE at a fleet (e.g. sqlite:///path/to/fleet.db)",
         )
     return f"sqlite://{found}"
+
+
+def init_store_url() -> str:
+    """Where ``shoal init`` creates a fleet: ``$SHOAL_STORE``, else ``./.shoal/fleet.db``."""
+    return os.environ.get("SHOAL_STORE", "").strip() or sqlite_url(Path.cwd() / DEFAULT_DIR / DEFAULT_FILE)
 
 
 def sqlite_url(path: Path | str) -> str:

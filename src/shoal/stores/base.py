@@ -232,6 +232,8 @@ class Store(Protocol):
 
     url: str
     capabilities: Capabilities
+    #: True when opening it created the fleet (or upgraded its schema).
+    created: bool
 
     def write(self) -> AbstractContextManager[StoreTx]:
         """A read-write transaction, serialized with every other writer of the fleet."""

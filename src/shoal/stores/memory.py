@@ -64,6 +64,7 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
+        self.created = True
         self._data = _Data()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -77,7 +78,10 @@ class MemoryStore:
         with _REGISTRY_LOCK:
             if name not in _REGISTRY:
                 _REGISTRY[name] = cls(url)
-            return _REGISTRY[name]
+                return _REGISTRY[name]
+            store = _REGISTRY[name]
+            store.created = False
+            return store
 
     @contextmanager
     def write(self) -> Iterator[_MemoryTx]:

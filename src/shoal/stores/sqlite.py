@@ -65,6 +65,7 @@ class SqliteStore:
     ) -> None:
         self.url = url
         self.path = Path(path)
+        self.created = False
         if synchronous.lower() not in _SYNCHRONOUS:
             from shoal.errors import InvalidStoreURL
 
@@ -138,6 +139,7 @@ class SqliteStore:
                 self._conn.execute("PRAGMA journal_mode = WAL")
             if version < SCHEMA_VERSION:
                 self._migrate(version)
+                self.created = True
 
     def _migrate(self, version: int) -> None:
         self._conn.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,621 @@
+"""The ``shoal`` command: every Fleet verb, for people (rich tables) and agents (``--json``).
+
+Exit codes (the same for every command):
+
+    0  ok
+    1  nothing to do: a claim found no work (or the agent is at capacity)
+    2  bad input: a malformed priority, an unknown agent or task, a broken store URL...
+    3  lease lost or conflict: a stale token, a full fleet, a finished task
+    4  the store is unavailable; nothing changed and the command may be retried
+
+With ``--json`` (before or after the command name) every command prints one JSON document
+on stdout, errors included: ``{"error": {"code", "message", "hint"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+
+from shoal import __version__
+from shoal.errors import BadInput, ShoalError, exit_code_for
+from shoal.faces import render
+from shoal.fleet import Fleet
+from shoal.model import Lease, TaskState
+
+__all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class App:
+    """What every command shares: the store URL, the output mode and the open fleet."""
+
+    def __init__(self, store: str | None, as_json: bool) -> None:
+        self.store = store
+        self.json = as_json
+        self.out = Console(highlight=False, soft_wrap=False)
+        self.err = Console(stderr=True, highlight=False)
+        self._fleet: Fleet | None = None
+
+    def fleet(self, create: bool = False) -> Fleet:
+        if self._fleet is None:
+            self._fleet = Fleet.open(self.store, create=create)
+        return self._fleet
+
+    def adopt(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    def now(self) -> float:
+        return self.fleet().clock.now()
+
+    def emit(self, data: Any, human: Any = None) -> None:
+        """Print ``data`` as JSON in --json mode, else ``human`` (a rich renderable or text)."""
+        if self.json:
+            click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        elif human is not None:
+            self.out.print(human)
+
+    def close(self) -> None:
+        if self._fleet is not None:
+            self._fleet.close()
+
+
+def json_option(fn: F) -> F:
+    """``--json`` on a command, equivalent to ``shoal --json COMMAND``."""
+
+    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.ensure_object(App).json = True
+
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=turn_on,
+        help="Print JSON (for agents and scripts).",
+    )(fn)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def _lease(task_id: int, token: str | None) -> Lease:
+    if not token:
+        raise BadInput(
+            "this command needs the lease token from `shoal claim`",
+            hint="pass --token TOKEN (or set SHOAL_TOKEN)",
+        )
+    return Lease(task_id=task_id, agent="", token=token, expires=0.0)
+
+
+def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
+    """A JSON value from the command line; ``@file`` reads a file, ``-`` stdin."""
+    if value is None:
+        return None
+    if value == "-":
+        value = sys.stdin.read()
+    elif value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text("utf-8")
+        except OSError as exc:
+            raise BadInput(f"cannot read {what} file {value[1:]!r}: {exc.strerror}") from None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        if text_ok:
+            return value
+        raise BadInput(
+            f"{what} is not valid JSON: {exc.msg} at position {exc.pos}",
+            hint=f'quote it for the shell, e.g. --{what} \'{{"key": "value"}}\', or use @file.json',
+        ) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--store",
+    envvar="SHOAL_STORE",
+    metavar="URL",
+    help="The fleet: sqlite:///path/fleet.db or memory:// (default: $SHOAL_STORE, else the "
+    "nearest .shoal/fleet.db).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for agents and scripts).")
+@click.version_option(__version__, prog_name="shoal")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, as_json: bool) -> None:
+    """shoal: a work-stealing task coordinator for fleets of agents.
+
+    Agents register, then claim the best task they can do under a lease, and complete
+    or fail it. Idle agents steal queued work from busy ones; the work of agents that die
+    comes back when their lease expires.
+
+    \b
+    Start:   shoal init && shoal register ada --skill python
+    Work:    shoal add "fix the parser" --skill python -p high
+             shoal claim --agent ada --json      # prints the task and its lease token
+             shoal done 1 --token TOKEN --result '{"ok": true}'
+    Watch:   shoal status, shoal events --follow, shoal assess
+
+    Exit codes: 0 ok, 1 nothing to do, 2 bad input, 3 lease lost or conflict,
+    4 store unavailable (retry).
+    """
+    app = ctx.ensure_object(App)
+    app.store = store
+    app.json = app.json or as_json
+    ctx.call_on_close(app.close)
+
+
+# ---------------------------------------------------------------------- setup
+
+
+@cli.command()
+@json_option
+@pass_app
+def init(app: App) -> None:
+    """Create a fleet (.shoal/fleet.db here, or --store), or upgrade an existing one."""
+    fleet = Fleet.init(app.store)
+    app.adopt(fleet)
+    created = fleet.store.created
+    app.emit(
+        {"store": fleet.url, "created": created},
+        f"{'created a fleet' if created else 'fleet ready'} at {fleet.url}\n"
+        "next: `shoal register AGENT --skill ...` and `shoal add TITLE`",
+    )
+
+
+# ---------------------------------------------------------------------- tasks
+
+
+@cli.command()
+@click.argument("title")
+@click.option("--body", "-b", default="", help="Longer description; '-' reads stdin.")
+@click.option("--payload", help="JSON data for the agent; '@file.json' reads a file.")
+@click.option(
+    "--priority", "-p", default="5", show_default=True,
+    help="1 (most urgent) to 9, or critical/high/medium/low.",
+)  # fmt: skip
+@click.option("--skill", "-s", "skills", multiple=True, help="A skill the task requires (repeat).")
+@click.option("--domain", "-d", help="The domain the task belongs to (affinity).")
+@click.option("--to", "to", metavar="AGENT", help="Route it to this agent's queue.")
+@click.option("--after", "after", multiple=True, type=int, metavar="ID", help="Wait for task ID.")
+@click.option("--parent", type=int, metavar="ID", help="The task this one was spawned by.")
+@click.option("--pinned", is_flag=True, help="Only --to AGENT may run it; never stolen.")
+@click.option("--expected-duration", metavar="DURATION", help="e.g. 10m; for stall detection.")
+@click.option("--lease-ttl", metavar="DURATION", help="Lease length for this task (e.g. 2h).")
+@click.option("--max-attempts", type=int, help="Claims before the task is dead.")
+@click.option("--key", help="Idempotency key: posting the same key again returns the first task.")
+@json_option
+@pass_app
+def add(
+    app: App,
+    title: str,
+    body: str,
+    payload: str | None,
+    priority: str,
+    skills: tuple[str, ...],
+    domain: str | None,
+    to: str | None,
+    after: tuple[int, ...],
+    parent: int | None,
+    pinned: bool,
+    expected_duration: str | None,
+    lease_ttl: str | None,
+    max_attempts: int | None,
+    key: str | None,
+) -> None:
+    """Post a task to the pool (or to an agent's queue with --to)."""
+    task = app.fleet().post(
+        title,
+        body=sys.stdin.read() if body == "-" else body,
+        payload=_json_arg(payload, "payload", text_ok=False),
+        priority=priority,
+        skills=skills,
+        domain=domain,
+        to=to,
+        after=after,
+        parent=parent,
+        pinned=pinned,
+        expected_duration=expected_duration,
+        lease_ttl=lease_ttl,
+        max_attempts=max_attempts,
+        key=key,
+    )
+    where = f"agent {task.agent}'s queue" if task.agent else "the pool"
+    app.emit(task.to_dict(), f"task {task.id} {task.state.value} in {where}: {task.title}")
+
+
+@cli.command()
+@click.option("--agent", "-a", envvar="SHOAL_AGENT", help="Preview what this agent would claim.")
+@click.option("--limit", "-n", default=20, show_default=True)
+@json_option
+@pass_app
+def ready(app: App, agent: str | None, limit: int) -> None:
+    """Pending tasks, in the order a claim would take them."""
+    tasks = app.fleet().ready(agent, limit=limit)
+    title = f"ready for {agent}" if agent else "ready"
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title))
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@json_option
+@pass_app
+def show(app: App, task_id: int) -> None:
+    """One task in full: fields, dependencies and history."""
+    detail = app.fleet().show(task_id)
+    app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
+
+
+@cli.command("list")
+@click.option("--state", type=click.Choice([s.value for s in TaskState]), help="Only this state.")
+@click.option("--agent", "-a", help="Only tasks of this agent.")
+@click.option("--limit", "-n", default=50, show_default=True)
+@json_option
+@pass_app
+def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
+    """Tasks, newest first."""
+    tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()))
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@json_option
+@pass_app
+def cancel(app: App, task_id: int) -> None:
+    """Cancel a task that has not finished (a holder's lease is revoked)."""
+    task = app.fleet().cancel(task_id)
+    app.emit(task.to_dict(), f"task {task.id} cancelled")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@json_option
+@pass_app
+def retry(app: App, task_id: int) -> None:
+    """Bring a dead or cancelled task back to pending with fresh attempts."""
+    task = app.fleet().retry(task_id)
+    app.emit(task.to_dict(), f"task {task.id} is {task.state.value} again")
+
+
+# ---------------------------------------------------------------------- claiming and leases
+
+
+@cli.command()
+@click.option("--agent", "-a", envvar="SHOAL_AGENT", required=True, help="Who is claiming.")
+@click.option("--n", "n", default=1, show_default=True, help="How many tasks to claim at once.")
+@click.option("--wait", default="0", metavar="SECONDS", help="Wait this long for work if none.")
+@json_option
+@pass_app
+def claim(app: App, agent: str, n: int, wait: str) -> None:
+    """Claim the best task(s) this agent can do; prints each task and its lease token.
+
+    Exits 1 when nothing was claimed (reason "empty" or "busy").
+    """
+    result = app.fleet().claim(agent, n, wait=wait)  # type: ignore[arg-type]
+    data = result.to_dict()
+    if app.json and n == 1 and result:
+        # One task: also at the top level, so agents can read .task.id and .lease.token.
+        data = {**data, **data["claimed"][0]}
+    app.emit(data, render.claim_text(result))
+    if not result:
+        sys.exit(EXIT_NOTHING)
+
+
+def _token_option(fn: F) -> F:
+    return click.option(
+        "--token", "-t", envvar="SHOAL_TOKEN", help="The lease token from `shoal claim`."
+    )(fn)
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@_token_option
+@click.option("--result", "-r", help="The result: JSON, or plain text; '@file' or '-' to read.")
+@json_option
+@pass_app
+def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
+    """Complete a task you hold."""
+    outcome = app.fleet().complete(
+        _lease(task_id, token), _json_arg(result, "result", text_ok=True)
+    )
+    words = "was already done; nothing changed" if outcome.already_done else "done"
+    if outcome.released:
+        words += f"; now ready: {', '.join(map(str, outcome.released))}"
+    app.emit(outcome.to_dict(), f"task {task_id} {words}")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@_token_option
+@click.option("--error", "-e", default="", help="What went wrong.")
+@click.option("--no-retry", is_flag=True, help="Do not retry: the task is dead at once.")
+@json_option
+@pass_app
+def fail(app: App, task_id: int, token: str | None, error: str, no_retry: bool) -> None:
+    """Report that a task you hold failed (it is retried while attempts remain)."""
+    task = app.fleet().fail(_lease(task_id, token), error, retry=not no_retry)
+    app.emit(task.to_dict(), f"task {task.id} failed; it is {task.state.value} now")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@_token_option
+@json_option
+@pass_app
+def release(app: App, task_id: int, token: str | None) -> None:
+    """Give a task back untouched (not counted as a failure)."""
+    task = app.fleet().release(_lease(task_id, token))
+    app.emit(task.to_dict(), f"task {task.id} released; it is {task.state.value} again")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@_token_option
+@click.option("--after", multiple=True, type=int, required=True, metavar="ID", help="Wait for ID.")
+@json_option
+@pass_app
+def defer(app: App, task_id: int, token: str | None, after: tuple[int, ...]) -> None:
+    """Set a task you hold aside until other tasks are done (it returns to your queue)."""
+    task = app.fleet().defer(_lease(task_id, token), after)
+    app.emit(task.to_dict(), f"task {task.id} deferred; it is {task.state.value}")
+
+
+@cli.command()
+@click.argument("agent", required=False)
+@click.option("--agent", "-a", "agent_opt", envvar="SHOAL_AGENT", help="The agent.")
+@json_option
+@pass_app
+def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
+    """Say an agent is alive and extend its leases."""
+    who = agent or agent_opt
+    if not who:
+        raise BadInput("heartbeat needs an agent", hint="shoal heartbeat AGENT (or --agent)")
+    leases = app.fleet().heartbeat(who)
+    app.emit(
+        {"agent": who, "leases": [lease.to_dict() for lease in leases]},
+        f"{who} is alive; {len(leases)} lease(s) extended",
+    )
+
+
+# ---------------------------------------------------------------------- agents
+
+
+@cli.command()
+@click.argument("agent")
+@click.option("--role", default="worker", show_default=True)
+@click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
+@click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
+@click.option("--max-concurrent", default=1, show_default=True, help="Tasks it may hold at once.")
+@click.option("--manager", is_flag=True, help="A manager: exempt from max_agents, never reaped.")
+@click.option("--ephemeral", is_flag=True, help="Terminated after idle_timeout without work.")
+@json_option
+@pass_app
+def register(
+    app: App,
+    agent: str,
+    role: str,
+    skills: tuple[str, ...],
+    domains: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+) -> None:
+    """Register an agent (or update a live one). Refused when the fleet is full."""
+    reg = app.fleet().register(
+        agent,
+        role=role,
+        skills=skills,
+        domains=domains,
+        max_concurrent=max_concurrent,
+        manager=manager,
+        ephemeral=ephemeral,
+    )
+    verb = "registered" if reg.created else "updated"
+    app.emit(
+        reg.to_dict(),
+        f"agent {agent} {verb} as {reg.agent.role}. Active agents: {reg.live}/{reg.max_agents}",
+    )
+
+
+@cli.command("set-status")
+@click.argument("agent")
+@click.argument("status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"]))
+@json_option
+@pass_app
+def set_status(app: App, agent: str, status: str) -> None:
+    """Set an agent's status (terminated releases its work and frees its place)."""
+    updated = app.fleet().set_status(agent, status)
+    app.emit(updated.to_dict(), f"agent {agent} is {updated.status.value}")
+
+
+@cli.command()
+@json_option
+@pass_app
+def agents(app: App) -> None:
+    """Every agent the fleet knows."""
+    found = app.fleet().agents()
+    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()))
+
+
+# ---------------------------------------------------------------------- the hub
+
+
+@cli.command()
+@json_option
+@pass_app
+def status(app: App) -> None:
+    """The fleet at a glance: agents, load, queues, counts, capacity, last assessment."""
+    snapshot = app.fleet().status()
+    app.emit(snapshot.to_dict(), render.status_view(snapshot))
+
+
+@cli.command()
+@json_option
+@pass_app
+def assess(app: App) -> None:
+    """Assess the workload: spawn, terminate_idle or maintain (recommends only)."""
+    result = app.fleet().assess()
+    app.emit(result.to_dict(), render.assessment_panel(result, result.at))
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Show what would move; change nothing.")
+@json_option
+@pass_app
+def rebalance(app: App, dry_run: bool) -> None:
+    """Move queued tasks from overloaded agents to agents idle for a while."""
+    moves = app.fleet().rebalance(dry_run=dry_run)
+    app.emit(
+        {"dry_run": dry_run, "moves": [m.to_dict() for m in moves]},
+        render.moves_table(moves, dry_run),
+    )
+
+
+@cli.command()
+@json_option
+@pass_app
+def reap(app: App) -> None:
+    """Expire leases, mark silent agents offline, end idle ephemeral agents, flag stalls."""
+    report = app.fleet().reap()
+    app.emit(report.to_dict(), render.reap_text(report))
+
+
+@cli.command()
+@click.option("--since", default=0, show_default=True, help="Only events after this id.")
+@click.option("--task", type=int, help="Only events of this task.")
+@click.option("--agent", "-a", help="Only events of this agent.")
+@click.option("--limit", "-n", default=100, show_default=True)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events (Ctrl-C stops).")
+@json_option
+@pass_app
+def events(
+    app: App, since: int, task: int | None, agent: str | None, limit: int, follow: bool
+) -> None:
+    """The event log, oldest first (every state change is one event)."""
+    fleet = app.fleet()
+    found = fleet.events(since, task=task, agent=agent, limit=limit)
+    if not follow:
+        app.emit([e.to_dict() for e in found], render.events_table(found, app.now()))
+        return
+    try:
+        while True:
+            for event in found:
+                if app.json:
+                    click.echo(json.dumps(event.to_dict()))
+                else:
+                    app.out.print(render.event_line(event, app.now()))
+                since = event.id
+            fleet.wait_for_change(1.0)
+            found = fleet.events(since, task=task, agent=agent, limit=limit)
+    except KeyboardInterrupt:
+        return
+
+
+@cli.group()
+def config() -> None:
+    """Read or change fleet settings."""
+
+
+@config.command("get")
+@click.argument("name", required=False)
+@json_option
+@pass_app
+def config_get(app: App, name: str | None) -> None:
+    """Show all settings, or one."""
+    settings = app.fleet().settings()
+    if name is None:
+        app.emit(settings.to_dict(), render.settings_table(settings))
+        return
+    from shoal.settings import parse_setting
+
+    parse_setting(name, getattr(settings, name, 0))  # refuses unknown names with a hint
+    value = getattr(settings, name)
+    app.emit({name: value}, f"{value:g}")
+
+
+@config.command("set")
+@click.argument("name")
+@click.argument("value")
+@json_option
+@pass_app
+def config_set(app: App, name: str, value: str) -> None:
+    """Change a setting, e.g. `shoal config set lease_ttl 15m`."""
+    settings = app.fleet().configure(**{name: value})
+    app.emit({name: getattr(settings, name)}, f"{name} = {getattr(settings, name):g}")
+
+
+@cli.command()
+@click.option("--agents", "agent_count", default=4, show_default=True, help="Agents to run.")
+@click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
+@click.option("--speed", default=1.0, show_default=True, help="Run faster (>1) or slower.")
+@click.option("--seed", default=7, show_default=True)
+@click.option("--quiet", is_flag=True, help="Only the summary.")
+@json_option
+@pass_app
+def demo(
+    app: App, agent_count: int, task_count: int, speed: float, seed: int, quiet: bool
+) -> None:
+    """Watch a fleet work: agents with domains share a skewed workload, steal, finish."""
+    from shoal.faces.demo import run_demo
+
+    summary = run_demo(
+        store=app.store,
+        agents=agent_count,
+        tasks=task_count,
+        speed=speed,
+        seed=seed,
+        console=None if (quiet or app.json) else app.out,
+    )
+    app.emit(summary.to_dict(), render_summary(summary))
+
+
+def render_summary(summary: Any) -> Any:
+    from shoal.faces.demo import summary_view
+
+    return summary_view(summary)
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Run the CLI; turn shoal errors into a message with a hint and a documented exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    app = App(None, as_json=False)
+    try:
+        cli.main(args=args, prog_name="shoal", standalone_mode=False, obj=app)
+    except ShoalError as exc:
+        _fail(app, args, exc.to_dict(), exc.message, exc.hint, exit_code_for(exc))
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        _fail(app, args, {"code": "usage", "message": exc.format_message(), "hint": "see --help"},
+              exc.format_message(), "see `shoal --help` or `shoal COMMAND --help`",
+              EXIT_BAD_INPUT)  # fmt: skip
+    except SystemExit as exc:
+        sys.exit(exc.code)
+    sys.exit(EXIT_OK)
+
+
+def _fail(
+    app: App, args: list[str], data: dict[str, Any], message: str, hint: str | None, code: int
+) -> NoReturn:
+    if app.json or "--json" in args:
+        click.echo(json.dumps({"error": data}, indent=2))
+    else:
+        render.print_error(app.err, message, hint)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

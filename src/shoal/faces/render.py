@@ -1,0 +1,309 @@
+"""How the CLI shows fleet data to people: rich tables and short relative times.
+
+Machine output (``--json``) never goes through here; it is each record's ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from shoal.model import (
+    Agent,
+    Assessment,
+    Claim,
+    Event,
+    FleetStatus,
+    Move,
+    ReapReport,
+    Task,
+    TaskDetail,
+)
+from shoal.settings import SETTINGS, Settings
+
+__all__ = [
+    "agents_table",
+    "ago",
+    "assessment_panel",
+    "claim_text",
+    "event_line",
+    "events_table",
+    "moves_table",
+    "print_error",
+    "reap_text",
+    "settings_table",
+    "status_view",
+    "task_panel",
+    "tasks_table",
+]
+
+STATE_STYLE = {
+    "blocked": "magenta",
+    "pending": "yellow",
+    "claimed": "cyan",
+    "done": "green",
+    "dead": "red",
+    "cancelled": "dim",
+}
+STATUS_STYLE = {
+    "idle": "yellow",
+    "working": "green",
+    "waiting": "cyan",
+    "offline": "red",
+    "terminated": "dim",
+}
+
+
+def ago(then: float | None, now: float) -> str:
+    """``12s ago`` / ``in 4m`` / ``-``."""
+    if then is None:
+        return "-"
+    delta = now - then
+    text = _span(abs(delta))
+    return f"{text} ago" if delta >= 0 else f"in {text}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 1:
+        return "now" if seconds < 0.05 else f"{seconds:.1f}s"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _state(value: str) -> Text:
+    return Text(value, style=STATE_STYLE.get(value, ""))
+
+
+def _status(value: str) -> Text:
+    return Text(value, style=STATUS_STYLE.get(value, ""))
+
+
+def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left")
+    for column in ("id", "state", "p", "title", "agent", "skills", "domain", "age"):
+        table.add_column(column, justify="right" if column in ("id", "p") else "left")
+    for t in tasks:
+        agent = t.agent or ("(pool)" if t.state.value == "pending" else "-")
+        flags = " [pinned]" if t.pinned else ""
+        flags += " [stolen]" if t.stolen else ""
+        flags += " [stalled]" if t.stalled_at is not None else ""
+        table.add_row(
+            str(t.id),
+            _state(t.state.value),
+            str(t.priority),
+            Text(t.title + flags),
+            agent,
+            ",".join(t.skills) or "-",
+            t.domain or "-",
+            ago(t.created_at, now),
+        )
+    return table
+
+
+def task_panel(detail: TaskDetail, now: float) -> Panel:
+    t = detail.task
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("state", _state(t.state.value)),
+        ("priority", str(t.priority)),
+        ("agent", t.agent or "(pool)"),
+        ("skills", ", ".join(t.skills) or "-"),
+        ("domain", t.domain or "-"),
+        ("attempts", f"{t.attempts}" + (f" of {t.max_attempts}" if t.max_attempts else "")),
+        ("created", ago(t.created_at, now)),
+    ]
+    if t.lease_expires is not None:
+        rows.append(("lease expires", ago(t.lease_expires, now)))
+    if detail.after:
+        rows.append(("after", ", ".join(map(str, detail.after))))
+    if detail.dependents:
+        rows.append(("dependents", ", ".join(map(str, detail.dependents))))
+    if t.parent is not None:
+        rows.append(("parent", str(t.parent)))
+    if t.waiting_on:
+        rows.append(("waiting on", f"{t.waiting_on} unfinished dependencies"))
+    flags = [f for f, on in (("pinned", t.pinned), ("stolen", t.stolen)) if on]
+    if t.stalled_at is not None:
+        flags.append("STALLED")
+    if flags:
+        rows.append(("flags", ", ".join(flags)))
+    if t.error:
+        rows.append(("error", Text(t.error, style="red")))
+    if t.result is not None:
+        rows.append(("result", repr(t.result) if not isinstance(t.result, str) else t.result))
+    if t.payload is not None:
+        rows.append(("payload", repr(t.payload)))
+    for name, value in rows:
+        grid.add_row(name, value)
+    parts: list[Table | Text] = [grid]
+    if t.body:
+        parts.append(Text("\n" + t.body))
+    if detail.events:
+        parts.append(events_table(detail.events, now, title="history"))
+    return Panel(Group(*parts), title=f"task {t.id}: {t.title}", title_align="left")
+
+
+def agents_table(agents: Sequence[Agent], now: float) -> Table:
+    table = Table(box=box.SIMPLE_HEAVY)
+    for column in ("agent", "status", "role", "skills", "domains", "max", "queued", "seen"):
+        table.add_column(column)
+    for a in agents:
+        role = a.role + (" (manager)" if a.manager else "") + (" (ephemeral)" if a.ephemeral else "")
+        status = _status(a.status.value)
+        if a.idle_since is not None:
+            status.append(f" {ago(a.idle_since, now)}", style="dim")
+        table.add_row(
+            a.id,
+            status,
+            role,
+            ",".join(a.skills) or "-",
+            ",".join(a.domains) or "-",
+            str(a.max_concurrent),
+            str(a.queued),
+            ago(a.last_seen, now),
+        )
+    return table
+
+
+def status_view(status: FleetStatus) -> Group:
+    now = status.at
+    counts = "  ".join(
+        f"[{STATE_STYLE.get(k, '')}]{k}[/] {v}" for k, v in status.counts.items() if v
+    )
+    header = Text.from_markup(
+        f"[bold]Agents[/] {status.live}/{status.max_agents} live   "
+        f"[bold]Pool[/] {status.pool} pending   {counts or 'no tasks yet'}"
+    )
+    table = Table(box=box.SIMPLE_HEAVY)
+    for column in ("agent", "status", "load", "queued", "current tasks", "seen"):
+        table.add_column(column)
+    for line in status.agents:
+        a = line.agent
+        if a.status.value == "terminated" and not line.held:
+            continue
+        current = ", ".join(f"{t.id} {t.title}" for t in line.held) or "-"
+        table.add_row(
+            a.id + (" *" if a.manager else ""),
+            _status(a.status.value),
+            f"{len(line.held)}/{a.max_concurrent}",
+            str(a.queued),
+            current,
+            ago(a.last_seen, now),
+        )
+    parts: list[Text | Table | Panel] = [header, table]
+    if status.stalled:
+        stalled = ", ".join(f"{t.id} ({t.agent})" for t in status.stalled)
+        parts.append(Text(f"stalled: {stalled}", style="bold red"))
+    if status.assessment is not None:
+        parts.append(assessment_panel(status.assessment, now))
+    return Group(*parts)
+
+
+def assessment_panel(a: Assessment, now: float) -> Panel:
+    style = {"overloaded": "red", "balanced": "green", "underutilized": "yellow"}.get(
+        a.workload, "dim"
+    )
+    lines = [
+        f"Agents: {a.live_agents}/{a.max_agents} live, {a.working_agents} working, "
+        f"{a.idle_agents} idle",
+        f"Tasks:  {a.pending} pending, {a.in_progress} in progress, {a.blocked} blocked",
+        f"Status: [{style}]{a.workload.upper()}[/]   Recommendation: [bold]{a.recommendation}[/]",
+        f"Why:    {a.reason}",
+    ]
+    if a.missing_skills:
+        lines.append(f"Spawn with skills: {', '.join(a.missing_skills)}")
+    title = f"workload assessment ({ago(a.at, now)})"
+    return Panel(Text.from_markup("\n".join(lines)), title=title, title_align="left")
+
+
+def claim_text(claim: Claim) -> Text:
+    if not claim:
+        return Text(f"nothing claimed: {claim.reason}", style="yellow")
+    out = Text()
+    for task, lease, source in zip(claim.tasks, claim.leases, claim.sources, strict=True):
+        out.append(f"claimed task {task.id}", style="bold green")
+        out.append(f" ({source}, p{task.priority}) {task.title}\n")
+        out.append(f"  token {lease.token}\n", style="dim")
+    return out
+
+
+def event_line(e: Event, now: float) -> Text:
+    who = f" {e.agent}" if e.agent else ""
+    task = f" task {e.task_id}" if e.task_id is not None else ""
+    data = " ".join(f"{k}={v}" for k, v in e.data.items() if v not in (None, ""))
+    text = Text(f"{e.id:>6} ", style="dim")
+    text.append(f"{ago(e.at, now):>9} ", style="dim")
+    text.append(e.kind, style="bold")
+    text.append(f"{task}{who}")
+    if data:
+        text.append(f"  {data}", style="dim")
+    return text
+
+
+def events_table(events: Sequence[Event], now: float, title: str | None = None) -> Table:
+    table = Table(title=title, box=box.SIMPLE, title_justify="left")
+    for column in ("id", "when", "event", "task", "agent", "details"):
+        table.add_column(column)
+    for e in events:
+        details = " ".join(f"{k}={v}" for k, v in e.data.items() if v not in (None, ""))
+        table.add_row(
+            str(e.id),
+            ago(e.at, now),
+            e.kind,
+            "-" if e.task_id is None else str(e.task_id),
+            e.agent or "-",
+            details,
+        )
+    return table
+
+
+def moves_table(moves: Sequence[Move], dry_run: bool) -> Table | Text:
+    if not moves:
+        return Text("nothing to rebalance", style="yellow")
+    table = Table(title="would move" if dry_run else "moved", box=box.SIMPLE, title_justify="left")
+    for column in ("task", "p", "title", "from", "to"):
+        table.add_column(column)
+    for m in moves:
+        table.add_row(str(m.task_id), str(m.priority), m.title, m.from_agent, m.to_agent)
+    return table
+
+
+def reap_text(report: ReapReport) -> Text:
+    if not report:
+        return Text("nothing to reap", style="dim")
+    parts = []
+    for name, values in report.to_dict().items():
+        if values:
+            parts.append(f"{name}: {', '.join(map(str, values))}")
+    return Text("\n".join(parts))
+
+
+def settings_table(settings: Settings) -> Table:
+    table = Table(box=box.SIMPLE_HEAVY)
+    for column in ("setting", "value", "default", "meaning"):
+        table.add_column(column)
+    defaults = Settings()
+    for name, spec in SETTINGS.items():
+        value = getattr(settings, name)
+        default = getattr(defaults, name)
+        style = "bold" if value != default else ""
+        table.add_row(name, Text(f"{value:g}", style=style), f"{default:g}", spec.help)
+    return table
+
+
+def print_error(console: Console, message: str, hint: str | None) -> None:
+    console.print(Text("error: ", style="bold red") + Text(message))
+    if hint:
+        console.print(Text("  hint: ", style="yellow") + Text(hint))

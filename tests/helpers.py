@@ -1,0 +1,41 @@
+"""Small helpers the tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from shoal import Claim, Fleet, Lease, Task
+
+
+def one(claim: Claim) -> tuple[Task, Lease]:
+    """The single task and lease of a claim that must have found exactly one."""
+    assert len(claim.leases) == 1, f"expected one task, got {claim}"
+    return claim.tasks[0], claim.leases[0]
+
+
+def ids(tasks: Iterable[Task]) -> list[int]:
+    return [t.id for t in tasks]
+
+
+def post_many(fleet: Fleet, count: int, **kwargs: Any) -> list[int]:
+    return [fleet.post(f"task {i}", **kwargs).id for i in range(count)]
+
+
+def snapshot(fleet: Fleet) -> dict[str, Any]:
+    """Everything observable about a fleet, to prove a refused call changed nothing."""
+    return {
+        "tasks": [t.to_dict() for t in fleet.tasks(limit=10_000)],
+        "agents": [a.to_dict() for a in fleet.agents()],
+        "events": len(fleet.events(limit=1_000_000)),
+        "settings": fleet.settings().to_dict(),
+    }
+
+
+def kinds(fleet: Fleet, since: int = 0, **filters: Any) -> list[str]:
+    return [e.kind for e in fleet.events(since, **filters)]
+
+
+def last_event_id(fleet: Fleet) -> int:
+    found = fleet.events(0, limit=1_000_000)
+    return found[-1].id if found else 0
