@@ -118,6 +118,7 @@ from shoal.stores.base import NewTask, Store, StoreTx
 __all__ = ["Fleet"]
 
 _EXPIRE_PER_CLAIM = 100  # leases a claim expires before looking for work; reap takes all
+_SEEN_RESOLUTION = 1.0  # seconds: how stale last_seen may get before a claim rewrites it
 _MAX_BATCH = 1000
 
 
@@ -206,32 +207,69 @@ class Fleet:
         A repeated ``key`` returns the task first posted with it and adds nothing.
         """
         draft = _check_post(
-            title, body, payload, priority, skills, domain, to, after, parent, pinned,
-            expected_duration, lease_ttl, max_attempts, key,
-        )  # fmt: skip
+            title,
+            body,
+            payload,
+            priority,
+            skills,
+            domain,
+            to,
+            after,
+            parent,
+            pinned,
+            expected_duration,
+            lease_ttl,
+            max_attempts,
+            key,
+        )
         with self.store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
                 return existing
+            task_id = self._insert(tx, draft, self.clock.now(), tx.load_settings())
+            task = tx.get_task(task_id)
+            assert task is not None
+            return task
+
+    def post_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Post many tasks in one transaction; returns their ids in order.
+
+        Each mapping holds ``post``'s arguments (``title`` and any keywords). All are checked
+        before anything is written, and either all are posted or none.
+        """
+        drafts = [_draft(spec, i) for i, spec in enumerate(tasks)]
+        ids: list[int] = []
+        with self.store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
-            dest = draft.agent
-            if dest is not None:
-                agent = self._live_agent(tx, dest)
-                if not policy.can_do(agent.skills, draft.skills):
-                    lacking = sorted(set(draft.skills) - set(agent.skills))
-                    raise BadInput(
-                        f"agent {dest!r} lacks the skills this task requires: {', '.join(lacking)}",
-                        hint="route it to an agent with those skills, or post it to the pool",
-                    )
-            if draft.parent is not None:
-                parent_task = tx.get_task(draft.parent)
-                if parent_task is None:
-                    raise UnknownTask(
-                        f"parent task {draft.parent} does not exist",
-                        hint="give the id of a task in this fleet (see `shoal list`)",
-                    )
-                if dest is None and parent_task.state is TaskState.CLAIMED:
-                    dest = parent_task.agent  # work-first: the spawner's own queue, at the head
+            for draft in drafts:
+                if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
+                    ids.append(existing.id)
+                else:
+                    ids.append(self._insert(tx, draft, now, settings))
+        return ids
+
+    def _insert(self, tx: StoreTx, draft: NewTask, now: float, settings: Settings) -> int:
+        """Route, block and insert one checked task, with its event."""
+        dest = draft.agent
+        if dest is not None:
+            agent = self._live_agent(tx, dest)
+            if not policy.can_do(agent.skills, draft.skills):
+                lacking = sorted(set(draft.skills) - set(agent.skills))
+                raise BadInput(
+                    f"agent {dest!r} lacks the skills this task requires: {', '.join(lacking)}",
+                    hint="route it to an agent with those skills, or post it to the pool",
+                )
+        if draft.parent is not None:
+            parent_task = tx.get_task(draft.parent)
+            if parent_task is None:
+                raise UnknownTask(
+                    f"parent task {draft.parent} does not exist",
+                    hint="give the id of a task in this fleet (see `shoal list`)",
+                )
+            if dest is None and parent_task.state is TaskState.CLAIMED:
+                dest = parent_task.agent  # work-first: the spawner's own queue, at the head
+        waiting = 0
+        if draft.after:
             deps = tx.get_tasks(draft.after)
             missing = [d for d in draft.after if d not in deps]
             if missing:
@@ -240,27 +278,26 @@ class Fleet:
                     hint="`after` must list ids of tasks already in this fleet",
                 )
             waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
-            new = replace(
-                draft,
-                agent=dest,
-                state=TaskState.BLOCKED if waiting else TaskState.PENDING,
-                waiting_on=waiting,
-                created_at=now,
-                pool_key=policy.pool_key(draft.priority, now, settings.aging),
-                seq=tx.next_seq(),
-            )
-            task_id = tx.insert_task(new)
-            if draft.after:
-                tx.add_deps(task_id, draft.after)
-            data: dict[str, Any] = {"priority": new.priority, "state": new.state.value}
-            if dest is not None:
-                data["to"] = dest
-            if draft.after:
-                data["after"] = list(draft.after)
-            tx.append_event(now, "posted", task_id, dest, data)
-            task = tx.get_task(task_id)
-            assert task is not None
-            return task
+        new = replace(
+            draft,
+            agent=dest,
+            state=TaskState.BLOCKED if waiting else TaskState.PENDING,
+            waiting_on=waiting,
+            created_at=now,
+            pool_key=policy.pool_key(draft.priority, now, settings.aging),
+            # A place in a queue matters only in a queue; the pool orders by pool_key.
+            seq=tx.next_seq() if dest is not None else 0,
+        )
+        task_id = tx.insert_task(new)
+        if draft.after:
+            tx.add_deps(task_id, draft.after)
+        data: dict[str, Any] = {"priority": new.priority, "state": new.state.value}
+        if dest is not None:
+            data["to"] = dest
+        if draft.after:
+            data["after"] = list(draft.after)
+        tx.append_event(now, "posted", task_id, dest, data)
+        return task_id
 
     # ------------------------------------------------------------------ reading tasks
 
@@ -362,7 +399,23 @@ class Fleet:
                     f"{settings.max_agents + 1}`) or terminate an agent "
                     f"(`shoal set-status AGENT terminated`)",
                 )
-            fields = dict(
+            if existing is not None and existing.status.live:
+                status = existing.status
+                if status is AgentStatus.OFFLINE:
+                    status = self._present_status(tx, existing.id)
+                agent = replace(existing, status=status)
+                kind = "agent.updated"
+            else:
+                agent = Agent(
+                    id=agent_id,
+                    status=AgentStatus.IDLE,
+                    idle_since=now,
+                    registered_at=now,
+                    incarnation=existing.incarnation + 1 if existing else 1,
+                )
+                kind = "agent.registered"
+            agent = replace(
+                agent,
                 role=role,
                 skills=skill_names,
                 domains=domain_names,
@@ -371,27 +424,11 @@ class Fleet:
                 ephemeral=ephemeral,
                 last_seen=now,
             )
-            if existing is not None and existing.status.live:
-                status = existing.status
-                if status is AgentStatus.OFFLINE:
-                    status = self._present_status(tx, existing.id)
-                agent = replace(existing, status=status, **fields)  # type: ignore[arg-type]
+            if existing is not None and kind == "agent.updated":
                 agent = _with_idle_since(agent, existing, now)
-                tx.save_agent(agent)
-                tx.append_event(now, "agent.updated", None, agent_id, _agent_data(agent))
-                created = False
-            else:
-                agent = Agent(
-                    id=agent_id,
-                    status=AgentStatus.IDLE,
-                    idle_since=now,
-                    registered_at=now,
-                    incarnation=existing.incarnation + 1 if existing else 1,
-                    **fields,  # type: ignore[arg-type]
-                )
-                tx.save_agent(agent)
-                tx.append_event(now, "agent.registered", None, agent_id, _agent_data(agent))
-                created = True
+            tx.save_agent(agent)
+            tx.append_event(now, kind, None, agent_id, _agent_data(agent))
+            created = kind == "agent.registered"
             live = sum(1 for a in tx.list_agents() if a.status.live and not a.manager)
             saved = tx.get_agent(agent_id)
             assert saved is not None
@@ -447,17 +484,23 @@ class Fleet:
             agent = self._live_agent(tx, agent_id)
             if agent.status is AgentStatus.OFFLINE:
                 back = self._present_status(tx, agent.id)
-                tx.save_agent(_with_idle_since(replace(agent, status=back, last_seen=now), agent, now))
-                tx.append_event(now, "agent.status", None, agent_id, {"from": "offline", "to": back.value})
+                tx.save_agent(
+                    _with_idle_since(replace(agent, status=back, last_seen=now), agent, now)
+                )
+                tx.append_event(
+                    now, "agent.status", None, agent_id, {"from": "offline", "to": back.value}
+                )
             else:
                 tx.save_agent(replace(agent, last_seen=now))
             leases = []
             for task in tx.held_tasks(agent_id):
+                found = tx.leased_task(task.id)
+                token = found[1] if found is not None else None
+                if token is None:
+                    continue
                 expires = policy.lease_expiry(now, task.lease_ttl, settings)
                 tx.set_lease_expiry(task.id, expires)
-                found = tx.leased_task(task.id)
-                assert found is not None and found[1] is not None
-                leases.append(Lease(task.id, agent_id, found[1], expires))
+                leases.append(Lease(task.id, agent_id, token, expires))
             return leases
 
     # ------------------------------------------------------------------ the claim
@@ -473,69 +516,82 @@ class Fleet:
         deadline = time.monotonic() + parse_duration(wait, "wait")
         while True:
             with self.store.write() as tx:
-                now = self.clock.now()
-                settings = tx.load_settings()
-                agent = self._live_agent(tx, agent_id)
-                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
-                claim = self._claim_in(tx, agent, n, now, settings)
+                claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
+            assert claim is not None
             remaining = deadline - time.monotonic()
             if claim or claim.reason == "busy" or remaining <= 0:
                 return claim
             self.store.wait_for_change(min(remaining, 1.0))
 
-    def _claim_in(self, tx: StoreTx, agent: Agent, n: int, now: float, settings: Settings) -> Claim:
-        """The cascade proper, inside the caller's transaction, for an agent known to be live."""
-        held = len(tx.held_tasks(agent.id))
-        room = policy.claim_room(held, agent.max_concurrent, n)
+    def _claim(self, tx: StoreTx, agent_id: str, n: int, now: float, strict: bool) -> Claim | None:
+        """The cascade, inside the caller's transaction.
+
+        For an unknown or terminated agent: ``UnknownAgent`` if ``strict``, else None (a
+        completion that also asked for more work must not fail because of it).
+        """
+        context = tx.claim_context(agent_id, now)
+        if context is None or context.agent.status is AgentStatus.TERMINATED:
+            if strict:
+                self._live_agent(tx, agent_id)  # raises the right error
+            return None
+        settings = context.settings
+        if context.leases_due:  # step 0: expire due leases (the monitor may not be running)
+            self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
+            context = tx.claim_context(agent_id, now)
+            assert context is not None
+        agent = context.agent
+        room = policy.claim_room(context.held, agent.max_concurrent, n)
         if room == 0:  # step 1: at capacity
             self._touch(tx, agent, now, AgentStatus.WORKING)
             return Claim(reason="busy")
-        picked: list[tuple[Task, str]] = [(t, "queue") for t in tx.queue_head(agent.id, room)]
-        skillsets: Mapping[int, tuple[str, ...]] | None = None
-        if len(picked) < room:  # step 3: the pool
-            skillsets = tx.skillsets()
-            eligible = policy.eligible_skillsets(skillsets, agent.skills)
+        # step 2: own queue, head
+        picked = [(t, "queue") for t in tx.queue_head(agent.id, room)] if agent.queued else []
+        if len(picked) < room:  # step 3: the pool, best score
+            eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
             want = room - len(picked)
             if eligible:
                 candidates = tx.pool_best(eligible, None, want)
                 if candidates:
                     for domain in agent.domains:
                         candidates += tx.pool_best(eligible, domain, want)
-                best = policy.rank_pool(candidates, agent.domains, settings.aging, want)
-                picked += [(t, "pool") for t in best]
-        if not picked:  # step 4: steal (only when own queue and pool gave nothing)
-            assert skillsets is not None
-            picked = [(t, "steal") for t in self._steal(tx, agent, room, now, settings, skillsets)]
+                    best = policy.rank_pool(candidates, agent.domains, settings.aging, want)
+                    picked += [(t, "pool") for t in best]
+        if not picked:  # step 4: steal, only when the own queue and the pool gave nothing
+            stolen = self._steal(tx, agent, room, now, settings, context.skillsets)
+            picked = [(t, "steal") for t in stolen]
         if not picked:  # step 5: nothing -- idle
             self._touch(tx, agent, now, AgentStatus.IDLE)
             return Claim(reason="empty")
-        leases, tasks, sources = [], [], []
+        return self._lease(tx, agent, picked, now, settings)
+
+    def _lease(
+        self,
+        tx: StoreTx,
+        agent: Agent,
+        picked: Sequence[tuple[Task, str]],
+        now: float,
+        settings: Settings,
+    ) -> Claim:
+        """Give ``agent`` a lease on each picked task, with one event each."""
+        grants, sources = [], {}
         for task, source in picked:
-            token = secrets.token_hex(8)
             expires = policy.lease_expiry(now, task.lease_ttl, settings)
-            stolen = source == "steal"
-            tx.lease_task(task.id, agent.id, token, expires, stolen, now)
-            data: dict[str, Any] = {"source": source, "attempt": task.attempts + 1}
-            if stolen:
-                data["from"] = task.agent
-            tx.append_event(now, "stolen" if stolen else "claimed", task.id, agent.id, data)
-            leases.append(Lease(task.id, agent.id, token, expires))
-            tasks.append(
-                replace(
-                    task,
-                    state=TaskState.CLAIMED,
-                    agent=agent.id,
-                    attempts=task.attempts + 1,
-                    lease_expires=expires,
-                    claimed_at=now,
-                    stalled_at=None,
-                    stolen=task.stolen or stolen,
-                    updated_at=now,
-                )
-            )
-            sources.append(source)
+            grants.append((task.id, secrets.token_hex(8), expires, source == "steal"))
+            sources[task.id] = (source, task.agent)
+        tasks = tx.lease_tasks(agent.id, grants, now)
+        for task in tasks:
+            source, victim = sources[task.id]
+            data: dict[str, Any] = {"source": source, "attempt": task.attempts}
+            if source == "steal":
+                data["from"] = victim
+            kind = "stolen" if source == "steal" else "claimed"
+            tx.append_event(now, kind, task.id, agent.id, data)
         self._touch(tx, agent, now, AgentStatus.WORKING)
-        return Claim(tuple(leases), tuple(tasks), tuple(sources))
+        leases = tuple(
+            Lease(t.id, agent.id, token, expires)
+            for t, (_, token, expires, _) in zip(tasks, grants, strict=True)
+        )
+        return Claim(leases, tuple(tasks), tuple(sources[t.id][0] for t in tasks))
 
     def _steal(
         self,
@@ -547,9 +603,12 @@ class Fleet:
         skillsets: Mapping[int, tuple[str, ...]],
     ) -> list[Task]:
         """Step 4: tail tasks from the busiest compatible victims, within the caps."""
-        budget = min(want, policy.steal_budget(
-            tx.window_thieves(now - settings.rebalance_interval), thief.id, settings
-        ))  # fmt: skip
+        budget = min(
+            want,
+            policy.steal_budget(
+                tx.window_thieves(now - settings.rebalance_interval), thief.id, settings
+            ),
+        )
         if budget <= 0:
             return []
         rules = policy.steal_filter(thief, settings, skillsets)
@@ -580,23 +639,18 @@ class Fleet:
             _check_n(then_claim)
         with self.store.write() as tx:
             now = self.clock.now()
-            task = self._held(tx, lease, now, done_ok=True)
-            if task.state is TaskState.DONE:
-                return Completion(task, already_done=True)
-            released = self._finish(tx, task, result, now)
-            agent = tx.get_agent(task.agent or "")
+            finished = tx.finish_leased([(lease.task_id, lease.token, result)], now)
+            if not finished:  # not a live lease: say why, or recognise a repeat
+                return Completion(self._held(tx, lease, now, done_ok=True), already_done=True)
+            ((task, has_dependents),) = finished
+            tx.append_event(now, "completed", task.id, task.agent, None)
+            released = self._release_dependents(tx, task.id, now) if has_dependents else []
             next_claim = None
-            if then_claim and agent is not None and agent.status.live:
-                settings = tx.load_settings()
-                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
-                next_claim = self._claim_in(tx, agent, then_claim, now, settings)
-            elif agent is not None:
-                self._after_letting_go(tx, agent, now)
-            done = replace(
-                task, state=TaskState.DONE, result=_roundtrip(result), lease_expires=None,
-                finished_at=now, updated_at=now,
-            )  # fmt: skip
-            return Completion(done, False, tuple(released), next_claim)
+            if then_claim:
+                next_claim = self._claim(tx, task.agent or "", then_claim, now, strict=False)
+            else:
+                self._after_letting_go(tx, task.agent, now)
+            return Completion(task, False, tuple(released), next_claim)
 
     def complete_many(
         self, outcomes: Sequence[tuple[Lease, Any]], *, then_claim: int = 0
@@ -620,26 +674,28 @@ class Fleet:
         with self.store.write() as tx:
             now = self.clock.now()
             holder: str | None = next(iter(agents), None)
-            for lease, result in outcomes:
-                try:
-                    task = self._held(tx, lease, now, done_ok=True)
-                except LeaseLost as exc:
-                    lost.append((lease.task_id, exc.message))
+            items = [(lease.task_id, lease.token, result) for lease, result in outcomes]
+            finished = {task.id: (task, deps) for task, deps in tx.finish_leased(items, now)}
+            for lease, _ in outcomes:
+                if lease.task_id not in finished:  # not a live lease: say why, or a repeat
+                    try:
+                        task = self._held(tx, lease, now, done_ok=True)
+                    except LeaseLost as exc:
+                        lost.append((lease.task_id, exc.message))
+                    else:
+                        already.append(task.id)
                     continue
-                if task.state is TaskState.DONE:
-                    already.append(task.id)
-                    continue
+                task, has_dependents = finished.pop(lease.task_id)
                 holder = holder or task.agent
-                released += self._finish(tx, task, result, now)
+                tx.append_event(now, "completed", task.id, task.agent, None)
                 completed.append(task.id)
-            agent = tx.get_agent(holder) if holder else None
+                if has_dependents:
+                    released += self._release_dependents(tx, task.id, now)
             next_claim = None
-            if then_claim and agent is not None and agent.status.live:
-                settings = tx.load_settings()
-                self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
-                next_claim = self._claim_in(tx, agent, then_claim, now, settings)
-            elif agent is not None and completed:
-                self._after_letting_go(tx, agent, now)
+            if then_claim and holder is not None:
+                next_claim = self._claim(tx, holder, then_claim, now, strict=False)
+            elif completed:
+                self._after_letting_go(tx, holder, now)
         return BatchCompletion(
             tuple(completed), tuple(already), tuple(lost), tuple(released), next_claim
         )
@@ -653,7 +709,7 @@ class Fleet:
             settings = tx.load_settings()
             task = self._held(tx, lease, now)
             self._end_lease(tx, task, now, settings, retry=retry, kind="failed", error=error)
-            self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+            self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
 
     def release(self, lease: Lease) -> Task:
@@ -664,7 +720,7 @@ class Fleet:
             task = self._held(tx, lease, now)
             tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
             tx.append_event(now, "released", task.id, task.agent, None)
-            self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+            self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
 
     def defer(self, lease: Lease, after: Sequence[int]) -> Task:
@@ -698,7 +754,7 @@ class Fleet:
             else:
                 tx.requeue_task(task.id, holder, tx.next_seq(), True, None, now)
             tx.append_event(now, "deferred", task.id, holder, data)
-            self._after_letting_go(tx, tx.get_agent(holder), now)
+            self._after_letting_go(tx, holder, now)
             return _need_task(tx, task.id)
 
     def cancel(self, task_id: int) -> Task:
@@ -714,7 +770,7 @@ class Fleet:
             tx.cancel_task(task_id, now)
             tx.append_event(now, "cancelled", task_id, task.agent, {"was": task.state.value})
             if task.state is TaskState.CLAIMED:
-                self._after_letting_go(tx, tx.get_agent(task.agent or ""), now)
+                self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task_id)
 
     def retry(self, task_id: int) -> Task:
@@ -724,7 +780,8 @@ class Fleet:
             task = _need_task(tx, task_id)
             if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
                 raise InvalidTransition(
-                    f"task {task_id} is {task.state.value}; only dead or cancelled tasks are retried",
+                    f"task {task_id} is {task.state.value}; "
+                    "only dead or cancelled tasks are retried",
                     hint="a pending or claimed task is still live; wait for it or cancel it first",
                 )
             deps = tx.get_tasks(tx.deps_of(task_id))
@@ -732,7 +789,9 @@ class Fleet:
             state = TaskState.BLOCKED if waiting else TaskState.PENDING
             dest = task.agent if task.pinned else None
             tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, now)
-            tx.append_event(now, "retried", task_id, dest, {"was": task.state.value, "state": state.value})
+            tx.append_event(
+                now, "retried", task_id, dest, {"was": task.state.value, "state": state.value}
+            )
             return _need_task(tx, task_id)
 
     # ------------------------------------------------------------------ the hub's jobs
@@ -802,8 +861,14 @@ class Fleet:
             for agent in tx.list_agents():
                 if policy.is_silent(agent, now, settings):
                     tx.save_agent(replace(agent, status=AgentStatus.OFFLINE, idle_since=None))
-                    data = {"from": agent.status.value, "silent_for": round(now - agent.last_seen, 3)}
-                    tx.append_event(now, "agent.offline", None, agent.id, data)
+                    silent = round(now - agent.last_seen, 3)
+                    tx.append_event(
+                        now,
+                        "agent.offline",
+                        None,
+                        agent.id,
+                        {"from": agent.status.value, "silent_for": silent},
+                    )
                     offline.append(agent.id)
                     returned += self._return_queue(tx, agent, now, "agent offline")
                 elif policy.idle_expired(agent, now, settings):
@@ -814,13 +879,22 @@ class Fleet:
                 if policy.is_stalled(task, now, settings):
                     tx.mark_stalled(task.id, now)
                     running = round(now - (task.claimed_at or now), 3)
-                    data = {"running_for": running, "expected": task.expected_duration}
-                    tx.append_event(now, "stalled", task.id, task.agent, data)
+                    tx.append_event(
+                        now,
+                        "stalled",
+                        task.id,
+                        task.agent,
+                        {"running_for": running, "expected": task.expected_duration},
+                    )
                     stalled.append(task.id)
             return ReapReport(
-                tuple(expired), tuple(dead), tuple(offline), tuple(returned),
-                tuple(terminated), tuple(stalled),
-            )  # fmt: skip
+                tuple(expired),
+                tuple(dead),
+                tuple(offline),
+                tuple(returned),
+                tuple(terminated),
+                tuple(stalled),
+            )
 
     def assess(self) -> Assessment:
         """Assess the workload and recommend spawning or retiring agents (and with what
@@ -898,9 +972,7 @@ class Fleet:
                 return new
             tx.save_settings(new)
             if new.aging != old.aging:
-                tx.rekey_pool(
-                    {i: policy.pool_key(p, c, new.aging) for i, p, c in tx.keyed_tasks()}
-                )
+                tx.rekey_pool({i: policy.pool_key(p, c, new.aging) for i, p, c in tx.keyed_tasks()})
             diff = {k: v for k, v in new.to_dict().items() if old.to_dict()[k] != v}
             tx.append_event(now, "configured", None, None, diff)
             return new
@@ -919,9 +991,19 @@ class Fleet:
         return agent
 
     def _touch(self, tx: StoreTx, agent: Agent, now: float, status: AgentStatus) -> None:
-        """Record that the agent was seen, and its status after a claim."""
+        """Record that the agent was seen, and its status after a claim.
+
+        ``last_seen`` is written at most once per ``_SEEN_RESOLUTION`` seconds when nothing
+        else changes: liveness is judged over heartbeat_timeout (90 s), so a busy agent does
+        not pay a write per claim for it.
+        """
         updated = _with_idle_since(replace(agent, status=status, last_seen=now), agent, now)
-        if updated != agent:
+        fresh = now - agent.last_seen < _SEEN_RESOLUTION
+        if (
+            updated.status is not agent.status
+            or updated.idle_since != agent.idle_since
+            or not fresh
+        ):
             tx.save_agent(updated)
         if status is AgentStatus.IDLE and agent.status is not AgentStatus.IDLE:
             tx.append_event(now, "agent.idle", None, agent.id, {"from": agent.status.value})
@@ -930,14 +1012,16 @@ class Fleet:
         """The status of an agent that is back: working if it holds leases, else waiting."""
         return AgentStatus.WORKING if tx.held_tasks(agent_id) else AgentStatus.WAITING
 
-    def _after_letting_go(self, tx: StoreTx, agent: Agent | None, now: float) -> None:
+    def _after_letting_go(self, tx: StoreTx, agent_id: str | None, now: float) -> None:
         """After an agent's lease ends: waiting (between tasks) once it holds nothing."""
-        if agent is None or not agent.status.live or agent.status is AgentStatus.OFFLINE:
+        context = tx.claim_context(agent_id, now) if agent_id else None
+        if context is None:
             return
-        status = self._present_status(tx, agent.id)
-        updated = _with_idle_since(replace(agent, status=status, last_seen=now), agent, now)
-        if updated != agent:
-            tx.save_agent(updated)
+        agent = context.agent
+        if not agent.status.live or agent.status is AgentStatus.OFFLINE:
+            return
+        status = AgentStatus.WORKING if context.held else AgentStatus.WAITING
+        self._touch(tx, agent, now, status)
 
     def _held(self, tx: StoreTx, lease: Lease, now: float, done_ok: bool = False) -> Task:
         """The task ``lease`` covers, if the lease is still good; else ``LeaseLost``."""
@@ -966,11 +1050,6 @@ class Fleet:
                 "claim a new task",
             )
         return task
-
-    def _finish(self, tx: StoreTx, task: Task, result: Any, now: float) -> list[int]:
-        tx.finish_task(task.id, result, now)
-        tx.append_event(now, "completed", task.id, task.agent, None)
-        return self._release_dependents(tx, task.id, now)
 
     def _release_dependents(self, tx: StoreTx, task_id: int, now: float) -> list[int]:
         """A task is done: dependents waiting on nothing else become pending, in the same
@@ -1112,14 +1191,63 @@ def _check_post(
         max_attempts=max_attempts,
         lease_ttl=ttl,
         expected_duration=(
-            None if expected_duration is None
+            None
+            if expected_duration is None
             else parse_duration(expected_duration, "expected_duration")
-        ),  # fmt: skip
+        ),
         waiting_on=0,
         created_at=0.0,
         pool_key=0.0,
         seq=0,
         after=as_task_ids(after, "after"),
+    )
+
+
+_POST_FIELDS = frozenset(
+    [
+        "title",
+        "body",
+        "payload",
+        "priority",
+        "skills",
+        "domain",
+        "to",
+        "after",
+        "parent",
+        "pinned",
+        "expected_duration",
+        "lease_ttl",
+        "max_attempts",
+        "key",
+    ]
+)
+
+
+def _draft(spec: Mapping[str, Any], index: int) -> NewTask:
+    """One ``post_many`` entry, checked like ``post``'s arguments."""
+    if not isinstance(spec, Mapping) or "title" not in spec:
+        raise BadInput(f"task {index} of the batch needs at least a title")
+    unknown = sorted(set(spec) - _POST_FIELDS)
+    if unknown:
+        raise BadInput(
+            f"task {index} of the batch has unknown fields: {', '.join(unknown)}",
+            hint=f"use post's arguments: {', '.join(sorted(_POST_FIELDS))}",
+        )
+    return _check_post(
+        spec["title"],
+        spec.get("body", ""),
+        spec.get("payload"),
+        spec.get("priority", 5),
+        spec.get("skills"),
+        spec.get("domain"),
+        spec.get("to"),
+        spec.get("after"),
+        spec.get("parent"),
+        spec.get("pinned", False),
+        spec.get("expected_duration"),
+        spec.get("lease_ttl"),
+        spec.get("max_attempts"),
+        spec.get("key"),
     )
 
 
@@ -1155,7 +1283,9 @@ def _parse_agent_status(status: AgentStatus | str) -> AgentStatus:
         return AgentStatus(status)
     except ValueError:
         names = ", ".join(s.value for s in AgentStatus)
-        raise BadInput(f"there is no agent status {status!r}", hint=f"use one of: {names}") from None
+        raise BadInput(
+            f"there is no agent status {status!r}", hint=f"use one of: {names}"
+        ) from None
 
 
 def _need_task(tx: StoreTx, task_id: int) -> Task:
@@ -1202,7 +1332,10 @@ def _why_lost(task: Task, lease: Lease) -> str:
         )
     if task.state is TaskState.DONE:
         return f"lease lost: task {task.id} was already completed under another lease"
-    return f"lease lost: task {task.id} is {task.state.value} now and your lease is not its current one"
+    return (
+        f"lease lost: task {task.id} is {task.state.value} now "
+        "and your lease is not its current one"
+    )
 
 
 def _roundtrip(value: Any) -> Any:

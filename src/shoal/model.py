@@ -573,11 +573,14 @@ def as_task_ids(values: Sequence[int] | None, what: str) -> tuple[int, ...]:
     if values is None:
         return ()
     out: list[int] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int):
+    for value in values:
+        number = value
+        if isinstance(value, bool) or not isinstance(value, int):
             try:
-                v = int(str(v).strip().lstrip("#"))
+                number = int(str(value).strip().lstrip("#"))
             except ValueError:
-                raise BadInput(f"{what} must list task ids (whole numbers), not {v!r}") from None
-        out.append(v)
+                raise BadInput(
+                    f"{what} must list task ids (whole numbers), not {value!r}"
+                ) from None
+        out.append(number)
     return tuple(dict.fromkeys(out))

@@ -90,7 +90,9 @@ def domain_bonus_key(aging: float) -> float:
     return DOMAIN_BONUS * seconds_per_point(aging)
 
 
-def rank_pool(candidates: Iterable[Task], domains: Sequence[str], aging: float, n: int) -> list[Task]:
+def rank_pool(
+    candidates: Iterable[Task], domains: Sequence[str], aging: float, n: int
+) -> list[Task]:
     """The ``n`` best of ``candidates`` for an agent with ``domains``: by score, then by id."""
     bonus = domain_bonus_key(aging)
     seen: dict[int, tuple[float, Task]] = {}
@@ -190,7 +192,9 @@ def steal_budget(window: Sequence[str], thief: str, settings: Settings) -> int:
     fleet-wide.
     """
     own = sum(1 for agent in window if agent == thief)
-    return max(0, min(settings.max_steals_per_agent - own, settings.max_steals_per_cycle - len(window)))
+    return max(
+        0, min(settings.max_steals_per_agent - own, settings.max_steals_per_cycle - len(window))
+    )
 
 
 # --- claims, leases and failures -------------------------------------------------------
@@ -231,11 +235,15 @@ def return_queue(task: Task) -> str | None:
 
 def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
     """An agent not heard from for longer than heartbeat_timeout is offline."""
-    return agent.status in (
-        AgentStatus.IDLE,
-        AgentStatus.WORKING,
-        AgentStatus.WAITING,
-    ) and now - agent.last_seen > settings.heartbeat_timeout
+    return (
+        agent.status
+        in (
+            AgentStatus.IDLE,
+            AgentStatus.WORKING,
+            AgentStatus.WAITING,
+        )
+        and now - agent.last_seen > settings.heartbeat_timeout
+    )
 
 
 def idle_long_enough(agent: Agent, now: float, settings: Settings) -> bool:
@@ -317,26 +325,32 @@ def assess(
     # Managers never auto-terminate, so only idle workers make a fleet underutilized.
     idle = sum(1 for a in present if a.status is AgentStatus.IDLE and not a.manager)
     working = sum(1 for a in present if a.status is AgentStatus.WORKING)
-    have = set().union(*(a.skills for a in present)) if present else set()
+    have: set[str] = set().union(*(a.skills for a in present))
     missing = sorted({s for need in demand for s in need} - have)
     unservable = sum(
         count for need, count in demand.items() if not any(can_do(a.skills, need) for a in present)
     )
     room = len(workers) < settings.max_agents
-    base = dict(
-        pending=pending,
-        in_progress=in_progress,
-        blocked=blocked,
-        live_agents=len(workers),
-        idle_agents=idle,
-        working_agents=working,
-        max_agents=settings.max_agents,
-        missing_skills=tuple(missing),
-        unservable=unservable,
-        at=now,
-    )
+
+    def verdict(workload: str, recommendation: str, reason: str) -> Assessment:
+        return Assessment(
+            workload=workload,
+            recommendation=recommendation,
+            reason=reason,
+            pending=pending,
+            in_progress=in_progress,
+            blocked=blocked,
+            live_agents=len(workers),
+            idle_agents=idle,
+            working_agents=working,
+            max_agents=settings.max_agents,
+            missing_skills=tuple(missing),
+            unservable=unservable,
+            at=now,
+        )
+
     if pending == 0 and in_progress == 0:
-        return Assessment("idle", "terminate_idle", "no pending or running tasks", **base)  # type: ignore[arg-type]
+        return verdict("idle", "terminate_idle", "no pending or running tasks")
     reasons = []
     if pending >= settings.assess_spawn_pending:
         reasons.append(f"{pending} pending tasks (threshold {settings.assess_spawn_pending})")
@@ -350,11 +364,17 @@ def assess(
         )
     if reasons:
         if room:
-            return Assessment("overloaded", "spawn", "; ".join(reasons), **base)  # type: ignore[arg-type]
+            return verdict("overloaded", "spawn", "; ".join(reasons))
         full = f"at capacity ({len(workers)}/{settings.max_agents} agents)"
-        return Assessment("overloaded", "maintain", "; ".join([*reasons, full]), **base)  # type: ignore[arg-type]
+        return verdict("overloaded", "maintain", "; ".join([*reasons, full]))
     if pending <= settings.assess_idle_pending and len(workers) > 1 and idle > 0:
-        why = f"{pending} pending, {idle} of {len(workers)} agents idle"
-        return Assessment("underutilized", "terminate_idle", why, **base)  # type: ignore[arg-type]
-    why = f"{pending} pending, {in_progress} in progress, {len(workers)} agents"
-    return Assessment("balanced", "maintain", why, **base)  # type: ignore[arg-type]
+        return verdict(
+            "underutilized",
+            "terminate_idle",
+            f"{pending} pending, {idle} of {len(workers)} agents idle",
+        )
+    return verdict(
+        "balanced",
+        "maintain",
+        f"{pending} pending, {in_progress} in progress, {len(workers)} agents",
+    )

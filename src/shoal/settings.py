@@ -45,7 +45,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("idle_min_for_rebalance", "duration", 0, "idle time before rebalance feeds"),
         Setting("busy_threshold", "count", 0, "queue depth above which an agent is a victim"),
         Setting("steal_min_priority", "priority", 1, "only priority numbers >= this are stolen", 9),
-        Setting("cross_domain_priority", "priority", 1, "priority >= this, no skills: any domain", 9
+        Setting(
+            "cross_domain_priority", "priority", 1, "priority >= this, no skills: any domain", 9
         ),
         Setting("max_steals_per_agent", "count", 0, "steals per thief per window"),
         Setting("max_steals_per_cycle", "count", 0, "steals fleet-wide per window"),
@@ -144,7 +145,9 @@ def parse_setting(name: str, value: object) -> Any:
         bounds = f"at least {spec.minimum:g}"
         if spec.maximum != math.inf:
             bounds = f"between {spec.minimum:g} and {spec.maximum:g}"
-        raise InvalidSetting(f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}")
+        raise InvalidSetting(
+            f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}"
+        )
     return int(number) if spec.kind in ("count", "priority") else float(number)
 
 

@@ -1,10 +1,10 @@
 """What shoal's own tests use, shipped for yours: a manual clock and a fleet to drive with it.
 
-    >>> from shoal.testing import ManualClock, manual_fleet
-    >>> fleet, clock = manual_fleet()
-    >>> _ = fleet.register("a")
-    >>> clock.advance(600)  # ten minutes pass at once
-    1767226200.0
+>>> from shoal.testing import ManualClock, manual_fleet
+>>> fleet, clock = manual_fleet()
+>>> _ = fleet.register("a")
+>>> clock.advance(600)  # ten minutes pass at once
+1767226200.0
 """
 
 from __future__ import annotations

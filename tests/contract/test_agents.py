@@ -118,7 +118,9 @@ def test_concurrent_registration_admits_exactly_one(open_fleet: Callable[..., Fl
         ("ok", {"skills": ["bad skill"]}),
     ],
 )
-def test_bad_registrations_are_refused(fleet: Fleet, agent_id: str, kwargs: dict[str, object]) -> None:
+def test_bad_registrations_are_refused(
+    fleet: Fleet, agent_id: str, kwargs: dict[str, object]
+) -> None:
     with pytest.raises(BadInput):
         fleet.register(agent_id, **kwargs)  # type: ignore[arg-type]
     assert fleet.agents() == []

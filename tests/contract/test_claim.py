@@ -97,9 +97,7 @@ def test_pool_age_lets_old_work_overtake(fleet: Fleet, clock: ManualClock) -> No
     assert [t.id for t in fleet.claim("ada", 2).tasks] == [old, fresh]
 
 
-def test_without_aging_priority_rules_and_age_breaks_ties(
-    fleet: Fleet, clock: ManualClock
-) -> None:
+def test_without_aging_priority_rules_and_age_breaks_ties(fleet: Fleet, clock: ManualClock) -> None:
     fleet.configure(aging=0)
     fleet.register("ada", max_concurrent=3)
     old = fleet.post("old p6", priority=6).id
@@ -114,6 +112,7 @@ def test_changing_aging_reorders_the_waiting_pool(fleet: Fleet, clock: ManualClo
     old = fleet.post("old p6", priority=6).id
     clock.advance(30 * 60)
     fresh = fleet.post("fresh p5", priority=5).id  # 50 vs 40 + 30 = 70: old wins at aging 1
+    assert fleet.ready("ada")[0].id == old
     fleet.configure(aging=0)
     assert one(fleet.claim("ada"))[0].id == fresh
 

@@ -14,9 +14,12 @@ def night(fleet: Fleet, clock: ManualClock) -> Fleet:
     buried under 12 research tasks while loom has run dry."""
     fleet.configure(max_agents=5)
     for name, domain in [
-        ("arc", "ops"), ("spark", "protocol"), ("iris", "research"), ("loom", "ci"),
+        ("arc", "ops"),
+        ("spark", "protocol"),
+        ("iris", "research"),
+        ("loom", "ci"),
         ("forge", "infra"),
-    ]:  # fmt: skip
+    ]:
         fleet.register(name, domains=[domain])
     for i in range(12):
         fleet.post(f"research {i}", to="iris", domain="research", priority=8 if i < 6 else 6)
@@ -187,8 +190,13 @@ def test_status_snapshot(fleet: Fleet) -> None:
     assert [t.id for t in lines["ada"].held] == [t.id for t in held.tasks]
     assert lines["bob"].agent.queued == 2
     assert dict(status.counts) | {} == {
-        "blocked": 1, "pending": 3, "claimed": 2, "done": 0, "dead": 0, "cancelled": 0,
-    }  # fmt: skip
+        "blocked": 1,
+        "pending": 3,
+        "claimed": 2,
+        "done": 0,
+        "dead": 0,
+        "cancelled": 0,
+    }
     assert status.pool == 1 and (status.live, status.max_agents) == (2, 4)
     data = status.to_dict()
     assert data["queues"] == {"bob": 2} and data["capacity"] == {"live": 2, "max_agents": 4}
@@ -227,9 +235,21 @@ def test_one_event_per_state_change_across_a_busy_sequence(
     clock.advance(601)
     fleet.reap()  # expired (+ agent offline)
     assert kinds(fleet, start) == [
-        "posted", "posted", "claimed", "completed", "ready", "claimed", "failed",
-        "claimed", "released", "cancelled", "retried", "claimed", "expired", "agent.offline",
-    ]  # fmt: skip
+        "posted",
+        "posted",
+        "claimed",
+        "completed",
+        "ready",
+        "claimed",
+        "failed",
+        "claimed",
+        "released",
+        "cancelled",
+        "retried",
+        "claimed",
+        "expired",
+        "agent.offline",
+    ]
 
 
 def test_settings_are_validated_and_refusals_change_nothing(fleet: Fleet) -> None:

@@ -171,7 +171,7 @@ def test_fork_join_a_deferred_parent_comes_back_to_its_agent(fleet: Fleet) -> No
     fleet.register("ada", max_concurrent=2)
     fleet.register("bob", max_concurrent=2)
     root = fleet.post("fib(3)")
-    task, lease = one(fleet.claim("ada"))
+    _, lease = one(fleet.claim("ada"))
     kids = [fleet.post(f"fib({n})", parent=root.id).id for n in (2, 1)]
     deferred = fleet.defer(lease, kids)
     assert deferred.state is TaskState.BLOCKED and deferred.agent == "ada"

@@ -180,9 +180,12 @@ def init(app: App) -> None:
 @click.option("--body", "-b", default="", help="Longer description; '-' reads stdin.")
 @click.option("--payload", help="JSON data for the agent; '@file.json' reads a file.")
 @click.option(
-    "--priority", "-p", default="5", show_default=True,
+    "--priority",
+    "-p",
+    default="5",
+    show_default=True,
     help="1 (most urgent) to 9, or critical/high/medium/low.",
-)  # fmt: skip
+)
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill the task requires (repeat).")
 @click.option("--domain", "-d", help="The domain the task belongs to (affinity).")
 @click.option("--to", "to", metavar="AGENT", help="Route it to this agent's queue.")
@@ -301,7 +304,7 @@ def claim(app: App, agent: str, n: int, wait: str) -> None:
 
     Exits 1 when nothing was claimed (reason "empty" or "busy").
     """
-    result = app.fleet().claim(agent, n, wait=wait)  # type: ignore[arg-type]
+    result = app.fleet().claim(agent, n, wait=wait)
     data = result.to_dict()
     if app.json and n == 1 and result:
         # One task: also at the top level, so agents can read .task.id and .lease.token.
@@ -429,7 +432,9 @@ def register(
 
 @cli.command("set-status")
 @click.argument("agent")
-@click.argument("status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"]))
+@click.argument(
+    "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
+)
 @json_option
 @pass_app
 def set_status(app: App, agent: str, status: str) -> None:
@@ -562,9 +567,7 @@ def config_set(app: App, name: str, value: str) -> None:
 @click.option("--quiet", is_flag=True, help="Only the summary.")
 @json_option
 @pass_app
-def demo(
-    app: App, agent_count: int, task_count: int, speed: float, seed: int, quiet: bool
-) -> None:
+def demo(app: App, agent_count: int, task_count: int, speed: float, seed: int, quiet: bool) -> None:
     """Watch a fleet work: agents with domains share a skewed workload, steal, finish."""
     from shoal.faces.demo import run_demo
 
@@ -599,9 +602,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except click.exceptions.Abort:
         sys.exit(130)
     except click.ClickException as exc:
-        _fail(app, args, {"code": "usage", "message": exc.format_message(), "hint": "see --help"},
-              exc.format_message(), "see `shoal --help` or `shoal COMMAND --help`",
-              EXIT_BAD_INPUT)  # fmt: skip
+        _fail(
+            app,
+            args,
+            {"code": "usage", "message": exc.format_message(), "hint": "see --help"},
+            exc.format_message(),
+            "see `shoal --help` or `shoal COMMAND --help`",
+            EXIT_BAD_INPUT,
+        )
     except SystemExit as exc:
         sys.exit(exc.code)
     sys.exit(EXIT_OK)

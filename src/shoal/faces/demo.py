@@ -241,9 +241,13 @@ def run_demo(
         ideal=sum(durations.values()) / len(crew),
         agents=[
             AgentReport(
-                name, domains, stats[name].done, stats[name].stolen,
-                stats[name].busy_seconds, stats[name].idle_seconds,
-            )  # fmt: skip
+                name,
+                domains,
+                stats[name].done,
+                stats[name].stolen,
+                stats[name].busy_seconds,
+                stats[name].idle_seconds,
+            )
             for name, domains, *_ in crew
         ],
     )

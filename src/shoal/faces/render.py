@@ -160,7 +160,9 @@ def agents_table(agents: Sequence[Agent], now: float) -> Table:
     for column in ("agent", "status", "role", "skills", "domains", "max", "queued", "seen"):
         table.add_column(column)
     for a in agents:
-        role = a.role + (" (manager)" if a.manager else "") + (" (ephemeral)" if a.ephemeral else "")
+        role = (
+            a.role + (" (manager)" if a.manager else "") + (" (ephemeral)" if a.ephemeral else "")
+        )
         status = _status(a.status.value)
         if a.idle_since is not None:
             status.append(f" {ago(a.idle_since, now)}", style="dim")

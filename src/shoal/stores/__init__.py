@@ -63,7 +63,9 @@ def default_store_url() -> str:
 
 def init_store_url() -> str:
     """Where ``shoal init`` creates a fleet: ``$SHOAL_STORE``, else ``./.shoal/fleet.db``."""
-    return os.environ.get("SHOAL_STORE", "").strip() or sqlite_url(Path.cwd() / DEFAULT_DIR / DEFAULT_FILE)
+    return os.environ.get("SHOAL_STORE", "").strip() or sqlite_url(
+        Path.cwd() / DEFAULT_DIR / DEFAULT_FILE
+    )
 
 
 def sqlite_url(path: Path | str) -> str:

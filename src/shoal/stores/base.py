@@ -16,7 +16,7 @@ differ, they say so in ``capabilities``, and the tests read that instead of chec
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,7 +25,7 @@ from shoal.model import Agent, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 
-__all__ = ["Capabilities", "NewTask", "Store", "StoreTx"]
+__all__ = ["Capabilities", "ClaimContext", "NewTask", "Store", "StoreTx"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,17 @@ class NewTask:
     after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimContext:
+    """What a claim needs to know before it looks for work, read in one go."""
+
+    agent: Agent
+    held: int  # leases the agent holds (expired or not)
+    leases_due: bool  # some lease in the fleet ran out at or before `now`
+    skillsets: Mapping[int, tuple[str, ...]]  # every skill set tasks have required, by id
+    settings: Settings
+
+
 class StoreTx(Protocol):
     """One transaction. Verbs read or change the fleet; nothing is visible to others until
     the transaction ends without error, and on error nothing at all has changed."""
@@ -84,6 +95,11 @@ class StoreTx(Protocol):
     def list_agents(self) -> list[Agent]: ...
     def save_agent(self, agent: Agent) -> None:
         """Insert or update every field but ``queued``, which the store derives."""
+        ...
+
+    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
+        """The agent (None if unknown), its lease count, whether any lease is due to expire,
+        the skill sets and the settings -- all a claim reads before choosing, in one go."""
         ...
 
     def queue_depths(self) -> list[tuple[str, int]]:
@@ -147,15 +163,20 @@ class StoreTx(Protocol):
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None: ...
     def deps_of(self, task_id: int) -> list[int]: ...
     def dependents_of(self, task_id: int) -> list[int]: ...
-    def lease_task(
-        self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
-    ) -> None:
-        """pending -> claimed by ``agent_id``; counts an attempt."""
+    def lease_tasks(
+        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
+    ) -> list[Task]:
+        """pending -> claimed by ``agent_id`` for each (task id, token, expires, stolen), one
+        more attempt each; returns the claimed tasks in the order of ``grants``."""
         ...
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None: ...
-    def finish_task(self, task_id: int, result: Any, now: float) -> None:
-        """claimed -> done, keeping the token so a repeated complete is recognised."""
+    def finish_leased(
+        self, items: Sequence[tuple[int, str, Any]], now: float
+    ) -> list[tuple[Task, bool]]:
+        """claimed -> done for each (task id, token, result) whose token is the task's live
+        lease at ``now`` -- a compare-and-set; the others are left alone. Returns the finished
+        tasks, each with whether other tasks depend on it."""
         ...
 
     def requeue_task(
@@ -219,7 +240,11 @@ class StoreTx(Protocol):
         task_id: int | None,
         agent_id: str | None,
         data: Mapping[str, Any] | None,
-    ) -> int: ...
+    ) -> None:
+        """Log one state change. A store may hold events back and write them together before
+        the transaction commits, but they get ids in the order they were appended."""
+        ...
+
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int
     ) -> list[Event]:
@@ -251,9 +276,3 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def iter_chunks(values: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
-    """``values`` in slices of at most ``size`` (bound-parameter limits)."""
-    for start in range(0, len(values), size):
-        yield values[start : start + size]

@@ -22,7 +22,7 @@ from typing import Any
 from shoal.model import Agent, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
-from shoal.stores.base import Capabilities, NewTask
+from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
 __all__ = ["MemoryStore"]
 
@@ -176,7 +176,9 @@ class _MemoryTx:
 
     def _queued(self, agent_id: str) -> int:
         return sum(
-            1 for r in self.d.tasks.values() if r.task.agent == agent_id and r.task.state is _PENDING
+            1
+            for r in self.d.tasks.values()
+            if r.task.agent == agent_id and r.task.state is _PENDING
         )
 
     def get_agent(self, agent_id: str) -> Agent | None:
@@ -188,6 +190,22 @@ class _MemoryTx:
 
     def save_agent(self, agent: Agent) -> None:
         self._put(self.d.agents, agent.id, replace(agent, queued=0))
+
+    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
+        agent = self.get_agent(agent_id)
+        if agent is None:
+            return None
+        held = sum(
+            1
+            for r in self.d.tasks.values()
+            if r.task.state is _CLAIMED and r.task.agent == agent_id
+        )
+        due = any(
+            (r.task.lease_expires or 0.0) <= now
+            for r in self.d.tasks.values()
+            if r.task.state is _CLAIMED
+        )
+        return ClaimContext(agent, held, due, dict(self.d.skillsets), self.d.settings)
 
     def queue_depths(self) -> list[tuple[str, int]]:
         depths: dict[str, int] = {}
@@ -202,7 +220,9 @@ class _MemoryTx:
         # Hand out copies of JSON values so a caller can never edit the store's rows.
         task = row.task
         if isinstance(task.payload, dict | list) or isinstance(task.result, dict | list):
-            return replace(task, payload=copy.deepcopy(task.payload), result=copy.deepcopy(task.result))
+            return replace(
+                task, payload=copy.deepcopy(task.payload), result=copy.deepcopy(task.result)
+            )
         return task
 
     def get_task(self, task_id: int) -> Task | None:
@@ -231,7 +251,11 @@ class _MemoryTx:
         return out
 
     def held_tasks(self, agent_id: str) -> list[Task]:
-        rows = [r for r in self.d.tasks.values() if r.task.state is _CLAIMED and r.task.agent == agent_id]
+        rows = [
+            r
+            for r in self.d.tasks.values()
+            if r.task.state is _CLAIMED and r.task.agent == agent_id
+        ]
         rows.sort(key=lambda r: (r.task.claimed_at or 0.0, r.task.id))
         return [self._public(r) for r in rows]
 
@@ -255,7 +279,9 @@ class _MemoryTx:
         return counts
 
     def pool_depth(self) -> int:
-        return sum(1 for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent is None)
+        return sum(
+            1 for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent is None
+        )
 
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         demand: dict[tuple[str, ...], int] = {}
@@ -267,7 +293,11 @@ class _MemoryTx:
     # candidate queries -----------------------------------------------------------------
 
     def queue_head(self, agent_id: str, limit: int) -> list[Task]:
-        rows = [r for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent == agent_id]
+        rows = [
+            r
+            for r in self.d.tasks.values()
+            if r.task.state is _PENDING and r.task.agent == agent_id
+        ]
         rows.sort(key=lambda r: (r.task.priority, -r.seq))
         return [self._public(r) for r in rows[:limit]]
 
@@ -289,9 +319,7 @@ class _MemoryTx:
 
     def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
         rows = [
-            r
-            for r in self.d.tasks.values()
-            if r.task.agent == victim and rules.matches(r.task)
+            r for r in self.d.tasks.values() if r.task.agent == victim and rules.matches(r.task)
         ]
         rows.sort(key=lambda r: (-r.task.priority, r.seq))
         return [self._public(r) for r in rows[:limit]]
@@ -356,7 +384,7 @@ class _MemoryTx:
     def dependents_of(self, task_id: int) -> list[int]:
         return sorted(self.d.dependents.get(task_id, []))
 
-    def lease_task(
+    def _lease_one(
         self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
     ) -> None:
         row = self.d.tasks[task_id]
@@ -373,10 +401,37 @@ class _MemoryTx:
             updated_at=now,
         )
 
+    def lease_tasks(
+        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
+    ) -> list[Task]:
+        out = []
+        for task_id, token, expires, stolen in grants:
+            if self.d.tasks[task_id].task.state is _PENDING:
+                self._lease_one(task_id, agent_id, token, expires, stolen, now)
+                out.append(self._public(self.d.tasks[task_id]))
+        return out
+
+    def finish_leased(
+        self, items: Sequence[tuple[int, str, Any]], now: float
+    ) -> list[tuple[Task, bool]]:
+        out = []
+        for task_id, token, result in items:
+            row = self.d.tasks.get(task_id)
+            if (
+                row is None
+                or row.token != token
+                or row.task.state is not _CLAIMED
+                or (row.task.lease_expires or 0.0) <= now
+            ):
+                continue
+            self._finish_one(task_id, result, now)
+            out.append((self._public(self.d.tasks[task_id]), bool(self.d.dependents.get(task_id))))
+        return out
+
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
         self._task(task_id, lease_expires=expires)
 
-    def finish_task(self, task_id: int, result: Any, now: float) -> None:
+    def _finish_one(self, task_id: int, result: Any, now: float) -> None:
         self._task(
             task_id,
             state=TaskState.DONE,
@@ -505,10 +560,9 @@ class _MemoryTx:
         task_id: int | None,
         agent_id: str | None,
         data: Mapping[str, Any] | None,
-    ) -> int:
+    ) -> None:
         event = Event(len(self.d.events) + 1, at, kind, task_id, agent_id, _frozen_json(data or {}))
         self._append(self.d.events, event)
-        return event.id
 
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int

@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from shoal.model import Agent, AgentStatus, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
-from shoal.stores.base import Capabilities, NewTask
+from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
 __all__ = ["APPLICATION_ID", "SqliteStore"]
 
@@ -83,7 +83,9 @@ class SqliteStore:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreNotFound(f"cannot create a fleet at {self.path}: {exc.strerror}") from exc
+                raise StoreNotFound(
+                    f"cannot create a fleet at {self.path}: {exc.strerror}"
+                ) from exc
         self._mutex = threading.RLock()
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
@@ -173,8 +175,10 @@ class SqliteStore:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
                 raise _translate(exc, self.path) from exc
+            tx = SqliteTx(self)
             try:
-                yield SqliteTx(self)
+                yield tx
+                tx.flush_events()
             except BaseException:
                 self._rollback()
                 raise
@@ -198,10 +202,8 @@ class SqliteStore:
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
-            try:
+            with suppress(sqlite3.DatabaseError):
                 self._conn.execute("ROLLBACK")
-            except sqlite3.DatabaseError:
-                pass
 
     def _read_data_version(self) -> int:
         with self._mutex:
@@ -234,20 +236,25 @@ class SqliteStore:
             self._lock_fd = None  # type: ignore[assignment]
 
     def __del__(self) -> None:
-        try:
+        with suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 class SqliteTx:
     """The store verbs (see ``StoreTx``) as named queries on the store's connection."""
 
-    __slots__ = ("_c", "_s")
+    __slots__ = ("_c", "_events", "_s")
 
     def __init__(self, store: SqliteStore) -> None:
         self._s = store
         self._c = store._conn
+        self._events: list[tuple[float, str, int | None, str | None, Any]] = []
+
+    def flush_events(self) -> None:
+        """Write the events held back so far, in one statement, in the order they came."""
+        if self._events:
+            self._run("append_events", {"events": json.dumps(self._events)})
+            self._events.clear()
 
     def _one(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
         return self._c.execute(_Q[name], params).fetchone()
@@ -262,7 +269,9 @@ class SqliteTx:
 
     def load_settings(self) -> Settings:
         row = self._one("get_meta", {"key": "settings"})
-        raw = row[0] if row else None
+        return self._parse_settings(row[0] if row else None)
+
+    def _parse_settings(self, raw: str | None) -> Settings:
         cached_raw, cached = self._s._settings
         if raw == cached_raw:
             return cached
@@ -310,6 +319,16 @@ class SqliteTx:
                 "incarnation": agent.incarnation,
             },
         )
+
+    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
+        row = self._one("claim_context", {"id": agent_id, "now": now})
+        if row is None:
+            return None
+        skillsets = self._s._skillsets
+        if row[15] != len(skillsets):
+            self.skillsets()
+        settings = self._parse_settings(row[16])
+        return ClaimContext(_agent(row), row[13], bool(row[14]), skillsets, settings)
 
     def queue_depths(self) -> list[tuple[str, int]]:
         return [(r[0], r[1]) for r in self._all("queue_depths")]
@@ -390,7 +409,7 @@ class SqliteTx:
         return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
 
     def state_counts(self) -> dict[str, int]:
-        return {state: n for state, n in self._all("state_counts")}
+        return dict(self._all("state_counts"))
 
     def pool_depth(self) -> int:
         return int(self._one("pool_depth")[0])
@@ -438,11 +457,15 @@ class SqliteTx:
         return [self._task(r) for r in self._all("steal_tail", params)]
 
     def window_thieves(self, since: float) -> list[str]:
+        self.flush_events()
         return [r[0] for r in self._all("window_thieves", {"since": since})]
 
     # tasks: transitions ----------------------------------------------------------------
 
     def _skillset_id(self, skills: tuple[str, ...]) -> int:
+        for sid, known in self._s._skillsets.items():  # ids never change once given
+            if known == skills:
+                return sid
         text = ",".join(skills)
         row = self._one("skillset_id", {"skills": text})
         if row is None:
@@ -484,25 +507,28 @@ class SqliteTx:
     def dependents_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("dependents_of", {"task": task_id})]
 
-    def lease_task(
-        self, task_id: int, agent_id: str, token: str, expires: float, stolen: bool, now: float
-    ) -> None:
-        params = {
-            "id": task_id,
-            "agent": agent_id,
-            "token": token,
-            "expires": expires,
-            "stolen": int(stolen),
-            "now": now,
-        }
-        self._run("lease_task", params)
+    def lease_tasks(
+        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
+    ) -> list[Task]:
+        params = {"agent": agent_id, "grants": json.dumps(grants), "now": now}
+        rows = self._all("lease_tasks", params)
+        if len(rows) == 1:
+            return [self._task(rows[0])]
+        order = {grant[0]: i for i, grant in enumerate(grants)}
+        return [self._task(r) for r in sorted(rows, key=lambda r: order[r[0]])]
+
+    def finish_leased(
+        self, items: Sequence[tuple[int, str, Any]], now: float
+    ) -> list[tuple[Task, bool]]:
+        encoded = [
+            (task_id, token, None if result is None else json.dumps(result))
+            for task_id, token, result in items
+        ]
+        rows = self._all("finish_leased", {"items": json.dumps(encoded), "now": now})
+        return [(self._task(r), bool(r[-1])) for r in rows]
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
         self._run("set_lease_expiry", {"id": task_id, "expires": expires})
-
-    def finish_task(self, task_id: int, result: Any, now: float) -> None:
-        data = None if result is None else json.dumps(result)
-        self._run("finish_task", {"id": task_id, "result": data, "now": now})
 
     def requeue_task(
         self,
@@ -569,9 +595,7 @@ class SqliteTx:
         self._run("mark_stalled", {"id": task_id, "now": now})
 
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
-        self._c.executemany(
-            _Q["set_pool_key"], [{"id": i, "pool_key": k} for i, k in keys.items()]
-        )
+        self._c.executemany(_Q["set_pool_key"], [{"id": i, "pool_key": k} for i, k in keys.items()])
 
     def keyed_tasks(self) -> list[tuple[int, int, float]]:
         return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
@@ -585,19 +609,13 @@ class SqliteTx:
         task_id: int | None,
         agent_id: str | None,
         data: Mapping[str, Any] | None,
-    ) -> int:
-        params = {
-            "at": at,
-            "kind": kind,
-            "task": task_id,
-            "agent": agent_id,
-            "data": json.dumps(data) if data else None,
-        }
-        return int(self._c.execute(_Q["append_event"], params).lastrowid or 0)
+    ) -> None:
+        self._events.append((at, kind, task_id, agent_id, data or None))
 
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int
     ) -> list[Event]:
+        self.flush_events()
         if task_id is not None:
             rows = self._all("events_of_task", {"task": task_id, "since": since, "limit": limit})
             if agent_id is not None:
@@ -606,9 +624,7 @@ class SqliteTx:
             rows = self._all("events_of_agent", {"agent": agent_id, "since": since, "limit": limit})
         else:
             rows = self._all("events", {"since": since, "limit": limit})
-        return [
-            Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows
-        ]
+        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
 
 
 def _agent(row: Sequence[Any]) -> Agent:
@@ -664,5 +680,9 @@ def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
             hint="nothing was changed; try again",
         )
     if "readonly" in text or "read-only" in text:
-        return StoreError(f"the fleet at {path} is read-only here ({text})", hint="check file permissions")
-    return StoreUnavailable(f"the fleet at {path} failed: {text}", hint="nothing was changed; try again")
+        return StoreError(
+            f"the fleet at {path} is read-only here ({text})", hint="check file permissions"
+        )
+    return StoreUnavailable(
+        f"the fleet at {path} failed: {text}", hint="nothing was changed; try again"
+    )

@@ -50,6 +50,17 @@ ON CONFLICT (id) DO UPDATE SET
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
     registered_at = excluded.registered_at, incarnation = excluded.incarnation;
 
+-- name: claim_context
+-- Everything a claim reads before it chooses, in one statement: the agent, how many leases
+-- it holds (tasks_held), whether any lease is due (tasks_expiry), and how many skill sets
+-- exist (so the store's cache of them can be trusted).
+SELECT {agent},
+       (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = :id),
+       EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= :now),
+       (SELECT count(*) FROM skillsets),
+       (SELECT value FROM meta WHERE key = 'settings')
+FROM agents WHERE id = :id;
+
 -- name: queue_depths
 -- Candidate victims for a steal: agents with pending tasks in their queue.
 SELECT id, queued FROM agents WHERE queued > 0 ORDER BY id;
@@ -182,21 +193,32 @@ SELECT depends_on FROM deps WHERE task_id = :task ORDER BY depends_on;
 -- name: dependents_of
 SELECT task_id FROM deps WHERE depends_on = :task ORDER BY task_id;
 
--- name: lease_task
--- pending -> claimed: the lease, and one more attempt.
-UPDATE tasks SET state = 'claimed', agent_id = :agent, token = :token,
-    lease_expires = :expires, attempts = attempts + 1, claimed_at = :now, stalled_at = NULL,
-    stolen = stolen OR :stolen, updated_at = :now
-WHERE id = :id;
+-- name: lease_tasks
+-- pending -> claimed for a batch, in one statement: each grant is [id, token, expires,
+-- stolen]; one more attempt each.
+UPDATE tasks SET state = 'claimed', agent_id = :agent, token = g.g_token,
+    lease_expires = g.g_expires, attempts = attempts + 1, claimed_at = :now,
+    stalled_at = NULL, stolen = stolen OR g.g_stolen, updated_at = :now
+FROM (SELECT value ->> 0 AS g_id, value ->> 1 AS g_token, value ->> 2 AS g_expires,
+             value ->> 3 AS g_stolen
+      FROM json_each(:grants)) AS g
+WHERE tasks.id = g.g_id AND tasks.state = 'pending'
+RETURNING {task};
+
+-- name: finish_leased
+-- claimed -> done for a batch of [id, token, result], each only under its live lease (token,
+-- state and expiry checked in the same statement: a compare-and-set). The token stays, so a
+-- repeated complete is recognised. Says whether any task waits on each finished one.
+UPDATE tasks SET state = 'done', result = f.f_result, lease_expires = NULL,
+    finished_at = :now, updated_at = :now
+FROM (SELECT value ->> 0 AS f_id, value ->> 1 AS f_token, value ->> 2 AS f_result
+      FROM json_each(:items)) AS f
+WHERE tasks.id = f.f_id AND tasks.token = f.f_token AND tasks.state = 'claimed'
+  AND tasks.lease_expires > :now
+RETURNING {task}, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
 
 -- name: set_lease_expiry
 UPDATE tasks SET lease_expires = :expires WHERE id = :id;
-
--- name: finish_task
--- claimed -> done. The token stays, so a repeated complete is recognised as one.
-UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
-    updated_at = :now
-WHERE id = :id;
 
 -- name: requeue_task
 -- claimed -> pending in a queue (or the pool); a release refunds the attempt.
@@ -258,8 +280,13 @@ UPDATE tasks SET pool_key = :pool_key WHERE id = :id;
 
 -- ============================================================ the event log
 
--- name: append_event
-INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (:at, :kind, :task, :agent, :data);
+-- name: append_events
+-- The transaction's events, written together just before it commits, in the order they
+-- happened: each is [at, kind, task, agent, data].
+INSERT INTO events (at, kind, task_id, agent_id, data)
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4
+FROM json_each(:events)
+ORDER BY key;
 
 -- name: events
 SELECT id, at, kind, task_id, agent_id, data FROM events

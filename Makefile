@@ -1,0 +1,42 @@
+# The two commands of the README: `make demo` and `make test`. Each sets itself up first
+# (a virtualenv in .venv with shoal installed in editable mode), so a fresh clone needs
+# nothing but python3 (>= 3.11) and make.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.base
+
+## Run the demo: agents share a skewed workload on a fresh SQLite fleet.
+demo: $(VENV)/.base
+	$(BIN)/shoal demo
+
+## Lint, type-check, check the import layers, and run the whole test suite.
+test: lint
+	$(BIN)/python -m pytest -n auto
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## The claim benchmark against huey (see the README for the figures).
+bench: $(VENV)/.dev
+	$(BIN)/python bench/claims.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
