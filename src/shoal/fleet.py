@@ -69,8 +69,8 @@ I7 bad input changes nothing and says what was wrong and how to fix it.
 from __future__ import annotations
 
 import json
+import os
 import random
-import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -93,6 +93,7 @@ from shoal.model import (
     AgentStatus,
     Assessment,
     BatchCompletion,
+    Candidate,
     Claim,
     Completion,
     Event,
@@ -138,6 +139,13 @@ class Fleet:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
+        # Lease tokens fence off stale holders; they are not secrets (anyone who can open
+        # the store can change it), so a per-process generator seeded from the OS will do,
+        # without a system call per claim.
+        self._tokens = random.Random(os.urandom(32))
+
+    def _token(self) -> str:
+        return f"{self._tokens.getrandbits(64):016x}"
 
     @classmethod
     def open(
@@ -341,16 +349,19 @@ class Fleet:
                 who = self._live_agent(tx, agent)
                 own = tx.queue_head(who.id, limit)
                 eligible = policy.eligible_skillsets(skillsets, who.skills)
-                pool: list[Task] = []
+                pool: list[Candidate] = []
                 for domain in (None, *who.domains):
                     pool += tx.pool_best(eligible, domain, limit)
-                return (own + policy.rank_pool(pool, who.domains, settings.aging, limit))[:limit]
-            out = tx.pool_best(sorted(skillsets), None, limit)
-            for owner, _ in tx.queue_depths():
-                if len(out) >= limit:
-                    break
-                out += tx.queue_head(owner, limit - len(out))
-            return out[:limit]
+                order = own + policy.rank_pool(pool, who.domains, settings.aging, limit)
+            else:
+                order = tx.pool_best(sorted(skillsets), None, limit)
+                for owner, _ in tx.queue_depths():
+                    if len(order) >= limit:
+                        break
+                    order += tx.queue_head(owner, limit - len(order))
+            ids = [c.id for c in order[:limit]]
+            found = tx.get_tasks(ids)
+            return [found[i] for i in ids]
 
     # ------------------------------------------------------------------ agents
 
@@ -568,16 +579,16 @@ class Fleet:
         self,
         tx: StoreTx,
         agent: Agent,
-        picked: Sequence[tuple[Task, str]],
+        picked: Sequence[tuple[Candidate, str]],
         now: float,
         settings: Settings,
     ) -> Claim:
         """Give ``agent`` a lease on each picked task, with one event each."""
         grants, sources = [], {}
-        for task, source in picked:
-            expires = policy.lease_expiry(now, task.lease_ttl, settings)
-            grants.append((task.id, secrets.token_hex(8), expires, source == "steal"))
-            sources[task.id] = (source, task.agent)
+        for chosen, source in picked:
+            expires = policy.lease_expiry(now, chosen.lease_ttl, settings)
+            grants.append((chosen.id, self._token(), expires, source == "steal"))
+            sources[chosen.id] = (source, chosen.agent)
         tasks = tx.lease_tasks(agent.id, grants, now)
         for task in tasks:
             source, victim = sources[task.id]
@@ -601,7 +612,7 @@ class Fleet:
         now: float,
         settings: Settings,
         skillsets: Mapping[int, tuple[str, ...]],
-    ) -> list[Task]:
+    ) -> list[Candidate]:
         """Step 4: tail tasks from the busiest compatible victims, within the caps."""
         budget = min(
             want,
@@ -616,7 +627,7 @@ class Fleet:
             return []
         depths = tx.queue_depths()
         depth = dict(depths)
-        taken: list[Task] = []
+        taken: list[Candidate] = []
         for victim in policy.order_victims(depths, thief.id, settings.busy_threshold, self.rng):
             # Never rob a queue below the threshold: that agent is not overloaded any more.
             take = min(budget - len(taken), depth[victim] - settings.busy_threshold)
@@ -997,14 +1008,10 @@ class Fleet:
         else changes: liveness is judged over heartbeat_timeout (90 s), so a busy agent does
         not pay a write per claim for it.
         """
-        updated = _with_idle_since(replace(agent, status=status, last_seen=now), agent, now)
+        idle_since = policy.idle_since_after(agent.status, agent.idle_since, status, now)
         fresh = now - agent.last_seen < _SEEN_RESOLUTION
-        if (
-            updated.status is not agent.status
-            or updated.idle_since != agent.idle_since
-            or not fresh
-        ):
-            tx.save_agent(updated)
+        if status is not agent.status or idle_since != agent.idle_since or not fresh:
+            tx.save_agent(replace(agent, status=status, idle_since=idle_since, last_seen=now))
         if status is AgentStatus.IDLE and agent.status is not AgentStatus.IDLE:
             tx.append_event(now, "agent.idle", None, agent.id, {"from": agent.status.value})
 
@@ -1304,11 +1311,9 @@ def _unknown_agent(agent_id: str) -> UnknownAgent:
 
 
 def _with_idle_since(agent: Agent, before: Agent, now: float) -> Agent:
-    """``idle_since`` is stamped on entering idle and cleared on leaving it."""
-    if agent.status is AgentStatus.IDLE:
-        since = before.idle_since if before.status is AgentStatus.IDLE else now
-        return replace(agent, idle_since=since if since is not None else now)
-    return replace(agent, idle_since=None)
+    """``agent`` with the idle_since bookkeeping of a change from ``before``."""
+    since = policy.idle_since_after(before.status, before.idle_since, agent.status, now)
+    return replace(agent, idle_since=since)
 
 
 def _agent_data(agent: Agent) -> dict[str, Any]:

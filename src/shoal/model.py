@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from shoal.errors import BadInput, InvalidPriority
 
@@ -25,6 +25,7 @@ __all__ = [
     "AgentStatus",
     "Assessment",
     "BatchCompletion",
+    "Candidate",
     "Claim",
     "Completion",
     "Event",
@@ -164,6 +165,10 @@ def parse_duration(value: object, what: str = "duration") -> float:
 
 def check_json(value: object, what: str) -> object:
     """Make sure ``value`` can be stored as JSON; return it unchanged."""
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -239,6 +244,21 @@ class Task:
             "finished_at": self.finished_at,
             "stalled": self.stalled_at is not None,
         }
+
+
+class Candidate(NamedTuple):
+    """A pending task as the claim cascade weighs it: only what ranking, leasing and
+    stealing need, so a claim does not build whole tasks it may not take."""
+
+    id: int
+    title: str
+    priority: int
+    domain: str | None
+    agent: str | None  # the queue it is in (None: the pool)
+    pinned: bool
+    created_at: float
+    lease_ttl: float | None
+    attempts: int
 
 
 @dataclass(frozen=True, slots=True)

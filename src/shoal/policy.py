@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from shoal.model import Agent, AgentStatus, Assessment, Task, TaskState
 from shoal.settings import Settings
@@ -37,6 +38,7 @@ from shoal.settings import Settings
 __all__ = [
     "DOMAIN_BONUS",
     "NO_AGING_SECONDS_PER_POINT",
+    "Ranked",
     "StealFilter",
     "assess",
     "can_do",
@@ -44,6 +46,7 @@ __all__ = [
     "domain_bonus_key",
     "eligible_skillsets",
     "idle_expired",
+    "idle_since_after",
     "idle_long_enough",
     "is_silent",
     "is_stalled",
@@ -90,12 +93,26 @@ def domain_bonus_key(aging: float) -> float:
     return DOMAIN_BONUS * seconds_per_point(aging)
 
 
-def rank_pool(
-    candidates: Iterable[Task], domains: Sequence[str], aging: float, n: int
-) -> list[Task]:
+class Ranked(Protocol):
+    """What ranking needs of a task (a ``Task`` or a ``Candidate``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def domain(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+def rank_pool(candidates: Iterable[R], domains: Sequence[str], aging: float, n: int) -> list[R]:
     """The ``n`` best of ``candidates`` for an agent with ``domains``: by score, then by id."""
     bonus = domain_bonus_key(aging)
-    seen: dict[int, tuple[float, Task]] = {}
+    seen: dict[int, tuple[float, R]] = {}
     for task in candidates:
         if task.id in seen:
             continue
@@ -231,6 +248,17 @@ def return_queue(task: Task) -> str | None:
 
 
 # --- agents over time --------------------------------------------------------------------
+
+
+def idle_since_after(
+    before: AgentStatus, since: float | None, after: AgentStatus, now: float
+) -> float | None:
+    """``idle_since`` is stamped on entering idle, kept while idle, cleared on leaving it."""
+    if after is not AgentStatus.IDLE:
+        return None
+    if before is AgentStatus.IDLE and since is not None:
+        return since
+    return now
 
 
 def is_silent(agent: Agent, now: float, settings: Settings) -> bool:

@@ -4,7 +4,8 @@
   shared by every ``Fleet`` of the process that opens that name).
 * ``sqlite:///path/to/fleet.db`` -- the embedded default: one file, any number of local
   processes. ``?synchronous=normal|full|off`` sets durability (default ``normal``: safe from
-  crashes of shoal or its agents; ``full`` also from power loss).
+  crashes of shoal or its agents; ``full`` also from power loss); ``?busy_timeout=SECONDS``
+  how long to wait for a program outside shoal that holds the database (default 30).
 
 Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
 a parent) that has one, the way git finds ``.git``.
@@ -112,10 +113,10 @@ def _sqlite_target(url: str) -> tuple[Path, dict[str, str]]:
         )
     options: dict[str, str] = {}
     for name, values in parse_qs(parts.query, keep_blank_values=True).items():
-        if name != "synchronous":
+        if name not in ("synchronous", "busy_timeout"):
             raise InvalidStoreURL(
                 f"unknown option {name!r} in store URL {url!r}",
-                hint="the one SQLite option is ?synchronous=normal|full|off",
+                hint="SQLite options: ?synchronous=normal|full|off&busy_timeout=SECONDS",
             )
         options[name] = values[-1]
     path = Path("/" + raw.lstrip("/")) if raw.startswith("/") else Path.cwd() / raw

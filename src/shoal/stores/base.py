@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shoal.model import Agent, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 
@@ -136,7 +136,7 @@ class StoreTx(Protocol):
         ...
 
     # the claim cascade's candidate queries (step names as in fleet.py)
-    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
+    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
         """Step 1, own queue head: highest priority first, newest (largest seq) first."""
         ...
 
@@ -144,12 +144,14 @@ class StoreTx(Protocol):
         """Every skill set tasks have required, by id."""
         ...
 
-    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+    def pool_best(
+        self, skillsets: Sequence[int], domain: str | None, limit: int
+    ) -> list[Candidate]:
         """Step 2, pool: the top pool tasks by static key among ``skillsets`` (and ``domain``
         if given), best first."""
         ...
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
         """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow -- lowest
         priority first, oldest (smallest seq) first."""
         ...

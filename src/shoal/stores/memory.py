@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shoal.model import Agent, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
@@ -292,19 +292,21 @@ class _MemoryTx:
 
     # candidate queries -----------------------------------------------------------------
 
-    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
+    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
         rows = [
             r
             for r in self.d.tasks.values()
             if r.task.state is _PENDING and r.task.agent == agent_id
         ]
         rows.sort(key=lambda r: (r.task.priority, -r.seq))
-        return [self._public(r) for r in rows[:limit]]
+        return [_candidate(r) for r in rows[:limit]]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         return dict(self.d.skillsets)
 
-    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+    def pool_best(
+        self, skillsets: Sequence[int], domain: str | None, limit: int
+    ) -> list[Candidate]:
         wanted = set(skillsets)
         rows = [
             r
@@ -315,14 +317,14 @@ class _MemoryTx:
             and (domain is None or r.task.domain == domain)
         ]
         rows.sort(key=lambda r: (-r.pool_key, r.task.id))
-        return [self._public(r) for r in rows[:limit]]
+        return [_candidate(r) for r in rows[:limit]]
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
         rows = [
             r for r in self.d.tasks.values() if r.task.agent == victim and rules.matches(r.task)
         ]
         rows.sort(key=lambda r: (-r.task.priority, r.seq))
-        return [self._public(r) for r in rows[:limit]]
+        return [_candidate(r) for r in rows[:limit]]
 
     def window_thieves(self, since: float) -> list[str]:
         thieves = []
@@ -581,6 +583,21 @@ class _MemoryTx:
 _PENDING = TaskState.PENDING
 _CLAIMED = TaskState.CLAIMED
 _TASK_FIELDS = frozenset(Task.__dataclass_fields__)
+
+
+def _candidate(row: _Row) -> Candidate:
+    t = row.task
+    return Candidate(
+        t.id,
+        t.title,
+        t.priority,
+        t.domain,
+        t.agent,
+        t.pinned,
+        t.created_at,
+        t.lease_ttl,
+        t.attempts,
+    )
 
 
 def _by_id(row: _Row) -> int:

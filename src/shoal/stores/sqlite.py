@@ -36,8 +36,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from shoal.errors import SchemaMismatch, StoreError, StoreNotFound, StoreUnavailable
-from shoal.model import Agent, AgentStatus, Event, Task, TaskState
+from shoal.errors import (
+    InvalidStoreURL,
+    SchemaMismatch,
+    StoreError,
+    StoreNotFound,
+    StoreUnavailable,
+)
+from shoal.model import Agent, AgentStatus, Candidate, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
@@ -61,18 +67,31 @@ class SqliteStore:
     capabilities = Capabilities(shared=True, durable=True, notifies=False)
 
     def __init__(
-        self, path: Path, *, url: str, create: bool = True, synchronous: str = "normal"
+        self,
+        path: Path,
+        *,
+        url: str,
+        create: bool = True,
+        synchronous: str = "normal",
+        busy_timeout: str | float = 30.0,
     ) -> None:
         self.url = url
         self.path = Path(path)
         self.created = False
         if synchronous.lower() not in _SYNCHRONOUS:
-            from shoal.errors import InvalidStoreURL
-
             raise InvalidStoreURL(
                 f"synchronous={synchronous!r} is not a SQLite durability level",
                 hint="use ?synchronous=normal (default), full, or off",
             )
+        try:
+            timeout = float(busy_timeout)
+            if not 0 <= timeout <= 3600:
+                raise ValueError
+        except ValueError:
+            raise InvalidStoreURL(
+                f"busy_timeout={busy_timeout!r} is not a number of seconds from 0 to 3600",
+                hint="e.g. ?busy_timeout=5",
+            ) from None
         fresh = not self.path.exists()
         if fresh and not create:
             raise StoreNotFound(
@@ -95,7 +114,7 @@ class SqliteStore:
             raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
         try:
             self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+                self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
             self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous.lower()]}")
             self._conn.execute("PRAGMA cache_size = -16000")
@@ -248,12 +267,12 @@ class SqliteTx:
     def __init__(self, store: SqliteStore) -> None:
         self._s = store
         self._c = store._conn
-        self._events: list[tuple[float, str, int | None, str | None, Any]] = []
+        self._events: list[tuple[float, str, int | None, str | None, str | None]] = []
 
     def flush_events(self) -> None:
         """Write the events held back so far, in one statement, in the order they came."""
         if self._events:
-            self._run("append_events", {"events": json.dumps(self._events)})
+            self._c.executemany(_Q["append_event"], self._events)
             self._events.clear()
 
     def _one(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
@@ -336,38 +355,38 @@ class SqliteTx:
     # tasks: reads ---------------------------------------------------------------------
 
     def _task(self, row: Sequence[Any]) -> Task:
-        skillset = row[5]
-        skills = self._s._skillsets.get(skillset)
+        """A task from the columns of the ``task`` fragment (positional: this is hot)."""
+        skills = self._s._skillsets.get(row[5])
         if skills is None:
             self.skillsets()
-            skills = self._s._skillsets[skillset]
+            skills = self._s._skillsets[row[5]]
         return Task(
-            id=row[0],
-            title=row[1],
-            body=row[2],
-            payload=None if row[3] is None else json.loads(row[3]),
-            priority=row[4],
-            skills=skills,
-            domain=row[6],
-            state=_STATES[row[7]],
-            agent=row[8],
-            pinned=bool(row[9]),
-            stolen=bool(row[10]),
-            parent=row[11],
-            key=row[12],
-            attempts=row[13],
-            max_attempts=row[14],
-            lease_ttl=row[15],
-            expected_duration=row[16],
-            lease_expires=row[17],
-            result=None if row[18] is None else json.loads(row[18]),
-            error=row[19],
-            waiting_on=row[20],
-            created_at=row[21],
-            updated_at=row[22],
-            claimed_at=row[23],
-            finished_at=row[24],
-            stalled_at=row[25],
+            row[0],  # id
+            row[1],  # title
+            _STATES[row[7]],
+            row[4],  # priority
+            row[2],  # body
+            None if row[3] is None else json.loads(row[3]),  # payload
+            skills,
+            row[6],  # domain
+            row[8],  # agent
+            bool(row[9]),  # pinned
+            bool(row[10]),  # stolen
+            row[11],  # parent
+            row[12],  # key
+            row[13],  # attempts
+            row[14],  # max_attempts
+            row[15],  # lease_ttl
+            row[16],  # expected_duration
+            row[17],  # lease_expires
+            None if row[18] is None else json.loads(row[18]),  # result
+            row[19],  # error
+            row[20],  # waiting_on
+            row[21],  # created_at
+            row[22],  # updated_at
+            row[23],  # claimed_at
+            row[24],  # finished_at
+            row[25],  # stalled_at
         )
 
     def get_task(self, task_id: int) -> Task | None:
@@ -419,8 +438,9 @@ class SqliteTx:
 
     # the claim cascade ----------------------------------------------------------------
 
-    def queue_head(self, agent_id: str, limit: int) -> list[Task]:
-        return [self._task(r) for r in self._all("queue_head", {"agent": agent_id, "limit": limit})]
+    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
+        rows = self._all("queue_head", {"agent": agent_id, "limit": limit})
+        return [_candidate(r) for r in rows]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         rows = self._all("skillsets")
@@ -430,7 +450,9 @@ class SqliteTx:
             cache.update((sid, _split(skills)) for sid, skills in rows)
         return dict(cache)
 
-    def pool_best(self, skillsets: Sequence[int], domain: str | None, limit: int) -> list[Task]:
+    def pool_best(
+        self, skillsets: Sequence[int], domain: str | None, limit: int
+    ) -> list[Candidate]:
         rows: list[Any] = []
         for skillset in skillsets:
             if domain is None:
@@ -440,9 +462,9 @@ class SqliteTx:
                 rows += self._all("pool_best_in_domain", params)
         if len(skillsets) > 1:
             rows.sort(key=lambda r: (-r[-1], r[0]))
-        return [self._task(r) for r in rows[:limit]]
+        return [_candidate(r) for r in rows[:limit]]
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Task]:
+    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
             return []
         params = {
@@ -454,7 +476,7 @@ class SqliteTx:
             "free_skillset": rules.free_skillset,
             "limit": limit,
         }
-        return [self._task(r) for r in self._all("steal_tail", params)]
+        return [_candidate(r) for r in self._all("steal_tail", params)]
 
     def window_thieves(self, since: float) -> list[str]:
         self.flush_events()
@@ -610,7 +632,7 @@ class SqliteTx:
         agent_id: str | None,
         data: Mapping[str, Any] | None,
     ) -> None:
-        self._events.append((at, kind, task_id, agent_id, data or None))
+        self._events.append((at, kind, task_id, agent_id, json.dumps(data) if data else None))
 
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int
@@ -643,6 +665,10 @@ def _agent(row: Sequence[Any]) -> Agent:
         incarnation=row[11],
         queued=row[12],
     )
+
+
+def _candidate(row: Sequence[Any]) -> Candidate:
+    return Candidate(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
 
 
 def _split(skills: str) -> tuple[str, ...]:

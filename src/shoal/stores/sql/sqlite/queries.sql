@@ -8,6 +8,10 @@ id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, s
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at
 
+-- fragment: candidate
+-- A pending task as the claim weighs it, in the order of model.Candidate.
+id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts
+
 -- fragment: agent
 -- The columns of an agent, in the order SqliteTx reads them.
 id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_since, last_seen,
@@ -124,7 +128,7 @@ GROUP BY s.skills;
 -- name: queue_head
 -- Step 1, own queue head: highest priority first, newest first among equals
 -- (tasks_queue index, read forwards).
-SELECT {task} FROM tasks
+SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :agent
 ORDER BY priority, seq DESC
 LIMIT :limit;
@@ -141,7 +145,7 @@ INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 -- name: pool_best
 -- Step 2, pool: the best static keys of one skill set (tasks_pool index). The store runs it
 -- once per skill set the agent can do and merges; pool_key rides along for the merge.
-SELECT {task}, pool_key FROM tasks
+SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset
 ORDER BY pool_key DESC, id
 LIMIT :limit;
@@ -149,7 +153,7 @@ LIMIT :limit;
 -- name: pool_best_in_domain
 -- Step 2, pool, domain bonus: the same within one of the agent's domains
 -- (tasks_pool_domain index).
-SELECT {task}, pool_key FROM tasks
+SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
 ORDER BY pool_key DESC, id
 LIMIT :limit;
@@ -159,7 +163,7 @@ LIMIT :limit;
 -- (tasks_queue index, read backwards) -- under the eligibility rules of policy.StealFilter:
 -- priority >= the minimum, never stolen, not pinned, a skill set the thief can do, and the
 -- thief's domain (or no domain), or else simple work: high priority number and no skills.
-SELECT {task} FROM tasks
+SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :victim
   AND priority >= :min_priority AND stolen = 0 AND pinned = 0
   AND skillset IN (SELECT value FROM json_each(:skillsets))
@@ -280,13 +284,10 @@ UPDATE tasks SET pool_key = :pool_key WHERE id = :id;
 
 -- ============================================================ the event log
 
--- name: append_events
--- The transaction's events, written together just before it commits, in the order they
--- happened: each is [at, kind, task, agent, data].
-INSERT INTO events (at, kind, task_id, agent_id, data)
-SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4
-FROM json_each(:events)
-ORDER BY key;
+-- name: append_event
+-- One event. The store holds a transaction's events back and writes them together (one
+-- executemany) just before it commits, in the order they happened.
+INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (?, ?, ?, ?, ?);
 
 -- name: events
 SELECT id, at, kind, task_id, agent_id, data FROM events
