@@ -653,15 +653,15 @@ class Fleet:
             finished = tx.finish_leased([(lease.task_id, lease.token, result)], now)
             if not finished:  # not a live lease: say why, or recognise a repeat
                 return Completion(self._held(tx, lease, now, done_ok=True), already_done=True)
-            ((task, has_dependents),) = finished
-            tx.append_event(now, "completed", task.id, task.agent, None)
-            released = self._release_dependents(tx, task.id, now) if has_dependents else []
+            ((task_id, holder, has_dependents),) = finished
+            tx.append_event(now, "completed", task_id, holder, None)
+            released = self._release_dependents(tx, task_id, now) if has_dependents else []
             next_claim = None
             if then_claim:
-                next_claim = self._claim(tx, task.agent or "", then_claim, now, strict=False)
+                next_claim = self._claim(tx, holder or "", then_claim, now, strict=False)
             else:
-                self._after_letting_go(tx, task.agent, now)
-            return Completion(task, False, tuple(released), next_claim)
+                self._after_letting_go(tx, holder, now)
+            return Completion(_need_task(tx, task_id), False, tuple(released), next_claim)
 
     def complete_many(
         self, outcomes: Sequence[tuple[Lease, Any]], *, then_claim: int = 0
@@ -686,7 +686,7 @@ class Fleet:
             now = self.clock.now()
             holder: str | None = next(iter(agents), None)
             items = [(lease.task_id, lease.token, result) for lease, result in outcomes]
-            finished = {task.id: (task, deps) for task, deps in tx.finish_leased(items, now)}
+            finished = {task: (agent, deps) for task, agent, deps in tx.finish_leased(items, now)}
             for lease, _ in outcomes:
                 if lease.task_id not in finished:  # not a live lease: say why, or a repeat
                     try:
@@ -696,12 +696,12 @@ class Fleet:
                     else:
                         already.append(task.id)
                     continue
-                task, has_dependents = finished.pop(lease.task_id)
-                holder = holder or task.agent
-                tx.append_event(now, "completed", task.id, task.agent, None)
-                completed.append(task.id)
+                agent, has_dependents = finished.pop(lease.task_id)
+                holder = holder or agent
+                tx.append_event(now, "completed", lease.task_id, agent, None)
+                completed.append(lease.task_id)
                 if has_dependents:
-                    released += self._release_dependents(tx, task.id, now)
+                    released += self._release_dependents(tx, lease.task_id, now)
             next_claim = None
             if then_claim and holder is not None:
                 next_claim = self._claim(tx, holder, then_claim, now, strict=False)

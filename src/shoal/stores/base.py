@@ -175,10 +175,10 @@ class StoreTx(Protocol):
     def set_lease_expiry(self, task_id: int, expires: float) -> None: ...
     def finish_leased(
         self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[Task, bool]]:
+    ) -> list[tuple[int, str | None, bool]]:
         """claimed -> done for each (task id, token, result) whose token is the task's live
-        lease at ``now`` -- a compare-and-set; the others are left alone. Returns the finished
-        tasks, each with whether other tasks depend on it."""
+        lease at ``now`` -- a compare-and-set; the others are left alone. Returns (task id,
+        holder, whether other tasks depend on it) for each finished task."""
         ...
 
     def requeue_task(

@@ -415,7 +415,7 @@ class _MemoryTx:
 
     def finish_leased(
         self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[Task, bool]]:
+    ) -> list[tuple[int, str | None, bool]]:
         out = []
         for task_id, token, result in items:
             row = self.d.tasks.get(task_id)
@@ -427,7 +427,7 @@ class _MemoryTx:
             ):
                 continue
             self._finish_one(task_id, result, now)
-            out.append((self._public(self.d.tasks[task_id]), bool(self.d.dependents.get(task_id))))
+            out.append((task_id, row.task.agent, bool(self.d.dependents.get(task_id))))
         return out
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:

@@ -428,7 +428,17 @@ class SqliteTx:
         return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
 
     def state_counts(self) -> dict[str, int]:
-        return dict(self._all("state_counts"))
+        total, blocked, pool, queued, claimed = self._one("state_counts")
+        ended = dict(self._all("ended_counts"))
+        dead, cancelled = ended.get("dead", 0), ended.get("cancelled", 0)
+        return {
+            "blocked": blocked,
+            "pending": pool + queued,
+            "claimed": claimed,
+            "done": total - blocked - pool - queued - claimed - dead - cancelled,
+            "dead": dead,
+            "cancelled": cancelled,
+        }
 
     def pool_depth(self) -> int:
         return int(self._one("pool_depth")[0])
@@ -541,13 +551,13 @@ class SqliteTx:
 
     def finish_leased(
         self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[Task, bool]]:
+    ) -> list[tuple[int, str | None, bool]]:
         encoded = [
             (task_id, token, None if result is None else json.dumps(result))
             for task_id, token, result in items
         ]
         rows = self._all("finish_leased", {"items": json.dumps(encoded), "now": now})
-        return [(self._task(r), bool(r[-1])) for r in rows]
+        return [(r[0], r[1], bool(r[2])) for r in rows]
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
         self._run("set_lease_expiry", {"id": task_id, "expires": expires})

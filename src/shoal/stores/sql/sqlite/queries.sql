@@ -110,8 +110,16 @@ ORDER BY lease_expires, id
 LIMIT :limit;
 
 -- name: state_counts
--- Kept by triggers, so this never counts rows.
-SELECT state, n FROM task_counts;
+-- Each live state is counted on its own partial index; done is all the rest (nothing is
+-- ever deleted).
+SELECT (SELECT count(*) FROM tasks),
+       (SELECT count(*) FROM tasks WHERE state = 'blocked'),
+       (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL),
+       (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NOT NULL),
+       (SELECT count(*) FROM tasks WHERE state = 'claimed');
+
+-- name: ended_counts
+SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY state;
 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
@@ -219,7 +227,7 @@ FROM (SELECT value ->> 0 AS f_id, value ->> 1 AS f_token, value ->> 2 AS f_resul
       FROM json_each(:items)) AS f
 WHERE tasks.id = f.f_id AND tasks.token = f.f_token AND tasks.state = 'claimed'
   AND tasks.lease_expires > :now
-RETURNING {task}, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
+RETURNING id, agent_id, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
 
 -- name: set_lease_expiry
 UPDATE tasks SET lease_expires = :expires WHERE id = :id;
@@ -298,5 +306,6 @@ SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE task_id = :task AND id > :since ORDER BY id LIMIT :limit;
 
 -- name: events_of_agent
+-- No index on agent (see the schema): this reads the log forward from `since`.
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE agent_id = :agent AND id > :since ORDER BY id LIMIT :limit;
+WHERE id > :since AND agent_id = :agent ORDER BY id LIMIT :limit;

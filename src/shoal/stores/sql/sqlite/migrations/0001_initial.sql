@@ -86,6 +86,10 @@ CREATE INDEX tasks_queue ON tasks (agent_id, priority, seq DESC)
 CREATE INDEX tasks_held ON tasks (agent_id) WHERE state = 'claimed';
 CREATE INDEX tasks_expiry ON tasks (lease_expires) WHERE state = 'claimed';
 CREATE UNIQUE INDEX tasks_key ON tasks (key) WHERE key IS NOT NULL;
+-- For counting by state without reading every task (the rest are counted by the indexes
+-- above, and done = all - the others).
+CREATE INDEX tasks_blocked ON tasks (id) WHERE state = 'blocked';
+CREATE INDEX tasks_ended ON tasks (state) WHERE state IN ('dead', 'cancelled');
 
 CREATE TABLE deps (
     task_id    INTEGER NOT NULL,  -- waits ...
@@ -102,39 +106,30 @@ CREATE TABLE events (
     agent_id TEXT,
     data     TEXT                  -- JSON
 );
+-- A task's history. (An agent's events are found by reading the log from `since`: an index
+-- on agent would cost every claim and completion a page write for a rarer query.)
 CREATE INDEX events_by_task ON events (task_id) WHERE task_id IS NOT NULL;
-CREATE INDEX events_by_agent ON events (agent_id) WHERE agent_id IS NOT NULL;
 -- The steal window: steals in the last rebalance_interval.
 CREATE INDEX events_steals ON events (at) WHERE kind = 'stolen';
 
--- Tasks counted by state, so status and assess never count a million rows.
-CREATE TABLE task_counts (
-    state TEXT PRIMARY KEY,
-    n     INTEGER NOT NULL
-) WITHOUT ROWID;
-INSERT INTO task_counts (state, n) VALUES
-    ('blocked', 0), ('pending', 0), ('claimed', 0), ('done', 0), ('dead', 0), ('cancelled', 0);
-
-CREATE TRIGGER tasks_counted AFTER INSERT ON tasks
+-- agents.queued follows the pending tasks in each queue. The conditions keep the triggers
+-- off the hot path: a claim from the pool and a completion touch no queue.
+CREATE TRIGGER tasks_queued AFTER INSERT ON tasks
+WHEN NEW.state = 'pending' AND NEW.agent_id IS NOT NULL
 BEGIN
-    UPDATE task_counts SET n = n + 1 WHERE state = NEW.state;
-    UPDATE agents SET queued = queued + 1
-        WHERE NEW.state = 'pending' AND id = NEW.agent_id;
+    UPDATE agents SET queued = queued + 1 WHERE id = NEW.agent_id;
 END;
 
-CREATE TRIGGER tasks_recounted AFTER UPDATE OF state ON tasks
-WHEN OLD.state <> NEW.state
+CREATE TRIGGER tasks_left_queue AFTER UPDATE OF state, agent_id ON tasks
+WHEN OLD.state = 'pending' AND OLD.agent_id IS NOT NULL
+ AND (NEW.state <> 'pending' OR NEW.agent_id IS NOT OLD.agent_id)
 BEGIN
-    UPDATE task_counts SET n = n - 1 WHERE state = OLD.state;
-    UPDATE task_counts SET n = n + 1 WHERE state = NEW.state;
+    UPDATE agents SET queued = queued - 1 WHERE id = OLD.agent_id;
 END;
 
-CREATE TRIGGER tasks_requeued AFTER UPDATE OF state, agent_id ON tasks
-WHEN (OLD.state = 'pending' OR NEW.state = 'pending')
- AND (OLD.state <> NEW.state OR OLD.agent_id IS NOT NEW.agent_id)
+CREATE TRIGGER tasks_joined_queue AFTER UPDATE OF state, agent_id ON tasks
+WHEN NEW.state = 'pending' AND NEW.agent_id IS NOT NULL
+ AND (OLD.state <> 'pending' OR NEW.agent_id IS NOT OLD.agent_id)
 BEGIN
-    UPDATE agents SET queued = queued - 1
-        WHERE OLD.state = 'pending' AND id = OLD.agent_id;
-    UPDATE agents SET queued = queued + 1
-        WHERE NEW.state = 'pending' AND id = NEW.agent_id;
+    UPDATE agents SET queued = queued + 1 WHERE id = NEW.agent_id;
 END;
