@@ -542,6 +542,17 @@ class SqliteTx:
     def lease_tasks(
         self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
     ) -> list[Task]:
+        if len(grants) == 1:
+            ((task_id, token, expires, stolen),) = grants
+            one = {
+                "id": task_id,
+                "agent": agent_id,
+                "token": token,
+                "expires": expires,
+                "stolen": stolen,
+                "now": now,
+            }
+            return [self._task(row) for row in self._all("lease_task", one)]
         params = {"agent": agent_id, "grants": json.dumps(grants), "now": now}
         rows = self._all("lease_tasks", params)
         if len(rows) == 1:
@@ -556,7 +567,12 @@ class SqliteTx:
             (task_id, token, None if result is None else json.dumps(result))
             for task_id, token, result in items
         ]
-        rows = self._all("finish_leased", {"items": json.dumps(encoded), "now": now})
+        if len(encoded) == 1:
+            ((task_id, token, result),) = encoded
+            one = {"id": task_id, "token": token, "result": result, "now": now}
+            rows = self._all("finish_leased_one", one)
+        else:
+            rows = self._all("finish_leased", {"items": json.dumps(encoded), "now": now})
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:

@@ -205,6 +205,14 @@ SELECT depends_on FROM deps WHERE task_id = :task ORDER BY depends_on;
 -- name: dependents_of
 SELECT task_id FROM deps WHERE depends_on = :task ORDER BY task_id;
 
+-- name: lease_task
+-- lease_tasks for one task, without the JSON list (the common claim).
+UPDATE tasks SET state = 'claimed', agent_id = :agent, token = :token,
+    lease_expires = :expires, attempts = attempts + 1, claimed_at = :now,
+    stalled_at = NULL, stolen = stolen OR :stolen, updated_at = :now
+WHERE id = :id AND state = 'pending'
+RETURNING {task};
+
 -- name: lease_tasks
 -- pending -> claimed for a batch, in one statement: each grant is [id, token, expires,
 -- stolen]; one more attempt each.
@@ -216,6 +224,13 @@ FROM (SELECT value ->> 0 AS g_id, value ->> 1 AS g_token, value ->> 2 AS g_expir
       FROM json_each(:grants)) AS g
 WHERE tasks.id = g.g_id AND tasks.state = 'pending'
 RETURNING {task};
+
+-- name: finish_leased_one
+-- finish_leased for one task: the same compare-and-set without the JSON list.
+UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
+    updated_at = :now
+WHERE id = :id AND token = :token AND state = 'claimed' AND lease_expires > :now
+RETURNING id, agent_id, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
 
 -- name: finish_leased
 -- claimed -> done for a batch of [id, token, result], each only under its live lease (token,
