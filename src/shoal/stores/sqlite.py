@@ -136,9 +136,7 @@ class SqliteStore:
         with self._locked():
             app_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = self._conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-            ).fetchone()[0]
+            tables = self._conn.execute(_Q["count_tables"]).fetchone()[0]
             if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
                 raise StoreError(
                     f"{self.path} is a SQLite database but not a shoal fleet",

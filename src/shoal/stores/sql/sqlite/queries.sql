@@ -18,6 +18,13 @@ id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_sinc
 registered_at, incarnation, queued
 
 
+-- ============================================================ opening a fleet
+
+-- name: count_tables
+-- At open: a file with tables but no shoal mark belongs to another program.
+SELECT count(*) FROM sqlite_master WHERE type = 'table';
+
+
 -- ============================================================ settings and counters
 
 -- name: get_meta
@@ -183,7 +190,7 @@ LIMIT :limit;
 
 -- name: window_thieves
 -- The steal caps' sliding window: who stole since when (events_steals index).
-SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY id;
+SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 
 
 -- ============================================================ tasks: transitions
