@@ -1,0 +1,87 @@
+"""Code that runs in child processes for the race and crash tests (module level, so that the
+'spawn' start method can import it). Children talk to the test through pipes and events,
+never through sleeps."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Barrier
+
+from shoal import Fleet, FleetFull, LeaseLost, ManualClock
+
+
+def drain(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> None:
+    """Claim and complete until the fleet has nothing left; report what this agent did."""
+    fleet = Fleet.open(url, create=False)
+    fleet.register(agent, max_concurrent=batch)
+    start.wait()
+    done: list[int] = []
+    waits: list[float] = []
+    lost = 0
+    began = time.perf_counter()
+    claim = fleet.claim(agent, batch)
+    waits.append(time.perf_counter() - began)
+    while claim:
+        done.extend(t.id for t in claim.tasks)
+        began = time.perf_counter()
+        if batch == 1:
+            nxt = fleet.complete(claim.leases[0], {"by": agent}, then_claim=1).next
+        else:
+            result = fleet.complete_many(
+                [(lease, None) for lease in claim.leases], then_claim=batch
+            )
+            lost += len(result.lost)
+            nxt = result.next
+        waits.append(time.perf_counter() - began)
+        if nxt is None:
+            break
+        claim = nxt
+    fleet.close()
+    out.send({"agent": agent, "done": done, "lost": lost, "waits": waits})
+    out.close()
+
+
+def register_once(url: str, agent: str, start: Barrier, out: Connection) -> None:
+    fleet = Fleet.open(url, create=False)
+    start.wait()
+    try:
+        fleet.register(agent)
+        out.send("ok")
+    except FleetFull:
+        out.send("full")
+    fleet.close()
+
+
+def hold_and_hang(url: str, now: float, count: int, out: Connection) -> None:
+    """Claim ``count`` tasks at time ``now``, report the leases, then hang until killed."""
+    fleet = Fleet.open(url, clock=ManualClock(now), create=False)
+    fleet.register("doomed", max_concurrent=count)
+    claim = fleet.claim("doomed", count)
+    out.send([lease.to_dict() for lease in claim.leases])
+    threading.Event().wait()  # hang, holding the leases, until the test kills us
+
+
+def churn(url: str, agent: str, progress: Connection) -> None:
+    """Claim and complete in a tight loop, reporting progress, until killed mid-write."""
+    fleet = Fleet.open(url, create=False)
+    fleet.register(agent, max_concurrent=3)
+    rng = random.Random(agent)
+    count = 0
+    while True:
+        claim = fleet.claim(agent, rng.randint(1, 3))
+        for lease in claim.leases:
+            try:
+                if rng.random() < 0.2:
+                    fleet.fail(lease, "flaky")
+                else:
+                    fleet.complete(lease, {"n": count})
+            except LeaseLost:
+                pass
+        count += 1
+        if count % 20 == 0:
+            progress.send(count)
+        if not claim:
+            fleet.post(f"more work {count}")
