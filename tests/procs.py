@@ -11,6 +11,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 
 from shoal import Fleet, FleetFull, LeaseLost, ManualClock
+from shoal.stores import open_store
 
 
 def drain(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> None:
@@ -85,3 +86,12 @@ def churn(url: str, agent: str, progress: Connection) -> None:
             progress.send(count)
         if not claim:
             fleet.post(f"more work {count}")
+
+
+def die_holding_the_write_lock(url: str, out: Connection) -> None:
+    """Start a write transaction, write into it, report, and hang until killed."""
+    store = open_store(url, create=False)
+    with store.write() as tx:
+        tx.set_meta("probe", "written by a writer about to die")
+        out.send("holding")
+        threading.Event().wait()

@@ -107,3 +107,20 @@ def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(tmp_path: P
     fleet.register("survivor", max_concurrent=50)
     assert fleet.claim("survivor", 50)
     fleet.close()
+
+
+def test_a_writer_killed_inside_its_transaction_neither_wedges_nor_leaks(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'fleet.db'}"
+    fleet = Fleet.open(url)
+    receiver, sender = CTX.Pipe(duplex=False)
+    child = CTX.Process(target=procs.die_holding_the_write_lock, args=(url, sender))
+    child.start()
+    sender.close()
+    assert receiver.recv() == "holding"  # it holds the writer queue and SQLite's lock
+    os.kill(child.pid or 0, signal.SIGKILL)
+    child.join(timeout=30)
+    task = fleet.post("the next writer goes ahead")  # not stuck behind the dead writer
+    assert task.id == 1
+    with fleet.store.read() as tx:
+        assert tx.get_meta("probe") is None  # its half-written transaction is gone
+    fleet.close()

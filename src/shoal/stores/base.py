@@ -38,6 +38,8 @@ class Capabilities:
     durable: bool
     #: Wakes waiting agents when work arrives (else they poll for changes).
     notifies: bool
+    #: Writers are served in arrival order, so none can starve under contention.
+    fair: bool
 
 
 @dataclass(frozen=True, slots=True)

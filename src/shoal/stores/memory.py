@@ -60,7 +60,8 @@ class _Data:
 class MemoryStore:
     """A fleet in this process's memory. See the module docstring."""
 
-    capabilities = Capabilities(shared=False, durable=False, notifies=True)
+    # One lock in one process: Python's lock is not FIFO, but holds are microseconds.
+    capabilities = Capabilities(shared=False, durable=False, notifies=True, fair=False)
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url

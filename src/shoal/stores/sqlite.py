@@ -5,11 +5,11 @@ Atomicity and fairness
 Every write is one ``BEGIN IMMEDIATE`` transaction, so SQLite's single-writer lock makes
 each claim atomic. But SQLite's stock busy handler is not fair: a writer that finds the
 lock taken sleeps on a growing schedule and retries, and under steady contention one
-unlucky process can lose every retry for seconds while others win. So writers queue first
-on an advisory ``flock`` of a lock file beside the database: the kernel hands the lock to
-sleeping waiters as soon as it is free, no one polls, and SQLite's own busy wait is left
-for outsiders (another tool touching the file). The lock dies with its process, so a
-``kill -9`` never wedges the fleet. Reads never take it: WAL gives them a snapshot.
+unlucky process can lose every retry for seconds while others win. So writers first take
+their turn in a FIFO writer queue kept in a small file beside the database (``_writerlock``:
+a robust process-shared mutex that survives ``kill -9``); when a writer reaches SQLite the
+lock is free, and SQLite's own busy wait is left for outsiders (another tool touching the
+file). Reads never queue: WAL gives them a snapshot.
 
 Cost that does not grow with the fleet
 --------------------------------------
@@ -25,9 +25,7 @@ another version ``SchemaMismatch``.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -47,6 +45,7 @@ from shoal.model import Agent, AgentStatus, Candidate, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores._writerlock import open_writer_lock
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
 __all__ = ["APPLICATION_ID", "SqliteStore"]
@@ -54,6 +53,7 @@ __all__ = ["APPLICATION_ID", "SqliteStore"]
 #: Marks a database file as a shoal fleet ("SHOL").
 APPLICATION_ID = 0x53484F4C
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
+_CHECKPOINT_EVERY = 200  # commits of one connection between its checkpoints
 _Q = load_queries("sqlite")
 _MIGRATIONS = load_migrations("sqlite")
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -64,7 +64,6 @@ _STATUSES = {s.value: s for s in AgentStatus}
 class SqliteStore:
     """A fleet in one SQLite file. See the module docstring."""
 
-    capabilities = Capabilities(shared=True, durable=True, notifies=False)
 
     def __init__(
         self,
@@ -108,10 +107,14 @@ class SqliteStore:
         self._mutex = threading.RLock()
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
+        self._timeout = timeout
         try:
-            self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._writer = open_writer_lock(Path(f"{self.path}.lock"))
         except OSError as exc:
             raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
+        self.capabilities = Capabilities(
+            shared=True, durable=True, notifies=False, fair=self._writer.fair
+        )
         try:
             self._conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
@@ -119,6 +122,11 @@ class SqliteStore:
             self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous.lower()]}")
             self._conn.execute("PRAGMA cache_size = -16000")
             self._conn.execute("PRAGMA temp_store = MEMORY")
+            # Checkpoints copy the WAL back into the database and sync it: milliseconds.
+            # SQLite would run one inside some unlucky writer's COMMIT, with every other
+            # writer queued behind it; shoal runs them itself, outside the writer queue.
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._commits = 0
             self._prepare(create)
             self._data_version = self._read_data_version()
         except sqlite3.DatabaseError as exc:
@@ -177,13 +185,18 @@ class SqliteStore:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """The fair writer queue: this process's mutex, then the fleet-wide flock."""
+        """The writer queue: this process's mutex, then the fleet-wide queue (see
+        ``_writerlock``); then ``BEGIN IMMEDIATE`` finds SQLite's lock free."""
         with self._mutex:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            if not self._writer.acquire(self._timeout):
+                raise StoreUnavailable(
+                    f"waited {self._timeout:g}s for the other writers of {self.path}",
+                    hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
+                )
             try:
                 yield
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                self._writer.release()
 
     @contextmanager
     def write(self) -> Iterator[SqliteTx]:
@@ -204,6 +217,15 @@ class SqliteStore:
             except sqlite3.DatabaseError as exc:
                 self._rollback()
                 raise _translate(exc, self.path) from exc
+        self._commits += 1
+        if self._commits % _CHECKPOINT_EVERY == 0:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL back into the database without blocking writers (PASSIVE): other
+        processes keep committing while this one does the slow part."""
+        with self._mutex, suppress(sqlite3.DatabaseError):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
@@ -247,10 +269,10 @@ class SqliteStore:
         if conn is not None:
             conn.close()
             self._conn = None  # type: ignore[assignment]
-        fd = getattr(self, "_lock_fd", None)
-        if fd is not None:
-            os.close(fd)
-            self._lock_fd = None  # type: ignore[assignment]
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.close()
+            self._writer = None  # type: ignore[assignment]
 
     def __del__(self) -> None:
         with suppress(Exception):
