@@ -14,7 +14,7 @@
      │    ├── LeaseLost             the lease is stale, foreign or expired
      │    ├── FleetFull             max_agents live agents already
      │    └── InvalidTransition     e.g. cancel a finished task, retry a live one
-     └── StoreError                 the store cannot be used
+     └── StoreError                 the store cannot be used (not a fleet)   exit 2
           ├── StoreNotFound         no fleet at that place                   exit 2
           ├── SchemaMismatch        the fleet's schema is older/newer        exit 2
           └── StoreUnavailable      a passing fault; retrying may work       exit 4
@@ -164,10 +164,8 @@ class StoreUnavailable(StoreError):
 EXIT_CODES: dict[type[ShoalError], int] = {
     ShoalError: 2,
     BadInput: 2,
-    StoreNotFound: 2,
-    SchemaMismatch: 2,
-    StoreError: 4,
-    StoreUnavailable: 4,
+    StoreError: 2,  # retrying cannot help: point at a real fleet
+    StoreUnavailable: 4,  # the only retryable one
     Conflict: 3,
 }
 

@@ -120,7 +120,10 @@ def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
         ) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    no_args_is_help=True,
+)
 @click.option(
     "--store",
     envvar="SHOAL_STORE",
@@ -294,16 +297,20 @@ def retry(app: App, task_id: int) -> None:
 
 
 @cli.command()
-@click.option("--agent", "-a", envvar="SHOAL_AGENT", required=True, help="Who is claiming.")
-@click.option("--n", "n", default=1, show_default=True, help="How many tasks to claim at once.")
+@click.option("--agent", "-a", envvar="SHOAL_AGENT", show_envvar=True, help="Who is claiming.")
+@click.option(
+    "--n", "-n", "n", default=1, show_default=True, help="How many tasks to claim at once."
+)
 @click.option("--wait", default="0", metavar="SECONDS", help="Wait this long for work if none.")
 @json_option
 @pass_app
-def claim(app: App, agent: str, n: int, wait: str) -> None:
+def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     """Claim the best task(s) this agent can do; prints each task and its lease token.
 
     Exits 1 when nothing was claimed (reason "empty" or "busy").
     """
+    if not agent:
+        raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
     result = app.fleet().claim(agent, n, wait=wait)
     data = result.to_dict()
     if app.json and n == 1 and result:
@@ -316,7 +323,11 @@ def claim(app: App, agent: str, n: int, wait: str) -> None:
 
 def _token_option(fn: F) -> F:
     return click.option(
-        "--token", "-t", envvar="SHOAL_TOKEN", help="The lease token from `shoal claim`."
+        "--token",
+        "-t",
+        envvar="SHOAL_TOKEN",
+        show_envvar=True,
+        help="The lease token from `shoal claim`.",
     )(fn)
 
 
@@ -548,7 +559,7 @@ def config_get(app: App, name: str | None) -> None:
     app.emit({name: value}, f"{value:g}")
 
 
-@config.command("set")
+@config.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("value")
 @json_option
@@ -564,15 +575,33 @@ def config_set(app: App, name: str, value: str) -> None:
 @click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
 @click.option("--speed", default=1.0, show_default=True, help="Run faster (>1) or slower.")
 @click.option("--seed", default=7, show_default=True)
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to create the demo's fleet (default: a new temporary folder).",
+)
 @click.option("--quiet", is_flag=True, help="Only the summary.")
 @json_option
 @pass_app
-def demo(app: App, agent_count: int, task_count: int, speed: float, seed: int, quiet: bool) -> None:
-    """Watch a fleet work: agents with domains share a skewed workload, steal, finish."""
+def demo(
+    app: App,
+    agent_count: int,
+    task_count: int,
+    speed: float,
+    seed: int,
+    folder: Path | None,
+    quiet: bool,
+) -> None:
+    """Watch a fleet work: agents with domains share a skewed workload, steal, finish.
+
+    The demo always runs on a new fleet of its own, never on yours (--store and
+    SHOAL_STORE are ignored), and says where it is so you can look around afterwards.
+    """
     from shoal.faces.demo import run_demo
 
     summary = run_demo(
-        store=app.store,
+        folder=folder,
         agents=agent_count,
         tasks=task_count,
         speed=speed,
@@ -601,15 +630,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _fail(app, args, exc.to_dict(), exc.message, exc.hint, exit_code_for(exc))
     except click.exceptions.Abort:
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `shoal`: the help, not an error
+        click.echo(exc.ctx.get_help() if exc.ctx else cli.get_help(click.Context(cli)))
+        sys.exit(EXIT_OK)
     except click.ClickException as exc:
-        _fail(
-            app,
-            args,
-            {"code": "usage", "message": exc.format_message(), "hint": "see --help"},
-            exc.format_message(),
-            "see `shoal --help` or `shoal COMMAND --help`",
-            EXIT_BAD_INPUT,
-        )
+        hint = "see `shoal --help` or `shoal COMMAND --help`"
+        data = {"code": "usage", "message": exc.format_message(), "hint": hint}
+        _fail(app, args, data, exc.format_message(), hint, EXIT_BAD_INPUT)
     except SystemExit as exc:
         sys.exit(exc.code)
     sys.exit(EXIT_OK)

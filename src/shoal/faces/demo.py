@@ -24,6 +24,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from shoal.errors import BadInput
 from shoal.fleet import Fleet
 from shoal.model import Task
 from shoal.runtime.loop import AgentLoop, LoopStats
@@ -95,23 +96,27 @@ class DemoSummary:
 
 def run_demo(
     *,
-    store: str | None,
+    folder: Path | None,
     agents: int = 4,
     tasks: int = 80,
     speed: float = 1.0,
     seed: int = 7,
     console: Console | None = None,
 ) -> DemoSummary:
-    """Run the demo on ``store`` (default: a new SQLite fleet in a temporary folder)."""
+    """Run the demo on a new SQLite fleet in ``folder`` (default: a new temporary folder)."""
     if not 1 <= agents <= len(CREW):
-        from shoal.errors import BadInput
-
         raise BadInput(f"the demo runs 1 to {len(CREW)} agents, not {agents}")
     if speed <= 0 or tasks < 1:
-        from shoal.errors import BadInput
-
         raise BadInput("--speed must be above 0 and --tasks at least 1")
-    url = store or f"sqlite://{Path(tempfile.mkdtemp(prefix='shoal-demo-')) / 'fleet.db'}"
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
+    target = folder.resolve() / "fleet.db"
+    if target.exists():
+        raise BadInput(
+            f"{target} already exists; the demo only runs on a new fleet of its own",
+            hint="give --dir an empty folder, or leave --dir out",
+        )
+    url = f"sqlite://{target}"
     crew = CREW[:agents]
     rng = random.Random(seed)
     fleet = Fleet.open(url)

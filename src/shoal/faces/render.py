@@ -64,13 +64,15 @@ def ago(then: float | None, now: float) -> str:
     if then is None:
         return "-"
     delta = now - then
+    if abs(delta) < 0.05:
+        return "just now"
     text = _span(abs(delta))
     return f"{text} ago" if delta >= 0 else f"in {text}"
 
 
 def _span(seconds: float) -> str:
     if seconds < 1:
-        return "now" if seconds < 0.05 else f"{seconds:.1f}s"
+        return f"{seconds:.1f}s"
     if seconds < 90:
         return f"{seconds:.0f}s"
     if seconds < 5400:

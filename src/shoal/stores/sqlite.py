@@ -64,7 +64,6 @@ _STATUSES = {s.value: s for s in AgentStatus}
 class SqliteStore:
     """A fleet in one SQLite file. See the module docstring."""
 
-
     def __init__(
         self,
         path: Path,
@@ -107,9 +106,12 @@ class SqliteStore:
         self._mutex = threading.RLock()
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
+        _refuse_foreign_file(self.path)
         self._timeout = timeout
+        lock_path = Path(f"{self.path}.lock")
+        lock_existed = lock_path.exists()
         try:
-            self._writer = open_writer_lock(Path(f"{self.path}.lock"))
+            self._writer = open_writer_lock(lock_path)
         except OSError as exc:
             raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
         self.capabilities = Capabilities(
@@ -129,11 +131,12 @@ class SqliteStore:
             self._commits = 0
             self._prepare(create)
             self._data_version = self._read_data_version()
-        except sqlite3.DatabaseError as exc:
+        except BaseException as exc:
             self.close()
-            raise _translate(exc, self.path) from exc
-        except BaseException:
-            self.close()
+            if not lock_existed:  # leave no trace beside a file that is not our fleet
+                lock_path.unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _translate(exc, self.path) from exc
             raise
 
     # --------------------------------------------------------------- schema
@@ -715,6 +718,23 @@ def _agent(row: Sequence[Any]) -> Agent:
 
 def _candidate(row: Sequence[Any]) -> Candidate:
     return Candidate(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """A file that is not a SQLite database at all is refused before anything is created
+    beside it."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(16)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}", hint="check the path") from exc
+    if header and header != b"SQLite format 3\x00":
+        raise StoreError(
+            f"{path} is not a usable shoal fleet (it is not a SQLite database)",
+            hint="point --store at a fleet, or at a new file to create one",
+        )
 
 
 def _split(skills: str) -> tuple[str, ...]:
