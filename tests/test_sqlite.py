@@ -211,7 +211,7 @@ PARAMS = {
     "free_skillset": 1,
     "since": 0.0,
     "task": 1,
-    "items": "[[1, \"t\", null]]",
+    "items": '[[1, "t", null]]',
     "token": "t",
     "result": None,
 }
@@ -239,9 +239,7 @@ def plan(store: SqliteStore, name: str) -> str:
         ("events_of_task", "events_by_task"),
     ],
 )
-def test_claim_path_queries_read_their_partial_index(
-    tmp_path: Path, name: str, index: str
-) -> None:
+def test_claim_path_queries_read_their_partial_index(tmp_path: Path, name: str, index: str) -> None:
     """A claim's cost must not grow with the pending tasks: every step is an index range."""
     store = open_store(url_of(tmp_path / "f.db"))
     assert isinstance(store, SqliteStore)
