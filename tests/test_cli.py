@@ -1205,3 +1205,19 @@ def test_assess_does_not_say_now_ago(cli: Callable[..., Result]) -> None:
     result = cli("assess")
     assert result.code == 0, result
     assert "now ago" not in result.text
+
+
+def test_events_follow_prints_new_events_as_they_happen(shoal: Shoal, fleet: Fleet) -> None:
+    fleet.post("before")
+    follower = shoal.popen("events", "--follow", "--json")
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        assert first["kind"] == "posted" and first["task_id"] == 1
+        fleet.post("while following")  # another writer; the follower wakes up and prints it
+        second = json.loads(follower.stdout.readline())
+        assert second["kind"] == "posted" and second["task_id"] == 2
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(timeout=10)
+    assert follower.returncode in (0, 130)
