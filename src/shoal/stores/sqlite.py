@@ -555,6 +555,7 @@ class SqliteTx:
 
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
         self._c.executemany(_Q["add_dep"], [{"task": task_id, "depends_on": d} for d in depends_on])
+        self._run("mark_depended_on", {"ids": json.dumps(list(depends_on))})
 
     def deps_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("deps_of", {"task": task_id})]

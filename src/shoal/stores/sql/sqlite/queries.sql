@@ -206,6 +206,10 @@ VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, 
 -- name: add_dep
 INSERT INTO deps (task_id, depends_on) VALUES (:task, :depends_on);
 
+-- name: mark_depended_on
+-- So that finishing a task knows, from its own row, whether anyone waits on it.
+UPDATE tasks SET has_dependents = 1 WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: deps_of
 SELECT depends_on FROM deps WHERE task_id = :task ORDER BY depends_on;
 
@@ -237,7 +241,7 @@ RETURNING {task};
 UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
     updated_at = :now
 WHERE id = :id AND token = :token AND state = 'claimed' AND lease_expires > :now
-RETURNING id, agent_id, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
+RETURNING id, agent_id, has_dependents;
 
 -- name: finish_leased
 -- claimed -> done for a batch of [id, token, result], each only under its live lease (token,
@@ -249,7 +253,7 @@ FROM (SELECT value ->> 0 AS f_id, value ->> 1 AS f_token, value ->> 2 AS f_resul
       FROM json_each(:items)) AS f
 WHERE tasks.id = f.f_id AND tasks.token = f.f_token AND tasks.state = 'claimed'
   AND tasks.lease_expires > :now
-RETURNING id, agent_id, EXISTS (SELECT 1 FROM deps WHERE deps.depends_on = tasks.id);
+RETURNING id, agent_id, has_dependents;
 
 -- name: set_lease_expiry
 UPDATE tasks SET lease_expires = :expires WHERE id = :id;

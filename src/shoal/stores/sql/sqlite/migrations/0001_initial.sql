@@ -63,7 +63,8 @@ CREATE TABLE tasks (
     lease_expires     REAL,
     result            TEXT,                   -- JSON
     error             TEXT,
-    waiting_on        INTEGER NOT NULL DEFAULT 0,
+    waiting_on        INTEGER NOT NULL DEFAULT 0,  -- unfinished tasks it waits on
+    has_dependents    INTEGER NOT NULL DEFAULT 0,  -- some task waits on it
     pool_key          REAL NOT NULL,          -- policy.pool_key: the pool's static order
     seq               INTEGER NOT NULL,       -- place in a queue: head = largest
     created_at        REAL NOT NULL,
