@@ -32,6 +32,7 @@ import errno
 import fcntl
 import mmap
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -45,6 +46,8 @@ _MUTEX_BYTES = 64  # pthread_mutex_t is 40 bytes on x86-64 and 48 on aarch64 gli
 _SLICE = 0.2  # seconds per timed wait, so Ctrl-C is noticed while queued
 _EOWNERDEAD = errno.EOWNERDEAD
 _ETIMEDOUT = errno.ETIMEDOUT
+_FUTEX_WAITERS = 0x80000000
+_FUTEX_TID_MASK = 0x3FFFFFFF
 
 
 class WriterLock(Protocol):
@@ -113,6 +116,11 @@ class _RobustMutex:
             os.close(self._fd)
             raise
         self._mutex = (ctypes.c_char * _MUTEX_BYTES).from_buffer(self._map, _MUTEX_OFFSET)
+        # The mutex's first word is its futex: the owner's thread id, plus a flag bit while
+        # others wait. Checked once here (it is glibc's layout, not an API); when it holds,
+        # a writer that hands the lock on also hands over its CPU (see release).
+        self._word = ctypes.c_uint32.from_buffer(self._map, _MUTEX_OFFSET)
+        self._sees_waiters = self._check_layout()
 
     def _attach(self) -> mmap.mmap:
         fd = self._fd
@@ -181,12 +189,26 @@ class _RobustMutex:
             if time.time() >= deadline:
                 return False
 
+    def _check_layout(self) -> bool:
+        if not self.acquire(1.0):
+            return False
+        try:
+            return self._word.value & _FUTEX_TID_MASK == threading.get_native_id()
+        finally:
+            self._libc.pthread_mutex_unlock(self._mutex)
+
     def release(self) -> None:
+        waiting = self._sees_waiters and self._word.value & _FUTEX_WAITERS
         self._libc.pthread_mutex_unlock(self._mutex)
+        if waiting:
+            # The next writer owns the lock now but still has to be scheduled; on a busy
+            # machine, giving up this CPU lets it start at once instead of after our slice.
+            os.sched_yield()
 
     def close(self) -> None:
         if self._fd < 0:
             return
+        del self._word
         del self._mutex
         self._map.close()
         os.close(self._fd)  # drops our shared flock: we are no longer a user
