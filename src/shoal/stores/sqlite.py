@@ -26,6 +26,7 @@ another version ``SchemaMismatch``.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -53,7 +54,8 @@ __all__ = ["APPLICATION_ID", "SqliteStore"]
 #: Marks a database file as a shoal fleet ("SHOL").
 APPLICATION_ID = 0x53484F4C
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
-_CHECKPOINT_EVERY = 200  # commits of one connection between its checkpoints
+_CHECKPOINT_CHECK = 100  # commits of one connection between looks at the WAL's size
+_CHECKPOINT_BYTES = 32 << 20  # checkpoint once the WAL is this big
 _Q = load_queries("sqlite")
 _MIGRATIONS = load_migrations("sqlite")
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -128,6 +130,7 @@ class SqliteStore:
             # SQLite would run one inside some unlucky writer's COMMIT, with every other
             # writer queued behind it; shoal runs them itself, outside the writer queue.
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._conn.execute("PRAGMA journal_size_limit = 67108864")
             self._commits = 0
             self._prepare(create)
             self._data_version = self._read_data_version()
@@ -221,14 +224,20 @@ class SqliteStore:
                 self._rollback()
                 raise _translate(exc, self.path) from exc
         self._commits += 1
-        if self._commits % _CHECKPOINT_EVERY == 0:
+        if self._commits % _CHECKPOINT_CHECK == 0:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        """Copy the WAL back into the database without blocking writers (PASSIVE): other
-        processes keep committing while this one does the slow part."""
-        with self._mutex, suppress(sqlite3.DatabaseError):
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        """Copy the WAL back into the database once it has grown, without blocking writers
+        (PASSIVE): other processes keep committing while this one does the slow part. The
+        cost is per distinct page, so a larger WAL makes each committed page cheaper."""
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except OSError:
+            return
+        if size >= _CHECKPOINT_BYTES:
+            with self._mutex, suppress(sqlite3.DatabaseError):
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
