@@ -104,8 +104,9 @@ def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(tmp_path: P
     }
     for task in tasks:
         assert task.state is expected[last[task.id]], (task, last[task.id])
-    fleet.register("survivor", max_concurrent=50)
-    assert fleet.claim("survivor", 50)
+    fleet.register("survivor")
+    fresh = fleet.post("after the crash", priority=1)
+    assert fleet.claim("survivor").tasks[0].id == fresh.id
     fleet.close()
 
 
