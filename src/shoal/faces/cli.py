@@ -160,7 +160,7 @@ def cli(ctx: click.Context, store: str | None, as_json: bool) -> None:
 # ---------------------------------------------------------------------- setup
 
 
-@cli.command()
+@cli.command(short_help="Create (or upgrade) a fleet.")
 @json_option
 @pass_app
 def init(app: App) -> None:
@@ -273,7 +273,7 @@ def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> No
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()))
 
 
-@cli.command()
+@cli.command(short_help="Cancel a task that has not finished.")
 @click.argument("task_id", type=int)
 @json_option
 @pass_app
@@ -283,7 +283,7 @@ def cancel(app: App, task_id: int) -> None:
     app.emit(task.to_dict(), f"task {task.id} cancelled")
 
 
-@cli.command()
+@cli.command(short_help="Bring a dead or cancelled task back.")
 @click.argument("task_id", type=int)
 @json_option
 @pass_app
@@ -296,7 +296,7 @@ def retry(app: App, task_id: int) -> None:
 # ---------------------------------------------------------------------- claiming and leases
 
 
-@cli.command()
+@cli.command(short_help="Claim the best task(s) an agent can do.")
 @click.option("--agent", "-a", envvar="SHOAL_AGENT", show_envvar=True, help="Who is claiming.")
 @click.option(
     "--n", "-n", "n", default=1, show_default=True, help="How many tasks to claim at once."
@@ -348,7 +348,7 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
     app.emit(outcome.to_dict(), f"task {task_id} {words}")
 
 
-@cli.command()
+@cli.command(short_help="Report that a task you hold failed.")
 @click.argument("task_id", type=int)
 @_token_option
 @click.option("--error", "-e", default="", help="What went wrong.")
@@ -372,7 +372,7 @@ def release(app: App, task_id: int, token: str | None) -> None:
     app.emit(task.to_dict(), f"task {task.id} released; it is {task.state.value} again")
 
 
-@cli.command()
+@cli.command(short_help="Set a held task aside until others are done.")
 @click.argument("task_id", type=int)
 @_token_option
 @click.option("--after", multiple=True, type=int, required=True, metavar="ID", help="Wait for ID.")
@@ -441,7 +441,7 @@ def register(
     )
 
 
-@cli.command("set-status")
+@cli.command("set-status", short_help="Set an agent's status (e.g. terminated).")
 @click.argument("agent")
 @click.argument(
     "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
@@ -466,7 +466,7 @@ def agents(app: App) -> None:
 # ---------------------------------------------------------------------- the hub
 
 
-@cli.command()
+@cli.command(short_help="The fleet at a glance.")
 @json_option
 @pass_app
 def status(app: App) -> None:
@@ -475,7 +475,7 @@ def status(app: App) -> None:
     app.emit(snapshot.to_dict(), render.status_view(snapshot))
 
 
-@cli.command()
+@cli.command(short_help="Recommend spawning or retiring agents.")
 @json_option
 @pass_app
 def assess(app: App) -> None:
@@ -484,7 +484,7 @@ def assess(app: App) -> None:
     app.emit(result.to_dict(), render.assessment_panel(result, result.at))
 
 
-@cli.command()
+@cli.command(short_help="Move queued work to agents idle for a while.")
 @click.option("--dry-run", is_flag=True, help="Show what would move; change nothing.")
 @json_option
 @pass_app
@@ -497,7 +497,7 @@ def rebalance(app: App, dry_run: bool) -> None:
     )
 
 
-@cli.command()
+@cli.command(short_help="Expire leases, mark silent agents offline...")
 @json_option
 @pass_app
 def reap(app: App) -> None:
@@ -506,7 +506,7 @@ def reap(app: App) -> None:
     app.emit(report.to_dict(), render.reap_text(report))
 
 
-@cli.command()
+@cli.command(short_help="The event log (one event per state change).")
 @click.option("--since", default=0, show_default=True, help="Only events after this id.")
 @click.option("--task", type=int, help="Only events of this task.")
 @click.option("--agent", "-a", help="Only events of this agent.")
@@ -570,7 +570,7 @@ def config_set(app: App, name: str, value: str) -> None:
     app.emit({name: getattr(settings, name)}, f"{name} = {getattr(settings, name):g}")
 
 
-@cli.command()
+@cli.command(short_help="Watch a small fleet work, steal and finish.")
 @click.option("--agents", "agent_count", default=4, show_default=True, help="Agents to run.")
 @click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
 @click.option("--speed", default=1.0, show_default=True, help="Run faster (>1) or slower.")
