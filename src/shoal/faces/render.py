@@ -186,9 +186,11 @@ def status_view(status: FleetStatus) -> Group:
     counts = "  ".join(
         f"[{STATE_STYLE.get(k, '')}]{k}[/] {v}" for k, v in status.counts.items() if v
     )
+    pending = status.counts.get("pending", 0)
+    queued = f" ({status.pool} in the pool, {pending - status.pool} queued)" if pending else ""
     header = Text.from_markup(
         f"[bold]Agents[/] {status.live}/{status.max_agents} live   "
-        f"[bold]Pool[/] {status.pool} pending   {counts or 'no tasks yet'}"
+        f"[bold]Tasks[/] {counts or 'none yet'}{queued}"
     )
     table = Table(box=box.SIMPLE_HEAVY)
     for column in ("agent", "status", "load", "queued", "current tasks", "seen"):
