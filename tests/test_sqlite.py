@@ -255,3 +255,24 @@ def test_finishing_and_leasing_find_tasks_by_primary_key(tmp_path: Path) -> None
     for name in ("finish_leased_one", "finish_leased"):
         assert "INTEGER PRIMARY KEY" in plan(store, name)
     store.close()
+
+
+def test_a_fleet_used_across_a_fork_says_to_open_it_again(tmp_path: Path) -> None:
+    import multiprocessing
+
+    fleet = Fleet.open(url_of(tmp_path / "f.db"))
+    receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            fleet.post("from the child")
+            sender.send("no error")
+        except StoreError as exc:
+            sender.send(str(exc))
+
+    proc = multiprocessing.get_context("fork").Process(target=child)
+    proc.start()
+    proc.join(timeout=30)
+    assert "open the fleet again" in receiver.recv()
+    assert fleet.tasks() == []
+    fleet.close()

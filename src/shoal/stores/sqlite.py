@@ -106,6 +106,7 @@ class SqliteStore:
                     f"cannot create a fleet at {self.path}: {exc.strerror}"
                 ) from exc
         self._mutex = threading.RLock()
+        self._pid = os.getpid()
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
         _refuse_foreign_file(self.path)
@@ -189,10 +190,18 @@ class SqliteStore:
 
     # --------------------------------------------------------------- transactions
 
+    def _same_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise StoreError(
+                "this fleet was opened in another process (before a fork)",
+                hint="open the fleet again in this process: Fleet.open(url)",
+            )
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """The writer queue: this process's mutex, then the fleet-wide queue (see
         ``_writerlock``); then ``BEGIN IMMEDIATE`` finds SQLite's lock free."""
+        self._same_process()
         with self._mutex:
             if not self._writer.acquire(self._timeout):
                 raise StoreUnavailable(
@@ -241,6 +250,7 @@ class SqliteStore:
 
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
+        self._same_process()
         with self._mutex:
             try:
                 self._conn.execute("BEGIN")
