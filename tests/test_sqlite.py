@@ -15,6 +15,7 @@ from shoal import (
     StoreError,
     StoreNotFound,
     StoreUnavailable,
+    UnknownAgent,
 )
 from shoal.errors import exit_code_for
 from shoal.stores import find_fleet, open_store
@@ -276,3 +277,30 @@ def test_a_fleet_used_across_a_fork_says_to_open_it_again(tmp_path: Path) -> Non
     assert "open the fleet again" in receiver.recv()
     assert fleet.tasks() == []
     fleet.close()
+
+
+def test_a_refused_batch_leaves_no_skill_set_behind(tmp_path: Path) -> None:
+    """A skill set added by a transaction that rolls back must not be remembered: its id
+    goes to the next one committed, and tasks would be stored with the wrong skills."""
+    url = url_of(tmp_path / "f.db")
+    setup = Fleet.open(url)
+    setup.post("seed")
+    setup.close()
+    producer = Fleet.open(url)
+    with pytest.raises(UnknownAgent):
+        producer.post_many(
+            [
+                {"title": "needs zeta", "skills": ["zeta"]},
+                {"title": "after the seed", "after": [1]},  # reads task 1 mid-transaction
+                {"title": "to a ghost", "to": "ghost"},  # refused: the batch rolls back
+            ]
+        )
+    omega = producer.post("needs omega", skills=["omega"])
+    zeta = producer.post("needs zeta", skills=["zeta"])
+    other = Fleet.open(url)
+    assert other.get(omega.id).skills == ("omega",)
+    assert other.get(zeta.id).skills == ("zeta",)
+    other.register("z", skills=["zeta"], max_concurrent=5)
+    assert sorted(t.id for t in other.claim("z", 5).tasks) == [1, zeta.id]  # never omega
+    producer.close()
+    other.close()

@@ -265,6 +265,10 @@ class SqliteStore:
         if self._conn.in_transaction:
             with suppress(sqlite3.DatabaseError):
                 self._conn.execute("ROLLBACK")
+        # The caches may hold what the rolled-back transaction wrote (a skill set it added
+        # gets its id reused by the next one committed): only committed data may stay.
+        self._skillsets.clear()
+        self._settings = (None, Settings())
 
     def _read_data_version(self) -> int:
         with self._mutex:
