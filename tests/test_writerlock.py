@@ -86,3 +86,47 @@ def test_the_last_user_leaving_lets_the_next_first_user_reset_it(tmp_path: Path)
     assert again.acquire(0.5)
     again.release()
     again.close()
+
+
+def test_threads_opening_at_once_all_join_the_same_fair_queue(tmp_path: Path) -> None:
+    if "robust-mutex" not in KINDS:
+        pytest.skip("only the robust mutex is set up by its first user")
+    for trial in range(20):
+        path = tmp_path / f"f{trial}.lock"
+        opened: list[WriterLock] = []
+        barrier = threading.Barrier(6)
+
+        def open_it(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            opened.append(open_writer_lock(path))
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(opened) == 6 and all(lock.fair for lock in opened)
+        assert opened[0].acquire(1.0)
+        opened[0].release()
+        for lock in opened:
+            lock.close()
+
+
+def test_the_fallback_never_waits_on_the_fair_queues_users(tmp_path: Path) -> None:
+    fair_user = open_writer_lock(tmp_path / "f.lock")  # holds its presence lock while open
+    fallback = _Flock(tmp_path / "f.lock-flock")
+    assert fallback.acquire(1.0)
+    fallback.release()
+    fallback.close()
+    fair_user.close()
+
+
+def test_the_fallback_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    holder, waiter = _Flock(tmp_path / "x"), _Flock(tmp_path / "x")
+    assert holder.acquire(1.0)
+    assert waiter.acquire(0.05) is False
+    holder.release()
+    assert waiter.acquire(1.0)
+    waiter.release()
+    holder.close()
+    waiter.close()

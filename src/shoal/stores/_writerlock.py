@@ -64,18 +64,24 @@ class WriterLock(Protocol):
 
 
 def open_writer_lock(path: Path) -> WriterLock:
-    """The fair queue where it can be had, else a plain ``flock``."""
+    """The fair queue where it can be had, else a plain ``flock`` (on a file of its own, so
+    it never waits on the presence locks of the fair queue's users)."""
     libc = _glibc()
     if libc is not None:
         try:
             return _RobustMutex(path, libc)
         except OSError:
             pass
-    return _Flock(path)
+    return _Flock(path.with_name(path.name + "-flock"))
+
+
+# POSIX record locks (lockf) belong to a process, not a thread, so they cannot make two
+# threads of one process take turns at setting the queue up; this lock does.
+_ATTACHING = threading.Lock()
 
 
 class _Flock:
-    """``flock`` on the lock file: exclusive, released by the kernel when a process dies."""
+    """``flock`` on a file: exclusive, released by the kernel when a process dies."""
 
     fair = False
 
@@ -83,11 +89,19 @@ class _Flock:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def acquire(self, timeout: float) -> bool:
-        # flock cannot time out; the waiter sleeps in the kernel until the lock is free.
-        # (A holder cannot keep it past its own death, and SQLite's busy timeout still
-        # bounds a wait on programs outside shoal.)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        return True
+        # flock cannot time out, so poll with a short, growing pause until the deadline.
+        # (This is the unfair fallback: a releaser may take the lock again first.)
+        deadline = time.monotonic() + timeout
+        pause = 0.0002
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -123,8 +137,12 @@ class _RobustMutex:
         self._sees_waiters = self._check_layout()
 
     def _attach(self) -> mmap.mmap:
+        with _ATTACHING:
+            return self._attach_alone()
+
+    def _attach_alone(self) -> mmap.mmap:
         fd = self._fd
-        fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)  # openers decide one at a time
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)  # openers (other processes) decide one at a time
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
