@@ -96,7 +96,11 @@ def test_threads_opening_at_once_all_join_the_same_fair_queue(tmp_path: Path) ->
         opened: list[WriterLock] = []
         barrier = threading.Barrier(6)
 
-        def open_it(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+        def open_it(
+            path: Path = path,
+            barrier: threading.Barrier = barrier,
+            opened: list[WriterLock] = opened,
+        ) -> None:
             barrier.wait()
             opened.append(open_writer_lock(path))
 
