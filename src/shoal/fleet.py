@@ -261,6 +261,11 @@ class Fleet:
         dest = draft.agent
         if dest is not None:
             agent = self._live_agent(tx, dest)
+            if agent.status is AgentStatus.OFFLINE and not draft.pinned:
+                raise BadInput(
+                    f"agent {dest!r} is offline; nothing would work its queue",
+                    hint="post to the pool or to a present agent, or pin it to wait for this one",
+                )
             if not policy.can_do(agent.skills, draft.skills):
                 lacking = sorted(set(draft.skills) - set(agent.skills))
                 raise BadInput(
@@ -274,8 +279,11 @@ class Fleet:
                     f"parent task {draft.parent} does not exist",
                     hint="give the id of a task in this fleet (see `shoal list`)",
                 )
-            if dest is None and parent_task.state is TaskState.CLAIMED:
-                dest = parent_task.agent  # work-first: the spawner's own queue, at the head
+            if dest is None and parent_task.state is TaskState.CLAIMED and parent_task.agent:
+                spawner = tx.get_agent(parent_task.agent)
+                # Work-first: the spawner's own queue, at the head -- if it can do the child.
+                if spawner is not None and policy.can_do(spawner.skills, draft.skills):
+                    dest = spawner.id
         waiting = 0
         if draft.after:
             deps = tx.get_tasks(draft.after)
@@ -463,7 +471,8 @@ class Fleet:
 
         Entering ``idle`` stamps ``idle_since``; leaving it clears it. ``terminated`` is final:
         the agent's leases are released (not counted as failures) and its queue goes back to
-        the pool, except tasks pinned to it.
+        the pool, except tasks pinned to it. ``offline`` sends its queue back too (its leases
+        run on: it may return before they expire).
         """
         new_status = _parse_agent_status(status)
         with self.store.write() as tx:
@@ -479,6 +488,8 @@ class Fleet:
                 if new_status is not agent.status:
                     data = {"from": agent.status.value, "to": new_status.value}
                     tx.append_event(now, "agent.status", None, agent_id, data)
+                    if new_status is AgentStatus.OFFLINE:
+                        self._return_queue(tx, agent, now, "agent offline")
             saved = tx.get_agent(agent_id)
             assert saved is not None
             return saved
@@ -1060,11 +1071,24 @@ class Fleet:
 
     def _release_dependents(self, tx: StoreTx, task_id: int, now: float) -> list[int]:
         """A task is done: dependents waiting on nothing else become pending, in the same
-        transaction, at the head of the queue they were bound for."""
+        transaction, at the head of the queue they were bound for -- or in the pool, if that
+        agent has gone away (offline or terminated) and the task is not pinned to it."""
         freed = tx.release_dependents(task_id)
+        if not freed:
+            return freed
+        tasks = tx.get_tasks(freed)
+        present: dict[str, bool] = {}
         for dep in freed:
-            tx.ready_task(dep, tx.next_seq(), now)
-            tx.append_event(now, "ready", dep, None, {"after": task_id})
+            task = tasks[dep]
+            dest = task.agent
+            if dest is not None and not task.pinned:
+                if dest not in present:
+                    agent = tx.get_agent(dest)
+                    present[dest] = agent is not None and _is_present(agent)
+                if not present[dest]:
+                    dest = None
+            tx.ready_task(dep, dest, tx.next_seq(), now)
+            tx.append_event(now, "ready", dep, dest, {"after": task_id})
         return freed
 
     def _end_lease(
@@ -1107,15 +1131,16 @@ class Fleet:
                 return expired, dead
 
     def _return_queue(self, tx: StoreTx, agent: Agent, now: float, why: str) -> list[int]:
-        """Send an agent's queued tasks (but those pinned to it) back to the pool."""
+        """An agent is going away: its queue, and the blocked work bound for it, goes to the
+        pool -- all but the tasks pinned to it, which wait for it to come back."""
         returned = []
         while True:
-            queued = [t for t in tx.queue_head(agent.id, 500) if not t.pinned]
-            for task in queued:
+            bound = tx.bound_tasks(agent.id, 500)
+            for task in bound:
                 tx.move_task(task.id, None, tx.next_seq(), False, now)
                 tx.append_event(now, "returned", task.id, agent.id, {"why": why})
                 returned.append(task.id)
-            if len(queued) < 500:
+            if len(bound) < 500:
                 return returned
 
     def _terminate(self, tx: StoreTx, agent: Agent, now: float, why: str) -> None:
@@ -1301,6 +1326,11 @@ def _need_task(tx: StoreTx, task_id: int) -> Task:
     if task is None:
         raise UnknownTask(f"there is no task {task_id}", hint="check the id (see `shoal list`)")
     return task
+
+
+def _is_present(agent: Agent) -> bool:
+    """Around to take work: neither offline nor terminated."""
+    return agent.status not in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
 
 
 def _unknown_agent(agent_id: str) -> UnknownAgent:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from shoal import AgentStatus, BadInput, Fleet, FleetFull, ManualClock, ShoalError, TaskState
-from tests.helpers import kinds, post_many, snapshot
+from tests.helpers import kinds, one, post_many, snapshot
 
 
 def test_registration_reports_capacity(fleet: Fleet) -> None:
@@ -252,3 +252,64 @@ def test_every_agent_change_is_one_event(fleet: Fleet, clock: ManualClock) -> No
         "agent.idle",
         "agent.terminated",
     ]
+
+
+def test_work_bound_for_a_departed_agent_goes_back_to_the_pool(fleet: Fleet) -> None:
+    fleet.register("a")
+    fleet.register("b")
+    dep = fleet.post("dependency", priority=1)
+    waiting = fleet.post("for a, after the dependency", to="a", after=[dep.id])
+    held = fleet.post("a's own work", to="a", priority=2)
+    _, lease = one(fleet.claim("a"))  # a holds its own work
+    continuation = fleet.defer(lease, [dep.id])  # and sets it aside: bound for a's queue
+    assert continuation.agent == "a"
+    fleet.set_status("a", "terminated")
+    for task_id in (waiting.id, held.id):
+        bound = fleet.get(task_id)
+        assert bound.state is TaskState.BLOCKED and bound.agent is None
+    fleet.complete(one(fleet.claim("b"))[1])  # the dependency finishes
+    ready = [fleet.get(t) for t in (waiting.id, held.id)]
+    assert all(t.state is TaskState.PENDING and t.in_pool for t in ready)
+    assert sorted(t.id for t in fleet.ready("b")) == sorted([waiting.id, held.id])
+
+
+def test_a_dependency_finishing_after_its_dependents_agent_left(fleet: Fleet) -> None:
+    fleet.register("a")
+    fleet.register("b")
+    dep = fleet.post("dependency")
+    waiting = fleet.post("for a", to="a", after=[dep.id])
+    pinned = fleet.post("only a", to="a", pinned=True, after=[dep.id])
+    _, lease = one(fleet.claim("b"))
+    fleet.set_status("a", "offline")
+    fleet.complete(lease)
+    assert fleet.get(waiting.id).in_pool  # a is away: the pool takes it
+    assert fleet.get(pinned.id).agent == "a"  # pinned work waits for a
+
+
+def test_marking_an_agent_offline_returns_its_queue(fleet: Fleet) -> None:
+    fleet.register("a")
+    queued = post_many(fleet, 3, to="a")
+    fleet.set_status("a", "offline")
+    assert all(fleet.get(t).in_pool for t in queued)
+    with pytest.raises(BadInput, match="offline"):
+        fleet.post("more for a", to="a")
+    assert fleet.post("pinned for a", to="a", pinned=True).agent == "a"
+
+
+def test_a_departing_agents_whole_queue_returns_past_pinned_tasks(fleet: Fleet) -> None:
+    fleet.register("a")
+    fleet.post("pinned", to="a", pinned=True, priority=1)  # at the head of the queue
+    fleet.post_many([{"title": f"t{i}", "to": "a"} for i in range(600)])
+    fleet.set_status("a", "terminated")
+    assert fleet.status().pool == 600
+    assert fleet.agent("a").queued == 1
+
+
+def test_a_child_goes_to_its_spawners_queue_only_if_it_can_do_it(fleet: Fleet) -> None:
+    fleet.register("ada", skills=["python"], max_concurrent=2)
+    parent = fleet.post("parent", skills=["python"])
+    one(fleet.claim("ada"))
+    can = fleet.post("python child", skills=["python"], parent=parent.id)
+    cannot = fleet.post("gpu child", skills=["gpu"], parent=parent.id)
+    assert can.agent == "ada"
+    assert cannot.in_pool

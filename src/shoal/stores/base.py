@@ -207,8 +207,13 @@ class StoreTx(Protocol):
         """``task_id`` is done: count it off its blocked dependents; return those now free."""
         ...
 
-    def ready_task(self, task_id: int, seq: int, now: float) -> None:
-        """blocked -> pending at ``seq`` in the queue it was destined for."""
+    def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
+        """blocked -> pending at ``seq`` in ``agent_id``'s queue (None: the pool)."""
+        ...
+
+    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
+        """Unpinned tasks that are queued for ``agent_id`` or blocked and bound for its
+        queue, oldest first: what must move when the agent goes away."""
         ...
 
     def move_task(

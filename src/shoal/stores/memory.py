@@ -498,8 +498,18 @@ class _MemoryTx:
                     freed.append(dep)
         return sorted(freed)
 
-    def ready_task(self, task_id: int, seq: int, now: float) -> None:
-        self._task(task_id, state=_PENDING, seq=seq, updated_at=now)
+    def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
+        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now)
+
+    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
+        rows = [
+            r
+            for r in sorted(self.d.tasks.values(), key=_by_id)
+            if r.task.agent == agent_id
+            and r.task.state in (_PENDING, TaskState.BLOCKED)
+            and not r.task.pinned
+        ]
+        return [_candidate(r) for r in rows[:limit]]
 
     def move_task(
         self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float

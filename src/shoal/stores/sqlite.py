@@ -655,8 +655,12 @@ class SqliteTx:
         rows = self._all("release_dependents", {"task": task_id})
         return sorted(r[0] for r in rows if r[1] == 0)
 
-    def ready_task(self, task_id: int, seq: int, now: float) -> None:
-        self._run("ready_task", {"id": task_id, "seq": seq, "now": now})
+    def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
+        self._run("ready_task", {"id": task_id, "agent": agent_id, "seq": seq, "now": now})
+
+    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
+        rows = self._all("bound_tasks", {"agent": agent_id, "limit": limit})
+        return [_candidate(r) for r in rows]
 
     def move_task(
         self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float

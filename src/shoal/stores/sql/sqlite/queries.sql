@@ -284,8 +284,22 @@ WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = :
 RETURNING id, waiting_on;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for.
-UPDATE tasks SET state = 'pending', seq = :seq, updated_at = :now WHERE id = :id;
+-- blocked -> pending, at the head of the queue it was bound for (or the pool).
+UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, updated_at = :now
+WHERE id = :id;
+
+-- name: bound_tasks
+-- An agent is leaving: the unpinned tasks queued for it (tasks_queue) or blocked and bound
+-- for its queue (tasks_blocked), oldest first.
+SELECT * FROM (
+    SELECT {candidate} FROM tasks
+    WHERE state = 'pending' AND agent_id = :agent AND pinned = 0
+    UNION ALL
+    SELECT {candidate} FROM tasks
+    WHERE state = 'blocked' AND agent_id = :agent AND pinned = 0
+)
+ORDER BY id
+LIMIT :limit;
 
 -- name: move_task
 -- A pending task changes queue: a rebalance move, or back to the pool.
