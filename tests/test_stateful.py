@@ -206,7 +206,9 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
     def heartbeat(self, agent: str) -> None:
         self.both(lambda f: f.heartbeat(agent))
 
-    @rule(agent=names, status=st.sampled_from(["idle", "working", "waiting", "terminated"]))
+    @rule(
+        agent=names, status=st.sampled_from(["idle", "working", "waiting", "offline", "terminated"])
+    )
     def set_status(self, agent: str, status: str) -> None:
         self.both(lambda f: f.set_status(agent, status))
 

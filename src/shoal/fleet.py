@@ -810,7 +810,8 @@ class Fleet:
             waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
             state = TaskState.BLOCKED if waiting else TaskState.PENDING
             dest = task.agent if task.pinned else None
-            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, now)
+            key = policy.pool_key(task.priority, task.created_at, tx.load_settings().aging)
+            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, key, now)
             tx.append_event(
                 now, "retried", task_id, dest, {"was": task.state.value, "state": state.value}
             )

@@ -255,3 +255,14 @@ def test_every_post_writes_one_event(fleet: Fleet) -> None:
     for i in range(5):
         fleet.post(f"t{i}")
     assert kinds(fleet, start) == ["posted"] * 5
+
+
+def test_a_retried_task_is_ranked_with_the_current_aging(fleet: Fleet, clock: ManualClock) -> None:
+    fleet.register("ada")
+    urgent = fleet.post("urgent", priority=1)
+    fleet.cancel(urgent.id)
+    fleet.configure(aging=0)  # re-keys the waiting tasks; a cancelled one is not waiting
+    clock.advance(3600)
+    fleet.post("filler", priority=9)
+    fleet.retry(urgent.id)
+    assert one(fleet.claim("ada"))[0].id == urgent.id

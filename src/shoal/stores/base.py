@@ -230,9 +230,11 @@ class StoreTx(Protocol):
         agent_id: str | None,
         seq: int,
         waiting_on: int,
+        pool_key: float,
         now: float,
     ) -> None:
-        """dead or cancelled -> pending (or blocked on ``waiting_on`` deps), attempts reset."""
+        """dead or cancelled -> pending (or blocked on ``waiting_on`` deps), attempts reset,
+        its pool key recomputed (the aging setting may have changed since it ended)."""
         ...
 
     def mark_stalled(self, task_id: int, now: float) -> None: ...

@@ -529,12 +529,14 @@ class _MemoryTx:
         agent_id: str | None,
         seq: int,
         waiting_on: int,
+        pool_key: float,
         now: float,
     ) -> None:
         self._task(
             task_id,
             state=state,
             waiting_on=waiting_on,
+            pool_key=pool_key,
             agent=agent_id,
             seq=seq,
             attempts=0,

@@ -678,6 +678,7 @@ class SqliteTx:
         agent_id: str | None,
         seq: int,
         waiting_on: int,
+        pool_key: float,
         now: float,
     ) -> None:
         params = {
@@ -686,6 +687,7 @@ class SqliteTx:
             "agent": agent_id,
             "seq": seq,
             "waiting_on": waiting_on,
+            "pool_key": pool_key,
             "now": now,
         }
         self._run("revive_task", params)

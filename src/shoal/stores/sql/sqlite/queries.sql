@@ -314,6 +314,7 @@ WHERE id = :id;
 -- name: revive_task
 -- dead or cancelled -> pending (or blocked), with fresh attempts.
 UPDATE tasks SET state = :state, agent_id = :agent, seq = :seq, waiting_on = :waiting_on,
+    pool_key = :pool_key,
     attempts = 0, error = NULL, result = NULL, finished_at = NULL, stalled_at = NULL,
     lease_expires = NULL, updated_at = :now
 WHERE id = :id;
