@@ -88,6 +88,7 @@ from shoal.errors import (
     UnknownTask,
 )
 from shoal.model import (
+    MAX_ID,
     Agent,
     AgentLoad,
     AgentStatus,
@@ -107,6 +108,7 @@ from shoal.model import (
     TaskState,
     as_task_ids,
     check_agent_id,
+    check_count,
     check_json,
     normalize_names,
     parse_duration,
@@ -341,8 +343,10 @@ class Fleet:
     ) -> list[Task]:
         """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
         wanted = _parse_state(state) if state is not None else None
+        limit = check_count(limit, "limit", 1, 1_000_000)
+        (below,) = as_task_ids([before], "before") if before is not None else (None,)
         with self.store.read() as tx:
-            return tx.list_tasks(wanted, agent, max(1, limit), before)
+            return tx.list_tasks(wanted, agent, limit, below)
 
     def ready(self, agent: str | None = None, *, limit: int = 20) -> list[Task]:
         """Pending tasks in the order a claim would take them.
@@ -350,6 +354,7 @@ class Fleet:
         For an agent: its own queue head, then the pool tasks it can do by score (steals
         are not previewed). Without one: the pool by score, then every agent's queue.
         """
+        limit = check_count(limit, "limit", 1, 100_000)
         with self.store.read() as tx:
             settings = tx.load_settings()
             skillsets = tx.skillsets()
@@ -656,6 +661,7 @@ class Fleet:
         A second complete with the same lease reports ``already_done`` and changes nothing;
         a stale or foreign lease raises ``LeaseLost``.
         """
+        _check_lease(lease)
         check_json(result, "result")
         if then_claim:
             _check_n(then_claim)
@@ -685,7 +691,8 @@ class Fleet:
         """
         if not outcomes and not then_claim:
             return BatchCompletion()
-        for _, result in outcomes:
+        for lease, result in outcomes:
+            _check_lease(lease)
             check_json(result, "result")
         if then_claim:
             _check_n(then_claim)
@@ -725,6 +732,7 @@ class Fleet:
     def fail(self, lease: Lease, error: str = "", *, retry: bool = True) -> Task:
         """Report that the task failed. It goes back to pending while attempts remain (and
         ``retry`` is true), else it is dead. Returns the task as it now is."""
+        _check_lease(lease)
         error = _check_text(error, "error", 100_000)
         with self.store.write() as tx:
             now = self.clock.now()
@@ -737,6 +745,7 @@ class Fleet:
     def release(self, lease: Lease) -> Task:
         """Give a task back untouched: pending again (pool, or its pinned agent), and the
         attempt is not counted."""
+        _check_lease(lease)
         with self.store.write() as tx:
             now = self.clock.now()
             task = self._held(tx, lease, now)
@@ -752,6 +761,7 @@ class Fleet:
         queue; the attempt is not counted. Typical use: post children with ``parent=``, then
         defer on them (fork-join).
         """
+        _check_lease(lease)
         deps = as_task_ids(after, "after")
         if not deps:
             raise BadInput("defer needs at least one task id in `after`")
@@ -972,8 +982,11 @@ class Fleet:
         limit: int = 1000,
     ) -> list[Event]:
         """The log, oldest first: events after id ``since``, optionally of one task or agent."""
+        since = check_count(since, "since", 0, MAX_ID)
+        limit = check_count(limit, "limit", 1, 100_000_000)
+        (task_id,) = as_task_ids([task], "task") if task is not None else (None,)
         with self.store.read() as tx:
-            return tx.events(since, task, agent, max(1, limit))
+            return tx.events(since, task_id, agent, limit)
 
     def wait_for_change(self, timeout: float) -> bool:
         """Block until the fleet may have changed (or ``timeout`` seconds pass)."""
@@ -1200,13 +1213,10 @@ def _check_post(
         raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
     if parent is not None:
         (parent,) = as_task_ids([parent], "parent")
-    ttl = None if lease_ttl is None else parse_duration(lease_ttl, "lease_ttl")
-    if ttl is not None and ttl <= 0:
-        raise BadInput("lease_ttl must be more than zero seconds", hint="e.g. 600 or 10m")
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-    ):
-        raise BadInput(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}")
+    ttl = _positive_duration(lease_ttl, "lease_ttl")
+    expected = _positive_duration(expected_duration, "expected_duration")
+    if max_attempts is not None:
+        check_count(max_attempts, "max_attempts", 1, 1_000_000)
     if key is not None:
         key = _check_text(key, "key", 256)
     return NewTask(
@@ -1223,11 +1233,7 @@ def _check_post(
         key=key,
         max_attempts=max_attempts,
         lease_ttl=ttl,
-        expected_duration=(
-            None
-            if expected_duration is None
-            else parse_duration(expected_duration, "expected_duration")
-        ),
+        expected_duration=expected,
         waiting_on=0,
         created_at=0.0,
         pool_key=0.0,
@@ -1282,6 +1288,34 @@ def _draft(spec: Mapping[str, Any], index: int) -> NewTask:
         spec.get("max_attempts"),
         spec.get("key"),
     )
+
+
+_YEAR = 365 * 86400.0
+
+
+def _positive_duration(value: float | str | None, what: str) -> float | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value, what)
+    if not 0 < seconds <= _YEAR:
+        raise BadInput(
+            f"{what} must be more than zero and at most a year, not {value!r}",
+            hint="e.g. 600, 10m or 2h",
+        )
+    return seconds
+
+
+def _check_lease(lease: Lease) -> Lease:
+    """A lease from outside: a real task id and a token of the right shape."""
+    if not isinstance(lease, Lease):
+        raise BadInput(f"expected a Lease, not {type(lease).__name__}")
+    as_task_ids([lease.task_id], "lease task id")
+    if not isinstance(lease.token, str) or not 0 < len(lease.token) <= 64:
+        raise BadInput(
+            "a lease token is the text `shoal claim` printed",
+            hint="pass the token of your claim (--token or SHOAL_TOKEN)",
+        )
+    return lease
 
 
 def _check_text(value: object, what: str, limit: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from shoal.errors import BadInput, InvalidPriority
 
 __all__ = [
+    "MAX_ID",
     "PRIORITY_NAMES",
     "Agent",
     "AgentLoad",
@@ -39,6 +40,7 @@ __all__ = [
     "TaskState",
     "as_task_ids",
     "check_agent_id",
+    "check_count",
     "check_json",
     "normalize_names",
     "parse_duration",
@@ -128,20 +130,20 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
     if values is None:
         return ()
     if isinstance(values, str):
-        values = values.split(",")
+        values = [values]
     names: set[str] = set()
     for raw in values:
         if not isinstance(raw, str):
             raise BadInput(f"{what} must be text, not {raw!r}")
-        name = raw.strip()
-        if not name:
-            continue
-        if not _NAME_RE.match(name):
-            raise BadInput(
-                f"{what} name {name!r} is not valid",
-                hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
-            )
-        names.add(name)
+        for part in raw.split(","):
+            name = part.strip()
+            if name and not _NAME_RE.match(name):
+                raise BadInput(
+                    f"{what} name {name!r} is not valid",
+                    hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
+                )
+            if name:
+                names.add(name)
     return tuple(sorted(names))
 
 
@@ -588,19 +590,40 @@ class FleetStatus:
         }
 
 
-def as_task_ids(values: Sequence[int] | None, what: str) -> tuple[int, ...]:
-    """Task ids from user input, checked to be whole numbers."""
+#: The largest id a store can hold (a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+
+
+def as_task_ids(values: Sequence[int] | int | str | None, what: str) -> tuple[int, ...]:
+    """Task ids from user input: one id, a list, or text like "12" or "12, 14"."""
     if values is None:
         return ()
+    items: Sequence[object]
+    if isinstance(values, str):
+        items = values.replace(",", " ").split()
+    elif isinstance(values, int):
+        items = [values]
+    else:
+        items = values
     out: list[int] = []
-    for value in values:
-        number = value
-        if isinstance(value, bool) or not isinstance(value, int):
+    for value in items:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
             try:
                 number = int(str(value).strip().lstrip("#"))
             except ValueError:
                 raise BadInput(
                     f"{what} must list task ids (whole numbers), not {value!r}"
                 ) from None
+        if not 1 <= number <= MAX_ID:
+            raise BadInput(f"{what}: {number} is not a task id (ids are whole numbers from 1)")
         out.append(number)
     return tuple(dict.fromkeys(out))
+
+
+def check_count(value: object, what: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (never a bool, never unbounded)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadInput(f"{what} must be a whole number from {low} to {high}, not {value!r}")
+    return value

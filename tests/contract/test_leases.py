@@ -180,3 +180,15 @@ def test_defer_on_finished_work_goes_straight_back_to_the_head(fleet: Fleet) -> 
     assert back.state is TaskState.PENDING and back.agent == "ada" and back.attempts == 0
     assert one(fleet.claim("ada"))[0].title == "first"  # at the head again
     assert one(fleet.claim("ada"))[0].id == main.id
+
+
+@pytest.mark.parametrize(
+    "lease",
+    [Lease(2**70, "ada", "abc", 0.0), Lease(1, "ada", "", 0.0), Lease(1, "ada", "x" * 65, 0.0)],
+)
+def test_a_malformed_lease_is_bad_input(held: tuple[Fleet, Lease], lease: Lease) -> None:
+    fleet, _ = held
+    before = snapshot(fleet)
+    with pytest.raises(BadInput):
+        fleet.complete(lease)
+    assert snapshot(fleet) == before

@@ -58,6 +58,12 @@ def test_a_malformed_priority_is_refused_and_changes_nothing(fleet: Fleet, bad: 
         ({"title": "t", "skills": ["has space"]}, "skill"),
         ({"title": "t", "expected_duration": "soon"}, "expected_duration"),
         ({"title": "t", "after": ["x"]}, "after"),
+        ({"title": "t", "after": [2**70]}, "not a task id"),
+        ({"title": "t", "after": [0]}, "not a task id"),
+        ({"title": "t", "max_attempts": 10**20}, "max_attempts"),
+        ({"title": "t", "expected_duration": 0}, "expected_duration"),
+        ({"title": "t", "lease_ttl": "400d"}, "at most a year"),
+        ({"title": "t", "parent": -3}, "not a task id"),
     ],
 )
 def test_bad_task_input_is_refused_and_changes_nothing(
@@ -266,3 +272,12 @@ def test_a_retried_task_is_ranked_with_the_current_aging(fleet: Fleet, clock: Ma
     fleet.post("filler", priority=9)
     fleet.retry(urgent.id)
     assert one(fleet.claim("ada"))[0].id == urgent.id
+
+
+def test_ids_and_names_are_read_the_way_people_write_them(fleet: Fleet) -> None:
+    a, b = fleet.post("a"), fleet.post("b")
+    assert fleet.show(fleet.post("c", after=f"{a.id}, {b.id}").id).after == (a.id, b.id)
+    assert fleet.show(fleet.post("d", after=a.id).id).after == (a.id,)
+    assert fleet.post("e", skills=["python,go", "sql"]).skills == ("go", "python", "sql")
+    with pytest.raises(BadInput, match="not a task id"):
+        fleet.get(2**70)

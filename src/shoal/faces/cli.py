@@ -7,6 +7,7 @@ Exit codes (the same for every command):
     2  bad input: a malformed priority, an unknown agent or task, a broken store URL...
     3  lease lost or conflict: a stale token, a full fleet, a finished task
     4  the store is unavailable; nothing changed and the command may be retried
+   70  an internal error: a bug in shoal (SHOAL_DEBUG=1 shows the traceback)
 
 With ``--json`` (before or after the command name) every command prints one JSON document
 on stdout, errors included: ``{"error": {"code", "message", "hint"}}``.
@@ -15,7 +16,9 @@ on stdout, errors included: ``{"error": {"code", "message", "hint"}}``.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -33,7 +36,7 @@ __all__ = ["cli", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 class App:
@@ -639,6 +642,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _fail(app, args, data, exc.format_message(), hint, EXIT_BAD_INPUT)
     except SystemExit as exc:
         sys.exit(exc.code)
+    except Exception as exc:  # a bug in shoal: say so, and never exit 1 ("nothing to do")
+        if os.environ.get("SHOAL_DEBUG"):
+            traceback.print_exc()
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        hint = "this is a bug in shoal; run with SHOAL_DEBUG=1 for the traceback and report it"
+        _fail(app, args, {"code": "internal", "message": message, "hint": hint}, message, hint,
+              EXIT_INTERNAL)  # fmt: skip
     sys.exit(EXIT_OK)
 
 
