@@ -295,6 +295,7 @@ class Fleet:
                     f"unknown dependencies: {', '.join(map(str, missing))}",
                     hint="`after` must list ids of tasks already in this fleet",
                 )
+            _refuse_ended(deps.values())
             waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
         new = replace(
             draft,
@@ -772,6 +773,7 @@ class Fleet:
             missing = [d for d in deps if d not in found]
             if missing:
                 raise UnknownTask(f"unknown dependencies: {', '.join(map(str, missing))}")
+            _refuse_ended(found.values())
             self._refuse_cycle(tx, task.id, deps)
             existing = set(tx.deps_of(task.id))
             new_deps = [d for d in deps if d not in existing]
@@ -801,6 +803,7 @@ class Fleet:
                 )
             tx.cancel_task(task_id, now)
             tx.append_event(now, "cancelled", task_id, task.agent, {"was": task.state.value})
+            self._flag_stuck(tx, task_id, TaskState.CANCELLED, now)
             if task.state is TaskState.CLAIMED:
                 self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task_id)
@@ -944,6 +947,7 @@ class Fleet:
                 demand=tx.pending_demand(),
                 settings=settings,
                 now=now,
+                stuck=len(tx.stuck_tasks(1_000_000)),
             )
             tx.set_meta("last_assessment", json.dumps(result.to_dict()))
             data = {"workload": result.workload, "recommendation": result.recommendation}
@@ -971,6 +975,7 @@ class Fleet:
                 max_agents=settings.max_agents,
                 stalled=tuple(t for t in claimed if t.stalled_at is not None),
                 assessment=Assessment.from_dict(json.loads(raw)) if raw else None,
+                stuck=tuple(tx.stuck_tasks(1000)),
             )
 
     def events(
@@ -1125,7 +1130,17 @@ class Fleet:
         else:
             tx.bury_task(task.id, error, now)
             tx.append_event(now, "dead", task.id, task.agent, {**data, "cause": kind})
+            self._flag_stuck(tx, task.id, TaskState.DEAD, now)
         return state
+
+    def _flag_stuck(self, tx: StoreTx, task_id: int, state: TaskState, now: float) -> None:
+        """Tasks blocked on one that just died or was cancelled will wait until it is
+        retried: say so in their history (they stay blocked; `retry` frees them)."""
+        for dep in tx.dependents_of(task_id):
+            waiting = tx.get_task(dep)
+            if waiting is not None and waiting.state is TaskState.BLOCKED:
+                data = {"on": task_id, "because": state.value}
+                tx.append_event(now, "stuck", dep, waiting.agent, data)
 
     def _expire_due(
         self, tx: StoreTx, now: float, settings: Settings, limit: int | None
@@ -1361,6 +1376,17 @@ def _need_task(tx: StoreTx, task_id: int) -> Task:
     if task is None:
         raise UnknownTask(f"there is no task {task_id}", hint="check the id (see `shoal list`)")
     return task
+
+
+def _refuse_ended(deps: Iterable[Task]) -> None:
+    """Waiting on a dead or cancelled task would wait forever (unless someone retries it)."""
+    ended = [d for d in deps if d.state in (TaskState.DEAD, TaskState.CANCELLED)]
+    if ended:
+        which = ", ".join(f"{d.id} ({d.state.value})" for d in ended)
+        raise InvalidTransition(
+            f"cannot wait on tasks that will never finish: {which}",
+            hint="retry them first (`shoal retry ID`), or leave them out of `after`",
+        )
 
 
 def _is_present(agent: Agent) -> bool:

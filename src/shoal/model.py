@@ -511,6 +511,7 @@ class Assessment:
     max_agents: int
     missing_skills: tuple[str, ...] = ()
     unservable: int = 0  # pending tasks no live agent can take
+    stuck: int = 0  # blocked tasks waiting on dead or cancelled ones
     at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -527,6 +528,7 @@ class Assessment:
             "max_agents": self.max_agents,
             "missing_skills": list(self.missing_skills),
             "unservable": self.unservable,
+            "stuck": self.stuck,
             "at": self.at,
         }
 
@@ -545,6 +547,7 @@ class Assessment:
             max_agents=data["max_agents"],
             missing_skills=tuple(data.get("missing_skills", ())),
             unservable=data.get("unservable", 0),
+            stuck=data.get("stuck", 0),
             at=data.get("at", 0.0),
         )
 
@@ -576,6 +579,7 @@ class FleetStatus:
     max_agents: int
     stalled: tuple[Task, ...]
     assessment: Assessment | None
+    stuck: tuple[int, ...] = ()  # blocked on dead or cancelled tasks
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -586,6 +590,7 @@ class FleetStatus:
             "queues": {a.agent.id: a.agent.queued for a in self.agents if a.agent.queued},
             "capacity": {"live": self.live, "max_agents": self.max_agents},
             "stalled": [{"id": t.id, "title": t.title, "agent": t.agent} for t in self.stalled],
+            "stuck": list(self.stuck),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
         }
 

@@ -331,6 +331,7 @@ def assess(
     demand: Mapping[tuple[str, ...], int],
     settings: Settings,
     now: float,
+    stuck: int = 0,
 ) -> Assessment:
     """Idle / underutilized / balanced / overloaded, and spawn / terminate_idle / maintain.
 
@@ -345,8 +346,10 @@ def assess(
     4. otherwise balanced, maintain.
 
     ``demand`` counts pending tasks by required skill set; it yields ``missing_skills``
-    (needed, held by no live agent) and ``unservable`` (tasks no single live agent can do).
-    Only live, non-offline agents count as able; managers are exempt from max_agents.
+    (needed, held by no agent that is present) and ``unservable`` (tasks no single present
+    agent can do). Only live, non-offline agents count as able; managers are exempt from
+    max_agents. ``stuck`` blocked tasks (waiting on dead or cancelled ones) are named in the
+    reason: no agent can help them, only a retry.
     """
     present = [a for a in agents if a.status.live and a.status is not AgentStatus.OFFLINE]
     workers = [a for a in agents if a.status.live and not a.manager]
@@ -374,35 +377,46 @@ def assess(
             max_agents=settings.max_agents,
             missing_skills=tuple(missing),
             unservable=unservable,
+            stuck=stuck,
             at=now,
         )
 
+    def why(text: str) -> str:
+        if stuck:
+            return f"{text}; {stuck} blocked tasks wait on dead or cancelled ones (retry those)"
+        return text
+
     if pending == 0 and in_progress == 0:
-        return verdict("idle", "terminate_idle", "no pending or running tasks")
+        return verdict("idle", "terminate_idle", why("no pending or running tasks"))
     reasons = []
     if pending >= settings.assess_spawn_pending:
         reasons.append(f"{pending} pending tasks (threshold {settings.assess_spawn_pending})")
     if pending > 0 and not workers:
         reasons.append("pending work and no worker agents")
-    if unservable:
+    if unservable and not present:
+        reasons.append(f"{unservable} pending tasks and no agent present to take them")
+    elif unservable:
         reasons.append(
-            f"{unservable} pending tasks need skills no live agent has: {', '.join(missing)}"
+            f"{unservable} pending tasks need skills no present agent has: {', '.join(missing)}"
             if missing
-            else f"{unservable} pending tasks need a combination of skills no live agent has"
+            else f"{unservable} pending tasks need a combination of skills no present agent has"
         )
     if reasons:
         if room:
-            return verdict("overloaded", "spawn", "; ".join(reasons))
+            return verdict("overloaded", "spawn", why("; ".join(reasons)))
+        offline = sum(1 for a in workers if a.status is AgentStatus.OFFLINE)
         full = f"at capacity ({len(workers)}/{settings.max_agents} agents)"
-        return verdict("overloaded", "maintain", "; ".join([*reasons, full]))
+        if offline:
+            full += f"; {offline} of them offline: terminate them to make room"
+        return verdict("overloaded", "maintain", why("; ".join([*reasons, full])))
     if pending <= settings.assess_idle_pending and len(workers) > 1 and idle > 0:
         return verdict(
             "underutilized",
             "terminate_idle",
-            f"{pending} pending, {idle} of {len(workers)} agents idle",
+            why(f"{pending} pending, {idle} of {len(workers)} agents idle"),
         )
     return verdict(
         "balanced",
         "maintain",
-        f"{pending} pending, {in_progress} in progress, {len(workers)} agents",
+        why(f"{pending} pending, {in_progress} in progress, {len(workers)} agents"),
     )

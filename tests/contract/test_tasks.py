@@ -281,3 +281,26 @@ def test_ids_and_names_are_read_the_way_people_write_them(fleet: Fleet) -> None:
     assert fleet.post("e", skills=["python,go", "sql"]).skills == ("go", "python", "sql")
     with pytest.raises(BadInput, match="not a task id"):
         fleet.get(2**70)
+
+
+def test_work_waiting_on_dead_or_cancelled_tasks_is_flagged_not_hidden(fleet: Fleet) -> None:
+    fleet.register("ada")
+    a = fleet.post("a", max_attempts=1)
+    b = fleet.post("b")
+    waits_a = fleet.post("after a", after=[a.id])
+    waits_b = fleet.post("after b", after=[b.id])
+    fleet.fail(one(fleet.claim("ada"))[1], "broken")  # a dies
+    fleet.cancel(b.id)
+    assert kinds(fleet, task=waits_a.id)[-1] == "stuck"
+    assert fleet.events(task=waits_b.id)[-1].data == {"on": b.id, "because": "cancelled"}
+    assert fleet.status().stuck == (waits_a.id, waits_b.id)
+    assessment = fleet.assess()
+    assert assessment.stuck == 2 and "dead or cancelled" in assessment.reason
+    before = snapshot(fleet)
+    with pytest.raises(InvalidTransition, match="never finish"):
+        fleet.post("after a dead task", after=[a.id])
+    assert snapshot(fleet) == before
+    fleet.retry(a.id)
+    fleet.complete(one(fleet.claim("ada"))[1])
+    assert fleet.get(waits_a.id).state is TaskState.PENDING
+    assert fleet.status().stuck == (waits_b.id,)

@@ -212,6 +212,11 @@ def status_view(status: FleetStatus) -> Group:
     if status.stalled:
         stalled = ", ".join(f"{t.id} ({t.agent})" for t in status.stalled)
         parts.append(Text(f"stalled: {stalled}", style="bold red"))
+    if status.stuck:
+        stuck = ", ".join(map(str, status.stuck))
+        parts.append(
+            Text(f"blocked on dead or cancelled tasks (retry those): {stuck}", style="yellow")
+        )
     if status.assessment is not None:
         parts.append(assessment_panel(status.assessment, now))
     return Group(*parts)

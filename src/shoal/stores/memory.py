@@ -284,6 +284,16 @@ class _MemoryTx:
             1 for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent is None
         )
 
+    def stuck_tasks(self, limit: int) -> list[int]:
+        ended = (TaskState.DEAD, TaskState.CANCELLED)
+        stuck = sorted(
+            task_id
+            for task_id, deps in self.d.deps.items()
+            if self.d.tasks[task_id].task.state is TaskState.BLOCKED
+            and any(self.d.tasks[dep].task.state in ended for dep in deps)
+        )
+        return stuck[:limit]
+
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         demand: dict[tuple[str, ...], int] = {}
         for row in self.d.tasks.values():

@@ -489,6 +489,9 @@ class SqliteTx:
     def pool_depth(self) -> int:
         return int(self._one("pool_depth")[0])
 
+    def stuck_tasks(self, limit: int) -> list[int]:
+        return [r[0] for r in self._all("stuck_tasks", {"limit": limit})]
+
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {_split(skills): n for skills, n in self._all("pending_demand")}
 

@@ -131,6 +131,15 @@ SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
 
+-- name: stuck_tasks
+-- Blocked tasks waiting on a dead or cancelled one (tasks_ended, then deps by dependency).
+SELECT DISTINCT d.task_id FROM tasks AS ended
+JOIN deps AS d ON d.depends_on = ended.id
+JOIN tasks AS waiting ON waiting.id = d.task_id
+WHERE ended.state IN ('dead', 'cancelled') AND waiting.state = 'blocked'
+ORDER BY d.task_id
+LIMIT :limit;
+
 -- name: pending_demand
 -- Pending tasks by required skill set (for assess: skills no live agent has).
 SELECT s.skills, count(*) FROM tasks t JOIN skillsets s ON s.id = t.skillset
