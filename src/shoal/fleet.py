@@ -1069,7 +1069,7 @@ class Fleet:
             )
         task, token = found
         if token is None or token != lease.token:
-            raise LeaseLost(_why_lost(task, lease), hint="claim a new task")
+            raise LeaseLost(_why_lost(task, lease), hint="claim a new task with `shoal claim`")
         if task.state is TaskState.DONE and done_ok:
             return task
         if task.state is not TaskState.CLAIMED:
@@ -1420,18 +1420,16 @@ def _agent_data(agent: Agent) -> dict[str, Any]:
 
 
 def _why_lost(task: Task, lease: Lease) -> str:
-    """Words for a lease whose token no longer matches, saying what became of the task."""
+    """Words for a lease whose token is not the task's current one, saying what became of
+    the task (not guessing why: a typo and an expired lease look the same from here)."""
     if task.state is TaskState.CLAIMED:
         return (
-            f"lease lost: task {task.id} was reclaimed by agent {task.agent!r} "
-            "after your lease ended"
+            f"lease lost: task {task.id} is held by agent {task.agent!r} under a different "
+            "token (check the token; if your lease ran out, the task was claimed again)"
         )
     if task.state is TaskState.DONE:
         return f"lease lost: task {task.id} was already completed under another lease"
-    return (
-        f"lease lost: task {task.id} is {task.state.value} now "
-        "and your lease is not its current one"
-    )
+    return f"lease lost: task {task.id} is {task.state.value} now; that token is not its lease"
 
 
 def _roundtrip(value: Any) -> Any:
