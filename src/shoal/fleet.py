@@ -888,7 +888,8 @@ class Fleet:
 
     def reap(self) -> ReapReport:
         """One monitor pass: expire leases, mark silent agents offline (their queues go back
-        to the pool), terminate idle ephemeral agents, flag stalled tasks."""
+        to the pool), terminate ephemeral agents idle (or offline) too long, flag stalled
+        tasks."""
         with self.store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
@@ -909,6 +910,9 @@ class Fleet:
                     returned += self._return_queue(tx, agent, now, "agent offline")
                 elif policy.idle_expired(agent, now, settings):
                     self._terminate(tx, agent, now, "idle past idle_timeout")
+                    terminated.append(agent.id)
+                elif policy.is_zombie(agent, now, settings):
+                    self._terminate(tx, agent, now, "offline past idle_timeout")
                     terminated.append(agent.id)
             stalled = []
             for task in tx.claimed_tasks():

@@ -50,6 +50,7 @@ __all__ = [
     "idle_since_after",
     "is_silent",
     "is_stalled",
+    "is_zombie",
     "lease_expiry",
     "order_victims",
     "poll_delay",
@@ -291,6 +292,18 @@ def idle_expired(agent: Agent, now: float, settings: Settings) -> bool:
         and agent.status is AgentStatus.IDLE
         and agent.idle_since is not None
         and now - agent.idle_since > settings.idle_timeout
+    )
+
+
+def is_zombie(agent: Agent, now: float, settings: Settings) -> bool:
+    """An ephemeral, non-manager agent that went offline and stayed away past its idle
+    timeout is not coming back: it is terminated and frees its place under max_agents.
+    (A persistent agent keeps its place while offline; it may come back.)"""
+    return (
+        agent.ephemeral
+        and not agent.manager
+        and agent.status is AgentStatus.OFFLINE
+        and now - agent.last_seen > settings.heartbeat_timeout + settings.idle_timeout
     )
 
 

@@ -313,3 +313,21 @@ def test_a_child_goes_to_its_spawners_queue_only_if_it_can_do_it(fleet: Fleet) -
     cannot = fleet.post("gpu child", skills=["gpu"], parent=parent.id)
     assert can.agent == "ada"
     assert cannot.in_pool
+
+
+def test_an_ephemeral_agent_that_dies_frees_its_place(fleet: Fleet, clock: ManualClock) -> None:
+    fleet.configure(max_agents=2)
+    fleet.register("temp", ephemeral=True)
+    fleet.register("keeper")
+    fleet.post("t")
+    fleet.claim("temp")  # it works, then dies without a word
+    clock.advance(91)
+    fleet.heartbeat("keeper")
+    assert fleet.reap().offline == ("temp",)
+    with pytest.raises(FleetFull):
+        fleet.register("fresh")
+    clock.advance(60)
+    fleet.heartbeat("keeper")
+    assert fleet.reap().terminated == ("temp",)  # offline past idle_timeout: a zombie
+    assert fleet.register("fresh").created
+    assert fleet.agent("keeper").status is not AgentStatus.TERMINATED
