@@ -256,6 +256,7 @@ def test_a_store_path_that_does_not_exist_is_refused_and_not_created(tmp_path: P
         ("mysql://x", "is not one shoal understands", "invalid_store_url"),
         ("sqlite://host/x.db", "has a host", "invalid_store_url"),
         ("sqlite:///", "names no file", "invalid_store_url"),
+        ("memory://", "lives inside one process", "bad_input"),
     ],
 )
 def test_a_broken_store_url_exits_2_with_a_clear_message(

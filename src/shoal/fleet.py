@@ -687,8 +687,8 @@ class Fleet:
         """Finish several tasks in one transaction; each lease is checked on its own.
 
         Leases that are lost are reported in ``lost`` and do not stop the others. With
-        ``then_claim``, the holder of the leases claims its next tasks in the same
-        transaction.
+        ``then_claim``, the agent that held the finished tasks claims its next ones in the
+        same transaction (if none finished, nothing is claimed: ``next`` is None).
         """
         if not outcomes and not then_claim:
             return BatchCompletion()
@@ -703,7 +703,7 @@ class Fleet:
         completed, already, lost, released = [], [], [], []
         with self.store.write() as tx:
             now = self.clock.now()
-            holder: str | None = next(iter(agents), None)
+            holder: str | None = None  # who really holds them, not what the leases claim
             items = [(lease.task_id, lease.token, result) for lease, result in outcomes]
             finished = {task: (agent, deps) for task, agent, deps in tx.finish_leased(items, now)}
             for lease, _ in outcomes:
@@ -716,7 +716,9 @@ class Fleet:
                         already.append(task.id)
                     continue
                 agent, has_dependents = finished.pop(lease.task_id)
-                holder = holder or agent
+                if holder is not None and agent is not None and agent != holder:
+                    raise BadInput("complete_many takes the leases of one agent at a time")
+                holder = agent or holder
                 tx.append_event(now, "completed", lease.task_id, agent, None)
                 completed.append(lease.task_id)
                 if has_dependents:
@@ -1048,6 +1050,9 @@ class Fleet:
             tx.save_agent(replace(agent, status=status, idle_since=idle_since, last_seen=now))
         if status is AgentStatus.IDLE and agent.status is not AgentStatus.IDLE:
             tx.append_event(now, "agent.idle", None, agent.id, {"from": agent.status.value})
+        elif agent.status is AgentStatus.OFFLINE and status is not AgentStatus.OFFLINE:
+            data = {"from": "offline", "to": status.value}  # it is back
+            tx.append_event(now, "agent.status", None, agent.id, data)
 
     def _present_status(self, tx: StoreTx, agent_id: str) -> AgentStatus:
         """The status of an agent that is back: working if it holds leases, else waiting."""
@@ -1059,9 +1064,9 @@ class Fleet:
         if context is None:
             return
         agent = context.agent
-        if not agent.status.live or agent.status is AgentStatus.OFFLINE:
+        if not agent.status.live:
             return
-        status = AgentStatus.WORKING if context.held else AgentStatus.WAITING
+        status = AgentStatus.WORKING if context.held else AgentStatus.WAITING  # (back, if offline)
         self._touch(tx, agent, now, status)
 
     def _held(self, tx: StoreTx, lease: Lease, now: float, done_ok: bool = False) -> Task:

@@ -331,3 +331,14 @@ def test_an_ephemeral_agent_that_dies_frees_its_place(fleet: Fleet, clock: Manua
     assert fleet.reap().terminated == ("temp",)  # offline past idle_timeout: a zombie
     assert fleet.register("fresh").created
     assert fleet.agent("keeper").status is not AgentStatus.TERMINATED
+
+
+def test_an_offline_agent_that_calls_again_is_back(fleet: Fleet, clock: ManualClock) -> None:
+    fleet.register("ada", max_concurrent=2)
+    fleet.post("a")
+    _, lease = one(fleet.claim("ada"))
+    clock.advance(91)
+    assert fleet.reap().offline == ("ada",)
+    fleet.complete(lease)  # its lease is still good: it was only quiet
+    assert fleet.agent("ada").status is AgentStatus.WAITING
+    assert fleet.events(agent="ada")[-2].data == {"from": "offline", "to": "waiting"}

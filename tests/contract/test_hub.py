@@ -282,3 +282,17 @@ def test_a_shoal_agent_steals_the_moment_it_runs_dry(night: Fleet) -> None:
     claim = night.claim("loom")
     assert claim.sources == ("steal",)
     assert claim.tasks[0].priority == 8 and claim.tasks[0].id == 1
+
+
+def test_events_of_one_task_and_one_agent_respect_the_limit(
+    fleet: Fleet, clock: ManualClock
+) -> None:
+    fleet.register("a")
+    fleet.register("b")
+    fleet.post("t")
+    one(fleet.claim("a"))
+    clock.advance(601)
+    _, lease = one(fleet.claim("b"))
+    fleet.complete(lease)
+    found = fleet.events(task=1, agent="b", limit=2)
+    assert [(e.kind, e.agent) for e in found] == [("claimed", "b"), ("completed", "b")]

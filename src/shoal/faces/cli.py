@@ -51,8 +51,18 @@ class App:
 
     def fleet(self, create: bool = False) -> Fleet:
         if self._fleet is None:
+            self.refuse_memory()
             self._fleet = Fleet.open(self.store, create=create)
         return self._fleet
+
+    def refuse_memory(self) -> None:
+        """Each command is a new process: a memory:// fleet would be new and empty each time."""
+        if (self.store or os.environ.get("SHOAL_STORE", "")).strip().startswith("memory:"):
+            raise BadInput(
+                "a memory:// fleet lives inside one process and ends with it, so each "
+                "shoal command would see a new, empty fleet",
+                hint="use a fleet on disk: shoal init, or --store sqlite:///path/fleet.db",
+            )
 
     def adopt(self, fleet: Fleet) -> None:
         self._fleet = fleet
@@ -168,6 +178,7 @@ def cli(ctx: click.Context, store: str | None, as_json: bool) -> None:
 @pass_app
 def init(app: App) -> None:
     """Create a fleet (.shoal/fleet.db here, or --store), or upgrade an existing one."""
+    app.refuse_memory()
     fleet = Fleet.init(app.store)
     app.adopt(fleet)
     created = fleet.store.created

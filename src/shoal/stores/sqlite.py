@@ -107,6 +107,9 @@ class SqliteStore:
                 ) from exc
         self._mutex = threading.RLock()
         self._pid = os.getpid()
+        # Commits on this connection do not move SQLite's data_version (it counts the other
+        # connections' commits), so threads sharing this store hear of them here.
+        self._commits_here = threading.Condition()
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
         _refuse_foreign_file(self.path)
@@ -232,7 +235,9 @@ class SqliteStore:
             except sqlite3.DatabaseError as exc:
                 self._rollback()
                 raise _translate(exc, self.path) from exc
-        self._commits += 1
+        with self._commits_here:
+            self._commits += 1
+            self._commits_here.notify_all()
         if self._commits % _CHECKPOINT_CHECK == 0:
             self._checkpoint()
 
@@ -279,15 +284,19 @@ class SqliteStore:
         connection commits. SQLite cannot notify, so this checks every few milliseconds."""
         deadline = time.monotonic() + timeout
         delay = 0.002
+        seen_here = self._commits
         while True:
             version = self._read_data_version()
-            if version != self._data_version:
+            if version != self._data_version or self._commits != seen_here:
                 self._data_version = version
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(delay, remaining))
+            with self._commits_here:
+                self._commits_here.wait_for(
+                    lambda: self._commits != seen_here, timeout=min(delay, remaining)
+                )
             delay = min(delay * 2, 0.05)
 
     def close(self) -> None:
@@ -721,9 +730,8 @@ class SqliteTx:
     ) -> list[Event]:
         self.flush_events()
         if task_id is not None:
-            rows = self._all("events_of_task", {"task": task_id, "since": since, "limit": limit})
-            if agent_id is not None:
-                rows = [r for r in rows if r[4] == agent_id]
+            params = {"task": task_id, "agent": agent_id, "since": since, "limit": limit}
+            rows = self._all("events_of_task", params)
         elif agent_id is not None:
             rows = self._all("events_of_agent", {"agent": agent_id, "since": since, "limit": limit})
         else:

@@ -352,8 +352,10 @@ SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > :since ORDER BY id LIMIT :limit;
 
 -- name: events_of_task
+-- A task's history (events_by_task), optionally only one agent's part of it.
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE task_id = :task AND id > :since ORDER BY id LIMIT :limit;
+WHERE task_id = :task AND id > :since AND (:agent IS NULL OR agent_id = :agent)
+ORDER BY id LIMIT :limit;
 
 -- name: events_of_agent
 -- No index on agent (see the schema): this reads the log forward from `since`.
