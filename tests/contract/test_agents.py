@@ -341,4 +341,4 @@ def test_an_offline_agent_that_calls_again_is_back(fleet: Fleet, clock: ManualCl
     assert fleet.reap().offline == ("ada",)
     fleet.complete(lease)  # its lease is still good: it was only quiet
     assert fleet.agent("ada").status is AgentStatus.WAITING
-    assert fleet.events(agent="ada")[-2].data == {"from": "offline", "to": "waiting"}
+    assert fleet.events(agent="ada")[-1].data == {"from": "offline", "to": "waiting"}
