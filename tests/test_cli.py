@@ -409,6 +409,8 @@ def test_add_with_the_same_key_twice_returns_the_first_task(shoal: Shoal, fleet:
     second = shoal("add", "nightly build", "--key", "build-2024-05-01", "--json")
     assert first.code == second.code == 0
     assert first.data["id"] == second.data["id"]
+    assert (first.data["created"], second.data["created"]) == (True, False)
+    assert "already exists" in shoal("add", "nightly build", "--key", "build-2024-05-01").out
     assert len(fleet.tasks()) == 1
 
 

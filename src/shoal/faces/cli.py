@@ -233,6 +233,7 @@ def add(
     key: str | None,
 ) -> None:
     """Post a task to the pool (or to an agent's queue with --to)."""
+    existing = app.fleet().by_key(key) if key is not None else None
     task = app.fleet().post(
         title,
         body=sys.stdin.read() if body == "-" else body,
@@ -249,8 +250,17 @@ def add(
         max_attempts=max_attempts,
         key=key,
     )
+    if existing is not None and existing.id == task.id:
+        app.emit(
+            {**task.to_dict(), "created": False},
+            f"task {task.id} already exists for key {key!r}; nothing added",
+        )
+        return
     where = f"agent {task.agent}'s queue" if task.agent else "the pool"
-    app.emit(task.to_dict(), f"task {task.id} {task.state.value} in {where}: {task.title}")
+    app.emit(
+        {**task.to_dict(), "created": True},
+        f"task {task.id} {task.state.value} in {where}: {task.title}",
+    )
 
 
 @cli.command()
