@@ -77,6 +77,16 @@ from dataclasses import replace
 from typing import Any
 
 from shoal import policy
+from shoal._checks import (
+    MAX_BATCH,
+    check_lease,
+    check_n,
+    check_post,
+    check_text,
+    draft_of,
+    parse_agent_status,
+    parse_state,
+)
 from shoal.clock import Clock, SystemClock
 from shoal.errors import (
     BadInput,
@@ -101,6 +111,7 @@ from shoal.model import (
     FleetStatus,
     Lease,
     Move,
+    NewTask,
     ReapReport,
     Registration,
     Task,
@@ -112,17 +123,15 @@ from shoal.model import (
     check_json,
     normalize_names,
     parse_duration,
-    parse_priority,
 )
 from shoal.settings import Settings
 from shoal.stores import init_store_url, open_store
-from shoal.stores.base import NewTask, Store, StoreTx
+from shoal.stores.base import Store, StoreTx
 
 __all__ = ["Fleet"]
 
 _EXPIRE_PER_CLAIM = 100  # leases a claim expires before looking for work; reap takes all
 _SEEN_RESOLUTION = 1.0  # seconds: how stale last_seen may get before a claim rewrites it
-_MAX_BATCH = 1000
 
 
 class _DryRun(Exception):
@@ -216,7 +225,7 @@ class Fleet:
         ``pinned`` keeps it in ``to``'s queue: never stolen, never returned to the pool.
         A repeated ``key`` returns the task first posted with it and adds nothing.
         """
-        draft = _check_post(
+        draft = check_post(
             title,
             body,
             payload,
@@ -246,7 +255,7 @@ class Fleet:
         Each mapping holds ``post``'s arguments (``title`` and any keywords). All are checked
         before anything is written, and either all are posted or none.
         """
-        drafts = [_draft(spec, i) for i, spec in enumerate(tasks)]
+        drafts = [draft_of(spec, i) for i, spec in enumerate(tasks)]
         ids: list[int] = []
         with self.store.write() as tx:
             now = self.clock.now()
@@ -323,7 +332,7 @@ class Fleet:
     def by_key(self, key: str) -> Task | None:
         """The task posted with idempotency key ``key``, if any."""
         with self.store.read() as tx:
-            return tx.task_by_key(_check_text(key, "key", 256))
+            return tx.task_by_key(check_text(key, "key", 256))
 
     def get(self, task_id: int) -> Task:
         """The task with that id."""
@@ -348,7 +357,7 @@ class Fleet:
         before: int | None = None,
     ) -> list[Task]:
         """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
-        wanted = _parse_state(state) if state is not None else None
+        wanted = parse_state(state) if state is not None else None
         limit = check_count(limit, "limit", 1, 1_000_000)
         (below,) = as_task_ids([before], "before") if before is not None else (None,)
         with self.store.read() as tx:
@@ -404,12 +413,12 @@ class Fleet:
         check_agent_id(agent_id)
         skill_names = normalize_names(skills, "skill")
         domain_names = normalize_names(domains, "domain")
-        role = _check_text(role, "role", 64) or "worker"
+        role = check_text(role, "role", 64) or "worker"
         if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int):
             raise BadInput(f"max_concurrent must be a whole number, not {max_concurrent!r}")
-        if not 1 <= max_concurrent <= _MAX_BATCH:
+        if not 1 <= max_concurrent <= MAX_BATCH:
             raise BadInput(
-                f"max_concurrent must be between 1 and {_MAX_BATCH}, not {max_concurrent}",
+                f"max_concurrent must be between 1 and {MAX_BATCH}, not {max_concurrent}",
                 hint="it is how many tasks this agent may hold at once",
             )
         with self.store.write() as tx:
@@ -485,7 +494,7 @@ class Fleet:
         the pool, except tasks pinned to it. ``offline`` sends its queue back too (its leases
         run on: it may return before they expire).
         """
-        new_status = _parse_agent_status(status)
+        new_status = parse_agent_status(status)
         with self.store.write() as tx:
             now = self.clock.now()
             agent = self._live_agent(tx, agent_id)
@@ -545,7 +554,7 @@ class Fleet:
         max_concurrent) or ``empty`` (nothing this agent can do). With ``wait`` > 0 an empty
         claim waits up to that many seconds for the fleet to change and tries again.
         """
-        n = _check_n(n)
+        n = check_n(n)
         deadline = time.monotonic() + parse_duration(wait, "wait")
         while True:
             with self.store.write() as tx:
@@ -667,10 +676,10 @@ class Fleet:
         A second complete with the same lease reports ``already_done`` and changes nothing;
         a stale or foreign lease raises ``LeaseLost``.
         """
-        _check_lease(lease)
+        check_lease(lease)
         check_json(result, "result")
         if then_claim:
-            _check_n(then_claim)
+            check_n(then_claim)
         with self.store.write() as tx:
             now = self.clock.now()
             finished = tx.finish_leased([(lease.task_id, lease.token, result)], now)
@@ -698,10 +707,10 @@ class Fleet:
         if not outcomes and not then_claim:
             return BatchCompletion()
         for lease, result in outcomes:
-            _check_lease(lease)
+            check_lease(lease)
             check_json(result, "result")
         if then_claim:
-            _check_n(then_claim)
+            check_n(then_claim)
         agents = {lease.agent for lease, _ in outcomes if lease.agent}
         if len(agents) > 1:
             raise BadInput("complete_many takes the leases of one agent at a time")
@@ -740,8 +749,8 @@ class Fleet:
     def fail(self, lease: Lease, error: str = "", *, retry: bool = True) -> Task:
         """Report that the task failed. It goes back to pending while attempts remain (and
         ``retry`` is true), else it is dead. Returns the task as it now is."""
-        _check_lease(lease)
-        error = _check_text(error, "error", 100_000)
+        check_lease(lease)
+        error = check_text(error, "error", 100_000)
         with self.store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
@@ -753,7 +762,7 @@ class Fleet:
     def release(self, lease: Lease) -> Task:
         """Give a task back untouched: pending again (pool, or its pinned agent), and the
         attempt is not counted."""
-        _check_lease(lease)
+        check_lease(lease)
         with self.store.write() as tx:
             now = self.clock.now()
             task = self._held(tx, lease, now)
@@ -769,7 +778,7 @@ class Fleet:
         queue; the attempt is not counted. Typical use: post children with ``parent=``, then
         defer on them (fork-join).
         """
-        _check_lease(lease)
+        check_lease(lease)
         deps = as_task_ids(after, "after")
         if not deps:
             raise BadInput("defer needs at least one task id in `after`")
@@ -1215,179 +1224,6 @@ class Fleet:
                 frontier += tx.deps_of(current)
 
 
-# ---------------------------------------------------------------------- input checks
-
-
-def _check_post(
-    title: object,
-    body: object,
-    payload: Any,
-    priority: int | str,
-    skills: Iterable[str] | str | None,
-    domain: str | None,
-    to: str | None,
-    after: Sequence[int] | None,
-    parent: int | None,
-    pinned: bool,
-    expected_duration: float | str | None,
-    lease_ttl: float | str | None,
-    max_attempts: int | None,
-    key: str | None,
-) -> NewTask:
-    """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
-    title_text = _check_text(title, "title", 1000).strip()
-    if not title_text:
-        raise BadInput("a task needs a title", hint="say in a few words what is to be done")
-    check_json(payload, "payload")
-    domains = normalize_names([domain] if domain else None, "domain")
-    if to is not None:
-        check_agent_id(to)
-    if pinned and to is None:
-        raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
-    if parent is not None:
-        (parent,) = as_task_ids([parent], "parent")
-    ttl = _positive_duration(lease_ttl, "lease_ttl")
-    expected = _positive_duration(expected_duration, "expected_duration")
-    if max_attempts is not None:
-        check_count(max_attempts, "max_attempts", 1, 1_000_000)
-    if key is not None:
-        key = _check_text(key, "key", 256)
-    return NewTask(
-        title=title_text,
-        body=_check_text(body, "body", 1_000_000),
-        payload=payload,
-        priority=parse_priority(priority),
-        skills=normalize_names(skills, "skill"),
-        domain=domains[0] if domains else None,
-        state=TaskState.PENDING,
-        agent=to,
-        pinned=bool(pinned),
-        parent=parent,
-        key=key,
-        max_attempts=max_attempts,
-        lease_ttl=ttl,
-        expected_duration=expected,
-        waiting_on=0,
-        created_at=0.0,
-        pool_key=0.0,
-        seq=0,
-        after=as_task_ids(after, "after"),
-    )
-
-
-_POST_FIELDS = frozenset(
-    [
-        "title",
-        "body",
-        "payload",
-        "priority",
-        "skills",
-        "domain",
-        "to",
-        "after",
-        "parent",
-        "pinned",
-        "expected_duration",
-        "lease_ttl",
-        "max_attempts",
-        "key",
-    ]
-)
-
-
-def _draft(spec: Mapping[str, Any], index: int) -> NewTask:
-    """One ``post_many`` entry, checked like ``post``'s arguments."""
-    if not isinstance(spec, Mapping) or "title" not in spec:
-        raise BadInput(f"task {index} of the batch needs at least a title")
-    unknown = sorted(set(spec) - _POST_FIELDS)
-    if unknown:
-        raise BadInput(
-            f"task {index} of the batch has unknown fields: {', '.join(unknown)}",
-            hint=f"use post's arguments: {', '.join(sorted(_POST_FIELDS))}",
-        )
-    return _check_post(
-        spec["title"],
-        spec.get("body", ""),
-        spec.get("payload"),
-        spec.get("priority", 5),
-        spec.get("skills"),
-        spec.get("domain"),
-        spec.get("to"),
-        spec.get("after"),
-        spec.get("parent"),
-        spec.get("pinned", False),
-        spec.get("expected_duration"),
-        spec.get("lease_ttl"),
-        spec.get("max_attempts"),
-        spec.get("key"),
-    )
-
-
-_YEAR = 365 * 86400.0
-
-
-def _positive_duration(value: float | str | None, what: str) -> float | None:
-    if value is None:
-        return None
-    seconds = parse_duration(value, what)
-    if not 0 < seconds <= _YEAR:
-        raise BadInput(
-            f"{what} must be more than zero and at most a year, not {value!r}",
-            hint="e.g. 600, 10m or 2h",
-        )
-    return seconds
-
-
-def _check_lease(lease: Lease) -> Lease:
-    """A lease from outside: a real task id and a token of the right shape."""
-    if not isinstance(lease, Lease):
-        raise BadInput(f"expected a Lease, not {type(lease).__name__}")
-    as_task_ids([lease.task_id], "lease task id")
-    if not isinstance(lease.token, str) or not 0 < len(lease.token) <= 64:
-        raise BadInput(
-            "a lease token is the text `shoal claim` printed",
-            hint="pass the token of your claim (--token or SHOAL_TOKEN)",
-        )
-    return lease
-
-
-def _check_text(value: object, what: str, limit: int) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadInput(f"{what} must be text, not {type(value).__name__}")
-    if len(value) > limit:
-        raise BadInput(f"{what} is too long ({len(value)} characters; the limit is {limit})")
-    return value
-
-
-def _check_n(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _MAX_BATCH:
-        raise BadInput(
-            f"n must be a whole number from 1 to {_MAX_BATCH}, not {n!r}",
-            hint="it is how many tasks to claim at once",
-        )
-    return n
-
-
-def _parse_state(state: TaskState | str) -> TaskState:
-    try:
-        return TaskState(state)
-    except ValueError:
-        names = ", ".join(s.value for s in TaskState)
-        raise BadInput(f"there is no task state {state!r}", hint=f"use one of: {names}") from None
-
-
-def _parse_agent_status(status: AgentStatus | str) -> AgentStatus:
-    try:
-        return AgentStatus(status)
-    except ValueError:
-        names = ", ".join(s.value for s in AgentStatus)
-        raise BadInput(
-            f"there is no agent status {status!r}", hint=f"use one of: {names}"
-        ) from None
-
-
 def _need_task(tx: StoreTx, task_id: int) -> Task:
     (task_id,) = as_task_ids([task_id], "task id")
     task = tx.get_task(task_id)
@@ -1448,10 +1284,3 @@ def _why_lost(task: Task, lease: Lease) -> str:
     if task.state is TaskState.DONE:
         return f"lease lost: task {task.id} was already completed under another lease"
     return f"lease lost: task {task.id} is {task.state.value} now; that token is not its lease"
-
-
-def _roundtrip(value: Any) -> Any:
-    """A JSON value as it reads back from a store (tuples become lists, keys strings)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(json.dumps(value))

@@ -33,6 +33,7 @@ __all__ = [
     "FleetStatus",
     "Lease",
     "Move",
+    "NewTask",
     "ReapReport",
     "Registration",
     "Task",
@@ -261,6 +262,31 @@ class Candidate(NamedTuple):
     created_at: float
     lease_ttl: float | None
     attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task as ``Fleet.post`` decided to insert it (what a store's insert_task takes)."""
+
+    title: str
+    body: str
+    payload: Any
+    priority: int
+    skills: tuple[str, ...]
+    domain: str | None
+    state: TaskState
+    agent: str | None
+    pinned: bool
+    parent: int | None
+    key: str | None
+    max_attempts: int | None
+    lease_ttl: float | None
+    expected_duration: float | None
+    waiting_on: int
+    created_at: float
+    pool_key: float
+    seq: int
+    after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shoal.model import Agent, Candidate, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, NewTask, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 
@@ -40,31 +40,6 @@ class Capabilities:
     notifies: bool
     #: Writers are served in arrival order, so none can starve under contention.
     fair: bool
-
-
-@dataclass(frozen=True, slots=True)
-class NewTask:
-    """A task as ``Fleet.post`` decided to insert it."""
-
-    title: str
-    body: str
-    payload: Any
-    priority: int
-    skills: tuple[str, ...]
-    domain: str | None
-    state: TaskState
-    agent: str | None
-    pinned: bool
-    parent: int | None
-    key: str | None
-    max_attempts: int | None
-    lease_ttl: float | None
-    expected_duration: float | None
-    waiting_on: int
-    created_at: float
-    pool_key: float
-    seq: int
-    after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
 
 
 @dataclass(frozen=True, slots=True)
