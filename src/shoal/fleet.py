@@ -1130,7 +1130,7 @@ class Fleet:
             if dest is not None and not task.pinned:
                 if dest not in present:
                     agent = tx.get_agent(dest)
-                    present[dest] = agent is not None and _is_present(agent)
+                    present[dest] = agent is not None and policy.is_present(agent)
                 if not present[dest]:
                     dest = None
             tx.ready_task(dep, dest, tx.next_seq(), now)
@@ -1241,11 +1241,6 @@ def _refuse_ended(deps: Iterable[Task]) -> None:
             f"cannot wait on tasks that will never finish: {which}",
             hint="retry them first (`shoal retry ID`), or leave them out of `after`",
         )
-
-
-def _is_present(agent: Agent) -> bool:
-    """Around to take work: neither offline nor terminated."""
-    return agent.status not in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
 
 
 def _unknown_agent(agent_id: str) -> UnknownAgent:

@@ -48,6 +48,7 @@ __all__ = [
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
+    "is_present",
     "is_silent",
     "is_stalled",
     "is_zombie",
@@ -260,6 +261,12 @@ def idle_since_after(
     if before is AgentStatus.IDLE and since is not None:
         return since
     return now
+
+
+def is_present(agent: Agent) -> bool:
+    """Around to take work from its queue: neither offline nor terminated. Work bound for an
+    agent that is not present goes to the pool instead (unless pinned to it)."""
+    return agent.status not in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
 
 
 def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
