@@ -233,7 +233,7 @@ def plan(store: SqliteStore, name: str) -> str:
         ("pool_best_in_domain", "tasks_pool_domain"),
         ("steal_tail", "tasks_queue"),
         ("expired_leases", "tasks_expiry"),
-        ("held_tasks", "tasks_held"),
+        ("held_leases", "tasks_held"),
         ("claim_context", "tasks_held"),
         ("claim_context", "tasks_expiry"),
         ("window_thieves", "events_steals"),

@@ -535,11 +535,7 @@ class Fleet:
             else:
                 tx.save_agent(replace(agent, last_seen=now))
             leases = []
-            for task in tx.held_tasks(agent_id):
-                found = tx.leased_task(task.id)
-                token = found[1] if found is not None else None
-                if token is None:
-                    continue
+            for task, token in tx.held_leases(agent_id):
                 expires = policy.lease_expiry(now, task.lease_ttl, settings)
                 tx.set_lease_expiry(task.id, expires)
                 leases.append(Lease(task.id, agent_id, token, expires))
@@ -1074,7 +1070,7 @@ class Fleet:
 
     def _present_status(self, tx: StoreTx, agent_id: str) -> AgentStatus:
         """The status of an agent that is back: working if it holds leases, else waiting."""
-        return AgentStatus.WORKING if tx.held_tasks(agent_id) else AgentStatus.WAITING
+        return AgentStatus.WORKING if tx.held_leases(agent_id) else AgentStatus.WAITING
 
     def _after_letting_go(self, tx: StoreTx, agent_id: str | None, now: float) -> None:
         """After an agent's lease ends: waiting (between tasks) once it holds nothing."""
@@ -1200,7 +1196,7 @@ class Fleet:
                 return returned
 
     def _terminate(self, tx: StoreTx, agent: Agent, now: float, why: str) -> None:
-        for task in tx.held_tasks(agent.id):
+        for task, _ in tx.held_leases(agent.id):
             tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
             tx.append_event(now, "released", task.id, agent.id, {"why": why})
         self._return_queue(tx, agent, now, why)

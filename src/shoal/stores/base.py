@@ -97,8 +97,9 @@ class StoreTx(Protocol):
         """Tasks newest first, optionally of one state or one agent, ids below ``before``."""
         ...
 
-    def held_tasks(self, agent_id: str) -> list[Task]:
-        """The tasks ``agent_id`` holds a lease on (expired or not), oldest claim first."""
+    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
+        """The tasks ``agent_id`` holds a lease on (expired or not), each with its lease
+        token, oldest claim first."""
         ...
 
     def claimed_tasks(self) -> list[Task]: ...

@@ -251,14 +251,14 @@ class _MemoryTx:
                     break
         return out
 
-    def held_tasks(self, agent_id: str) -> list[Task]:
+    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
         rows = [
             r
             for r in self.d.tasks.values()
             if r.task.state is _CLAIMED and r.task.agent == agent_id
         ]
         rows.sort(key=lambda r: (r.task.claimed_at or 0.0, r.task.id))
-        return [self._public(r) for r in rows]
+        return [(self._public(r), r.token or "") for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
         rows = sorted((r for r in self.d.tasks.values() if r.task.state is _CLAIMED), key=_by_id)

@@ -473,8 +473,9 @@ class SqliteTx:
         }
         return [self._task(r) for r in self._all("list_tasks", params)]
 
-    def held_tasks(self, agent_id: str) -> list[Task]:
-        return [self._task(r) for r in self._all("held_tasks", {"agent": agent_id})]
+    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
+        rows = self._all("held_leases", {"agent": agent_id})
+        return [(self._task(r), r[-1]) for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
         return [self._task(r) for r in self._all("claimed_tasks")]

@@ -102,9 +102,9 @@ WHERE (:state IS NULL OR state = :state)
 ORDER BY id DESC
 LIMIT :limit;
 
--- name: held_tasks
--- What one agent holds a lease on (tasks_held index).
-SELECT {task} FROM tasks WHERE state = 'claimed' AND agent_id = :agent
+-- name: held_leases
+-- What one agent holds a lease on, with the tokens (tasks_held index).
+SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = :agent
 ORDER BY claimed_at, id;
 
 -- name: claimed_tasks
