@@ -629,7 +629,12 @@ class Fleet:
             Lease(t.id, agent.id, token, expires)
             for t, (_, token, expires, _) in zip(tasks, grants, strict=True)
         )
-        return Claim(leases, tuple(tasks), tuple(sources[t.id][0] for t in tasks))
+        return Claim(
+            leases,
+            tuple(tasks),
+            tuple(sources[t.id][0] for t in tasks),
+            origins=tuple(sources[t.id][1] for t in tasks),
+        )
 
     def _steal(
         self,

@@ -367,13 +367,15 @@ class Claim:
 
     ``reason`` is None when something was claimed, ``"busy"`` when the agent is at its
     max_concurrent, and ``"empty"`` when nothing it can do is waiting. ``sources`` says for
-    each lease where the task came from: ``queue``, ``pool`` or ``steal``.
+    each lease where the task came from: ``queue``, ``pool`` or ``steal``; ``origins`` whose
+    queue it was in (None for the pool), so a steal names its victim.
     """
 
     leases: tuple[Lease, ...] = ()
     tasks: tuple[Task, ...] = ()
     sources: tuple[str, ...] = ()
     reason: str | None = None
+    origins: tuple[str | None, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.leases)

@@ -164,22 +164,14 @@ def run_demo(
         line.append(f"{agent:<6}", style=colours.get(agent, ""))
         source = data.get("source", "")
         if source == "steal":
-            line.append(f" STEALS #{task.id:<3} from {task_origin(task)}", style="bold red")
+            line.append(f" STEALS #{task.id:<3} from {data.get('from')}", style="bold red")
         else:
             line.append(f" claims #{task.id:<3} from {source:<5}")
         line.append(f"  p{task.priority} {task.domain or '-':<8} {task.title}", style="dim")
         with lock:
             console.print(line)
 
-    def task_origin(task: Task) -> str:
-        found = [e for e in fleet_events(task.id) if e.kind == "stolen"]
-        return str(found[-1].data.get("from", "?")) if found else "?"
-
     reader = Fleet.open(url)
-
-    def fleet_events(task_id: int) -> list[Any]:
-        with lock:
-            return reader.events(task=task_id)
 
     def unfinished() -> bool:
         with lock:

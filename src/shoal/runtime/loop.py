@@ -80,7 +80,7 @@ class AgentLoop:
         source = claim.sources[0]
         if source == "steal":
             self.stats.stolen += 1
-        self.listener("claimed", task, {"source": source})
+        self.listener("claimed", task, {"source": source, "from": claim.origins[0]})
         clock = self.fleet.clock
         started = clock.now()
         try:
