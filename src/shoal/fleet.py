@@ -468,7 +468,8 @@ class Fleet:
             tx.save_agent(agent)
             tx.append_event(now, kind, None, agent_id, _agent_data(agent))
             created = kind == "agent.registered"
-            live = sum(1 for a in tx.list_agents() if a.status.live and not a.manager)
+            # Live workers now: the others, and this one unless it is a manager.
+            live = sum(1 for a in live_workers if a.id != agent_id) + (0 if manager else 1)
             saved = tx.get_agent(agent_id)
             assert saved is not None
             return Registration(saved, created, live, settings.max_agents)
