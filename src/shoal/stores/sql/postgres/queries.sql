@@ -324,14 +324,22 @@ RETURNING {t_task};
 -- name: finish_leased
 -- claimed -> done for a batch, each only under its live lease (token, state and expiry
 -- checked in the same statement: a compare-and-set). The token stays, so a repeated complete
--- is recognised. Says whether any task waits on each finished one.
-UPDATE tasks AS t SET state = 'done', result = f.result, lease_expires = NULL,
-    finished_at = %(now)s, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
-     AS f (id, token, result)
-WHERE t.id = f.id AND t.token = f.token AND t.state = 'claimed'
-  AND t.lease_expires > %(now)s
-RETURNING t.id, t.agent_id, t.has_dependents;
+-- is recognised. Says whether any task waits on each finished one. The holders' agent rows
+-- are locked in the same statement, since the completion goes on to update them: every
+-- writer takes a task before its agent, never the other way round.
+WITH finished AS (
+    UPDATE tasks AS t SET state = 'done', result = f.result, lease_expires = NULL,
+        finished_at = %(now)s, updated_at = %(now)s
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
+         AS f (id, token, result)
+    WHERE t.id = f.id AND t.token = f.token AND t.state = 'claimed'
+      AND t.lease_expires > %(now)s
+    RETURNING t.id, t.agent_id, t.has_dependents
+), holders AS (
+    SELECT a.id FROM agents a WHERE a.id IN (SELECT agent_id FROM finished)
+    ORDER BY a.id FOR UPDATE
+)
+SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finished;
 
 -- name: set_lease_expiry
 UPDATE tasks SET lease_expires = %(expires)s WHERE id = %(id)s;
@@ -412,13 +420,10 @@ WHERE tasks.id = k.id;
 -- commit takes PostgreSQL's notification queue lock.
 SELECT pg_notify(%(channel)s, '');
 
--- name: lock_fleet_shared
--- Every writer holds the fleet lock: shared for the everyday verbs, which run side by side
--- on row locks ...
-SELECT pg_advisory_xact_lock_shared(%(key)s);
-
 -- name: lock_fleet
--- ... and exclusive for fleet-wide changes, which then see and change a still fleet.
+-- Opening or upgrading a fleet: one opener at a time. (Every writer also holds the fleet
+-- lock -- shared for the everyday verbs, which run side by side on row locks, exclusive for
+-- fleet-wide changes -- taken in the same message as BEGIN; see postgres.py.)
 SELECT pg_advisory_xact_lock(%(key)s);
 
 
