@@ -214,7 +214,8 @@ class Simulation:
     def _end_gap(self, agent: _Agent) -> None:
         """An agent's spell of being free while work waited is over; note how long it was."""
         if agent.gap_from is not None:
-            self.trace.gaps.append(self._now - agent.gap_from)
+            if self._now > agent.gap_from:  # a hand-off at the same moment is no idle spell
+                self.trace.gaps.append(self._now - agent.gap_from)
             agent.gap_from = None
 
     def _posted(self, ids: list[int], indices: list[int], ready: list[float]) -> None:
@@ -301,8 +302,6 @@ class Simulation:
         if source == "steal":
             self.trace.steals += 1
         self.trace.waits.append(self._now - self._ready_at[task.id])
-        if agent.gap_from is None:
-            agent.gap_from = self._now  # work and agent met at once: a spell of zero
         self._end_gap(agent)
         self.trace.segments.append(
             Segment(

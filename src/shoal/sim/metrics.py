@@ -4,8 +4,9 @@
   bound ``max(T1 / P, T_inf)`` (1.0 would be a perfect schedule; warm-ups count against it).
 * ``idle_while_waiting`` -- of the agent-time during which some task was waiting to run, the
   share agents spent free. Work at the hub waiting for the router counts as waiting.
-* ``idle_to_work`` p50/p99 -- for every time an agent got work, how long it had been free
-  while work waited somewhere (0 when it got the next task at once).
+* ``idle_to_work`` p50/p99 -- over every spell an agent sat free while work waited somewhere
+  (an agent that got its next task at once has no spell), how long until it held work
+  again -- or until the waiting work ran out without it (0 when there was no such spell).
 * ``wait`` p50/p99 -- from a task being ready (arrived, spawned, or its children done) to
   being claimed.
 * ``steals`` (taken at claim time, from ``Claim.sources``) and ``moved`` (by the rebalance);
