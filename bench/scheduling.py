@@ -46,10 +46,11 @@ def main() -> None:
         tasks=args.tasks,
     )
     rows = summarize(runs)
-    tuned = summarize(
-        sim.compare(["forkjoin"], ["shoal"], seeds, agents=args.agents, tasks=args.tasks,
-                    settings={"busy_threshold": 0})  # fmt: skip
-    )
+    fork_join = sim.compare(
+        ["forkjoin"], ["shoal"], seeds, agents=args.agents, tasks=args.tasks,
+        settings={"busy_threshold": 0},
+    )  # fmt: skip
+    tuned = summarize(fork_join)
     tuned[0]["policy"] = "shoal (busy 0)"
     elapsed = time.perf_counter() - began
     console.print(comparison_table([*rows, *tuned], title=f"seeds {seeds}, {elapsed:.1f} s"))
