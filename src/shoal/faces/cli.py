@@ -29,6 +29,7 @@ from rich.console import Console
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
 from shoal.faces import render
+from shoal.faces.cli_sim import sim_command
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState
 
@@ -633,6 +634,9 @@ def demo(
         console=None if (quiet or app.json) else app.out,
     )
     app.emit(summary.to_dict(), render_summary(summary))
+
+
+cli.add_command(sim_command)  # `shoal sim`: the scheduling simulator (shoal.sim)
 
 
 def render_summary(summary: Any) -> Any:
