@@ -29,6 +29,14 @@ def run_mcp(
     err: Console,
 ) -> None:
     """Register ``agent`` (if given) as ``spec`` describes, then serve until told to stop."""
+    if agent is None:
+        given = [name for name in _NEEDS_AGENT if spec.get(name)]
+        if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
+            raise BadInput(
+                "--role, --skill, --domain, --max-concurrent, --manager and --ephemeral "
+                "describe the agent given with --agent",
+                hint="add --agent ID, or leave them out and let each client register_agent",
+            )
     try:
         from shoal.faces.mcp_server import serve
     except ImportError as exc:
@@ -38,15 +46,7 @@ def run_mcp(
             f"`shoal mcp` needs the MCP SDK, which is not installed here ({exc.name})",
             hint="pip install 'shoal[mcp]'",
         ) from None
-    if agent is None:
-        given = [name for name in _NEEDS_AGENT if spec.get(name)]
-        if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
-            raise BadInput(
-                "--role, --skill, --domain, --max-concurrent, --manager and --ephemeral "
-                "describe the agent given with --agent",
-                hint="add --agent ID, or leave them out and let each client register_agent",
-            )
-    else:
+    if agent is not None:
         reg = fleet.register(
             agent,
             role=spec.get("role", "worker"),
@@ -57,7 +57,8 @@ def run_mcp(
             ephemeral=bool(spec.get("ephemeral")),
         )
         err.print(
-            f"shoal mcp: acting as agent {agent} ({reg.agent.role}); "
+            f"shoal mcp: acting as agent {agent} ({reg.agent.role}"
+            f"{', manager' if reg.agent.manager else ''}); "
             f"active agents {reg.live}/{reg.max_agents}",
             highlight=False,
         )

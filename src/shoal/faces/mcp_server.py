@@ -36,7 +36,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
@@ -143,9 +143,23 @@ class FleetDesk:
             for lease in leases:
                 self._leases[lease.task_id] = lease
 
-    def forget(self, task_id: int) -> None:
+    def forget(self, lease: Lease) -> None:
+        """Drop the remembered lease if it is ``lease`` (a wrong token forgets nothing)."""
         with self._lock:
-            self._leases.pop(task_id, None)
+            known = self._leases.get(lease.task_id)
+            if known is not None and known.token == lease.token:
+                del self._leases[lease.task_id]
+
+    @contextlib.contextmanager
+    def ending(self, lease: Lease) -> Iterator[None]:
+        """Around a call that ends ``lease``: forget it once it is over (done, failed,
+        released or lost), but not when the call was refused for another reason."""
+        try:
+            yield
+        except LeaseLost:
+            self.forget(lease)
+            raise
+        self.forget(lease)
 
     def lease_for(self, agent: str, task_id: int, token: str | None) -> Lease:
         """The lease ``agent`` finishes ``task_id`` with: the given token or the remembered
@@ -182,7 +196,7 @@ class FleetDesk:
         for lease in claim.leases:
             with contextlib.suppress(ShoalError):
                 self.fleet.release(lease)
-            self.forget(lease.task_id)
+            self.forget(lease)
 
 
 # ---------------------------------------------------------------------- argument types
@@ -473,12 +487,8 @@ def build_server(desk: FleetDesk) -> MCPServer:
         """
         who = desk.acting(_session(ctx), agent)
         lease = desk.lease_for(who, task_id, token)
-        try:
+        with desk.ending(lease):
             done = fleet.complete(lease, result, then_claim=1 if claim_next else 0)
-        except LeaseLost:
-            desk.forget(task_id)
-            raise
-        desk.forget(task_id)
         follow = None
         if done.next is not None:
             desk.remember(done.next.leases)
@@ -511,10 +521,8 @@ def build_server(desk: FleetDesk) -> MCPServer:
         while attempts remain (and retry is true), else it is dead."""
         who = desk.acting(_session(ctx), agent)
         lease = desk.lease_for(who, task_id, token)
-        try:
+        with desk.ending(lease):
             task = fleet.fail(lease, error, retry=retry)
-        finally:
-            desk.forget(task_id)
         return TaskResult(
             task=TaskInfo.of(task), message=f"task {task.id} failed; it is {task.state.value} now"
         )
@@ -527,10 +535,8 @@ def build_server(desk: FleetDesk) -> MCPServer:
         it needs skills you lack. It is pending again for others."""
         who = desk.acting(_session(ctx), agent)
         lease = desk.lease_for(who, task_id, token)
-        try:
+        with desk.ending(lease):
             task = fleet.release(lease)
-        finally:
-            desk.forget(task_id)
         return TaskResult(
             task=TaskInfo.of(task),
             message=f"task {task.id} released; it is {task.state.value} again",
