@@ -268,3 +268,23 @@ def test_agent_options_without_an_agent_are_refused(url: str) -> None:
     )
     assert done.returncode == 2
     assert "--agent" in done.stderr
+
+
+def test_a_server_for_an_agent_the_fleet_has_no_room_for_does_not_start(url: str) -> None:
+    with Fleet.open(url) as fleet:
+        fleet.configure(max_agents=1)
+        fleet.register("ada")
+        before = snapshot(fleet)
+    done = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "--store", url, "mcp", "--agent", "bob"],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 3
+    assert "fleet is full" in done.stderr and "'bob' was not registered" in done.stderr
+    with Fleet.open(url) as fleet:
+        assert snapshot(fleet) == before

@@ -103,3 +103,14 @@ async def test_a_waiting_session_is_woken_by_another_sessions_task(url: str, end
     assert outcome["claim"]["task"]["id"] == added["task"]["id"]
     print(f"http wait_for_task returned {latency * 1000:.0f} ms after add_task was sent")
     assert latency < 10, "the waiter was not woken by the new task (it timed out instead)"
+
+
+async def test_a_wait_with_nothing_to_do_ends_at_its_timeout(endpoint: str) -> None:
+    async with http_session(endpoint) as session:
+        await call(session, "register_agent", agent="h-patient", skills=["nothing-needs-this"])
+        began = time.perf_counter()
+        claim = await call(session, "wait_for_task", timeout_seconds=2.5)
+        took = time.perf_counter() - began
+    assert not claim["claimed"] and claim["reason"] == "empty"
+    assert claim["waited_seconds"] >= 2.5
+    assert took < 10
