@@ -551,7 +551,13 @@ class PostgresTx:
         )
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
-        row = self._one("claim_context", {"id": agent_id, "now": now})
+        params = {"id": agent_id, "now": now}
+        if self._read_only:
+            row = self._one("claim_context", params)
+        else:
+            with self._c.pipeline():  # the lock, then a fresh read: one round trip
+                self._run("lock_claimer", params)
+                row = self._one("claim_context", params)
         if row is None:
             return None
         skillsets = self._s._skillsets

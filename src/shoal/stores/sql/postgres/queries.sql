@@ -98,10 +98,15 @@ ON CONFLICT (id) DO UPDATE SET
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
     registered_at = excluded.registered_at, incarnation = excluded.incarnation;
 
+-- name: lock_claimer
+-- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
+-- max_concurrent. (A separate statement: under READ COMMITTED, claim_context's counts must
+-- be read after the lock is granted, not from the snapshot that waited for it.)
+SELECT 1 FROM agents WHERE id = %(id)s FOR UPDATE;
+
 -- name: claim_context
--- Everything a claim reads before it chooses, in one statement, with the agent's row locked
--- so that two claims of one agent cannot both pass its max_concurrent. `queued` here only
--- says whether its queue is empty (0) or not (1): that is all the claim asks.
+-- Everything a claim reads before it chooses, in one statement. `queued` here only says
+-- whether the agent's queue is empty (0) or not (1): that is all the claim asks.
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
@@ -109,8 +114,7 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
        (SELECT count(*) FROM skillsets),
        (SELECT value FROM meta WHERE key = 'settings')
-FROM agents a WHERE a.id = %(id)s
-FOR UPDATE OF a;
+FROM agents a WHERE a.id = %(id)s;
 
 -- name: queue_depths
 -- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue).
