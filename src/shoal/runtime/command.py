@@ -148,7 +148,7 @@ def expand_args(argv: Sequence[str], task: Task, agent: str) -> list[str]:
             try:
                 return _as_arg(_payload_value(task.payload, path))
             except (KeyError, IndexError, ValueError):
-                raise KeyError(
+                raise ValueError(
                     f"placeholder {match.group(0)} has no value in the payload"
                 ) from None
         if path:
