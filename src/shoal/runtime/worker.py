@@ -514,8 +514,12 @@ class Worker:
     def _leave(self) -> None:
         """Leaving on purpose frees the agent's place; if it is gone already, nothing to do."""
         if self.report.reason != "terminated":
+            why = {
+                "idle": "idle past idle_timeout; left by itself",
+                "stopped": "its worker was stopped",
+            }[self.report.reason]
             with suppress(UnknownAgent):
-                self.fleet.set_status(self.agent, "terminated")
+                self.fleet.set_status(self.agent, "terminated", why=why)
         self._say("left", **self.report.to_dict())
 
     def _say(self, kind: str, **data: Any) -> None:
