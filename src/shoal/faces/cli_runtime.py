@@ -68,7 +68,7 @@ class _Printer:
 
     def __init__(self, console: Console, as_json: bool) -> None:
         self.console, self.json = console, as_json
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     def __call__(self, kind: str, text: str, data: dict[str, Any]) -> None:
         with self.lock:

@@ -329,11 +329,12 @@ class Supervisor:
                 slot.proc.kill()
                 slot.proc.wait()
                 self._say("killed", f"{slot.spec.agent} did not stop in time: killed")
-        # A crashed worker waiting for its restart still has a live agent: end it.
+        # A worker that did not leave by itself (a crash waiting for its restart, or one
+        # stopped before it could set up its signal handlers) still has a live agent: end it.
         for agent, slot in self.slots.items():
-            if slot.proc is None:
+            if slot.proc is None or slot.proc.returncode != 0:
                 with suppress(ShoalError):
-                    self.fleet.set_status(agent, "terminated")
+                    self.fleet.set_status(agent, "terminated", why="its worker was stopped")
         self._collect(time.monotonic())
         self.slots.clear()
 

@@ -229,6 +229,7 @@ class Worker:
         self._gone = threading.Event()  # the agent was terminated from outside
         self._done = threading.Event()  # run() is over: the heartbeats end
         self._slots: dict[int, _Slot] = {}
+        self._signals_seen: list[str] = []
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the public face
@@ -275,6 +276,8 @@ class Worker:
             beats.start()
             try:
                 self.report.reason = self._loop()
+                if self._signals_seen:
+                    self._say("signal", signal=self._signals_seen[0], again=False)
                 self._finish_running()
             finally:
                 self._aborting.set()
@@ -474,6 +477,8 @@ class Worker:
             self._wake.wait(0.1)
             self._wake.clear()
             self._collect()
+        if len(self._signals_seen) > 1:
+            self._say("signal", signal=self._signals_seen[-1], again=True)
         self._aborting.set()  # what is left is stopped and released by its own thread
         for slot in list(self._slots.values()):
             slot.finished.wait(STOP_GRACE + 10.0)
@@ -533,7 +538,9 @@ class Worker:
             return
 
         def on_signal(signum: int, _frame: object) -> None:
-            self._say("signal", signal=signal.Signals(signum).name, again=self._stopping.is_set())
+            # Only flags here: a handler that printed could wait on a lock its own thread
+            # holds (it runs between two bytecodes of whatever the main thread was doing).
+            self._signals_seen.append(signal.Signals(signum).name)
             self.stop()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
