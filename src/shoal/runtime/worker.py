@@ -65,7 +65,7 @@ __all__ = [
 #: Seconds an idle worker leaves at least between two claims woken by fleet changes.
 MIN_POLL_GAP = 0.05
 #: How long a released or timed-out task's handler gets to notice before it is abandoned.
-STOP_GRACE = 5.0
+STOP_GRACE = 3.0
 
 Listener = Callable[[str, dict[str, Any]], None]
 
