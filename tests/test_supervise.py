@@ -35,7 +35,8 @@ def test_supervise_scales_up_under_load_and_back_down_when_idle_never_past_its_c
     url: str, fleet: Fleet
 ) -> None:
     fleet.configure(idle_timeout=0.5, assess_spawn_pending=2)  # max_agents stays 4
-    tasks = [fleet.post(f"job {i}", payload={"s": 0.4}).id for i in range(16)]
+    # The work needs a skill the supervisor was not told about: its workers must bring it.
+    tasks = [fleet.post(f"job {i}", payload={"s": 0.4}, skills=["py"]).id for i in range(16)]
     peak = 0
 
     def finished_and_gone() -> bool:
@@ -54,6 +55,7 @@ def test_supervise_scales_up_under_load_and_back_down_when_idle_never_past_its_c
         assert sup.wait() == 0, sup.text()
     spawned = sup.events("spawned")
     assert sorted(e["agent"] for e in spawned) == ["w-1", "w-2", "w-3"]  # up to the cap
+    assert all(e["skills"] == ["py"] for e in spawned)
     assert peak <= 3
     running_now, most = 0, 0
     for event in sup.events():

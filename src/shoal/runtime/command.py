@@ -275,7 +275,7 @@ def run_command(
             except subprocess.TimeoutExpired:
                 pass
             if stop.is_set():
-                stopped = why_stopped() if why_stopped is not None else "stopped"
+                stopped = why_stopped() if why_stopped is not None else "asked to stop"
             elif deadline is not None and time.monotonic() >= deadline:
                 stopped = f"timed out after {timeout:g}s"
             if stopped is not None:
