@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from shoal import Fleet, TaskState
-from shoal.runtime.worker import TaskContext, Worker
+from shoal.runtime import TaskContext, Worker
 from tests.workers import pid_alive, running, wait_until
 
 pytestmark = pytest.mark.slow

@@ -419,7 +419,10 @@ class Worker:
         task, lease = ctx.task, ctx.lease
         seconds = round(time.monotonic() - self._slots[task.id].started, 3)
         try:
-            if ctx.stopped.is_set() and ctx.stop_reason.startswith("timed out"):
+            if ctx.deferred:  # the lease ended with the defer (a heartbeat may see it gone)
+                self.report.deferred += 1
+                self._say("deferred", task=task.id)
+            elif ctx.stopped.is_set() and ctx.stop_reason.startswith("timed out"):
                 after = self.fleet.fail(lease, ctx.stop_reason)
                 self.report.failed += 1
                 self._say("failed", task=task.id, error=ctx.stop_reason, state=after.state.value)
@@ -430,7 +433,7 @@ class Worker:
                 self.fleet.release(lease)
                 self.report.released += 1
                 self._say("released", task=task.id, why=ctx.stop_reason or "shutting down")
-            elif ctx.deferred or isinstance(box.get("result"), Deferred):
+            elif isinstance(box.get("result"), Deferred):
                 self.report.deferred += 1
                 self._say("deferred", task=task.id)
             elif "error" in box:
@@ -510,7 +513,7 @@ class Worker:
                 interval = min(interval, 1.0)
             else:
                 for task_id, slot in before.items():
-                    if task_id not in held and not slot.finished.is_set():
+                    if task_id not in held and not (slot.finished.is_set() or slot.ctx.deferred):
                         slot.ctx.stop("lease lost")
             self._done.wait(interval)
 
