@@ -187,10 +187,7 @@ def worker_argv(
     return [*argv, "--", *command]
 
 
-@click.command(
-    short_help="Be an agent: run a command for every task claimed.",
-    context_settings={"ignore_unknown_options": True},
-)
+@click.command(short_help="Be an agent: run a command for every task claimed.")
 @click.option("--agent", "-a", envvar="SHOAL_AGENT", required=True, help="The agent id.")
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
@@ -304,10 +301,7 @@ def monitor(app: Any, interval: str, once: bool) -> None:
 # ---------------------------------------------------------------------- supervise
 
 
-@click.command(
-    short_help="Run local workers, as many as the work calls for.",
-    context_settings={"ignore_unknown_options": True},
-)
+@click.command(short_help="Run local workers, as many as the work calls for.")
 @click.option("--max-agents", "maximum", type=int, required=True, help="Hard cap on workers.")
 @click.option("--min", "minimum", type=int, default=0, show_default=True, help="Workers kept.")
 @click.option("--interval", default="2s", show_default=True, metavar="DURATION")
