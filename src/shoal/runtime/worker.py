@@ -52,6 +52,7 @@ from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, Unkn
 from shoal.fleet import Fleet
 from shoal.model import Lease, Task
 from shoal.runtime.command import CommandFailed, run_command
+from shoal.settings import Settings
 
 __all__ = [
     "MIN_POLL_GAP",
@@ -230,6 +231,7 @@ class Worker:
         self._done = threading.Event()  # run() is over: the heartbeats end
         self._slots: dict[int, _Slot] = {}
         self._signals_seen: list[str] = []
+        self._settings_read: tuple[float, Settings] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the public face
@@ -320,7 +322,7 @@ class Worker:
             last_poll = time.monotonic()
             try:
                 claim = self.fleet.claim(self.agent, room)
-                settings = self.fleet.settings()
+                settings = self._settings()
             except UnknownAgent:
                 return "terminated"
             except StoreUnavailable as exc:
@@ -353,6 +355,14 @@ class Worker:
                     delay = min(delay, left)
             self._wait(delay)
         return "stopped"
+
+    def _settings(self) -> Settings:
+        """The fleet's settings, read at most once a second (they change rarely, and a
+        busy worker would otherwise pay a read per task for them)."""
+        now = time.monotonic()
+        if self._settings_read is None or now - self._settings_read[0] >= 1.0:
+            self._settings_read = (now, self.fleet.settings())
+        return self._settings_read[1]
 
     def _wait(self, seconds: float) -> None:
         """Wait up to ``seconds`` for the fleet to change, a task of ours to finish, or a stop."""
@@ -508,8 +518,9 @@ class Worker:
                     slot.ctx.stop("lease lost")
                 self._wake.set()
                 return
-            except ShoalError as exc:
-                self._say("heartbeat-failed", error=exc.message)
+            except Exception as exc:  # keep beating: a lost heartbeat thread loses every lease
+                message = exc.message if isinstance(exc, ShoalError) else repr(exc)
+                self._say("heartbeat-failed", error=message)
                 interval = min(interval, 1.0)
             else:
                 for task_id, slot in before.items():
