@@ -29,6 +29,7 @@ from rich.console import Console
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
 from shoal.faces import render
+from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState
@@ -689,6 +690,9 @@ def render_summary(summary: Any) -> Any:
     from shoal.faces.demo import summary_view
 
     return summary_view(summary)
+
+
+add_runtime_commands(cli)  # shoal worker, monitor, supervise
 
 
 # ---------------------------------------------------------------------- entry point
