@@ -33,6 +33,10 @@ exactly once.
 Run ``.venv/bin/python bench/claims.py --quick`` for a smoke run (about 20 s on 2 cores);
 without ``--quick`` (normal durability) expect about two minutes, half of it pre-filling the
 million-task fleets. ``--repeat 3`` reports medians when the machine is noisy.
+
+``--store postgres`` runs the PostgreSQL comparison instead: shoal against pgqueuer on one
+server, at 1, 8 and 64 processes, plus the latency from a post to an agent waiting for
+work (see ``claims_pg.py``).
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from shoal import Fleet
 from shoal.model import Claim
 
 DURABILITIES = ("normal", "full", "off")
+DEFAULT_PG_URL = "postgresql://127.0.0.1:5432/test"
 HUEY_FILL_CHUNK = 10_000  # rows per insert transaction when pre-filling huey
 SMALL_PENDING = 1_000
 
@@ -111,22 +116,49 @@ class Plan:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="shoal claim throughput and latency, compared with huey on SQLite "
-        "at the same durability.",
+        "at the same durability, or with pgqueuer on PostgreSQL (--store postgres).",
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite: against huey (default); postgres: against pgqueuer (see claims_pg.py)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help=f"with --store postgres: the server and database (default {DEFAULT_PG_URL})",
     )
     parser.add_argument(
         "--durability",
         choices=DURABILITIES,
         default="normal",
-        help="PRAGMA synchronous for both shoal and huey (default: normal)",
+        help="SQLite only: PRAGMA synchronous for both shoal and huey (default: normal)",
     )
     parser.add_argument(
         "--tasks",
         type=int,
         default=None,
-        help="tasks per processing run (default 20,000; 5,000 at full durability; --quick: 2,000)",
+        help="tasks per processing run (SQLite: default 20,000; 5,000 at full durability; "
+        "--quick: 2,000. PostgreSQL: 10,000; --quick: 1,000)",
     )
     parser.add_argument(
-        "--procs", default="1,4,16", help="worker process counts, comma-separated (default 1,4,16)"
+        "--procs",
+        default=None,
+        help="worker process counts, comma-separated (default SQLite 1,4,16; "
+        "PostgreSQL 1,8,64, --quick: 1,8)",
+    )
+    parser.add_argument(
+        "--posts",
+        type=int,
+        default=None,
+        help="PostgreSQL only: timed posts to waiting agents (default 200; --quick: 30)",
+    )
+    parser.add_argument(
+        "--waiters",
+        type=int,
+        default=None,
+        help="PostgreSQL only: agent processes waiting for those posts (default 4; --quick: 2)",
     )
     parser.add_argument(
         "--enqueue",
@@ -175,7 +207,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     else:
         tasks, enqueue = (5_000, 1_000) if full else (20_000, 5_000)
         big, cycles = 1_000_000, 2_000
-    procs = tuple(sorted({int(p) for p in args.procs.split(",") if p.strip()}))
+    procs = tuple(sorted({int(p) for p in (args.procs or "1,4,16").split(",") if p.strip()}))
     if not procs or min(procs) < 1:
         raise SystemExit("--procs needs positive process counts, e.g. 1,4,16")
     plan = Plan(
@@ -677,6 +709,10 @@ def pending_rows(plan: Plan, figures: dict[str, Any]) -> list[Row]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.store == "postgres":
+        import claims_pg  # pgqueuer and the PostgreSQL drivers, only when asked for
+
+        return claims_pg.main(args)
     plan = make_plan(args)
     plan.root.mkdir(parents=True, exist_ok=True)
     meta = describe(plan)
