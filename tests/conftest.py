@@ -1,5 +1,5 @@
 """Shared fixtures. The contract suite runs every test on every store: add a store by adding
-its name to STORES and a branch to ``make_url``."""
+its name to STORES and a branch to ``store_url``."""
 
 from __future__ import annotations
 
@@ -11,16 +11,42 @@ from pathlib import Path
 import pytest
 
 from shoal import Fleet, ManualClock
+from tests import pg
 
-STORES = ["memory", "sqlite"]
+STORES = ["memory", "sqlite", "postgres"]
 
 
 def make_url(kind: str, folder: Path) -> str:
+    """A new fleet's URL for a store that needs no server."""
     if kind == "memory":
         return f"memory://test-{uuid.uuid4().hex}"  # named, so a second Fleet can share it
     if kind == "sqlite":
         return f"sqlite://{folder / 'fleet.db'}"
     raise ValueError(kind)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL database for this test session (see tests/pg.py); skips with the reason
+    when there is none, or fails if SHOAL_REQUIRE_POSTGRES is set."""
+    try:
+        context = pg.server()
+        url = context.__enter__()
+    except (RuntimeError, OSError, pg.psycopg.Error) as exc:
+        reason = f"no PostgreSQL for the tests: {exc}"
+        if pg.required():
+            pytest.fail(f"{reason} ({pg.ENV_REQUIRE} is set)")
+        pytest.skip(f"{reason}; set {pg.ENV_URL} or install PostgreSQL's initdb/pg_ctl")
+    yield url
+    context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh fleet (its own schema) on the session's PostgreSQL, dropped afterwards."""
+    url = pg.fleet_url(postgres_server)
+    yield url
+    pg.drop_fleet(url)
 
 
 @pytest.fixture(params=STORES)
@@ -29,7 +55,9 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_url(store_kind: str, tmp_path: Path) -> str:
+def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if store_kind == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
     return make_url(store_kind, tmp_path)
 
 

@@ -64,7 +64,6 @@ def test_relative_paths_are_from_the_current_folder(
         ("sqlite:///tmp/x.db?journal=off", "unknown option"),
         ("sqlite:///tmp/x.db?synchronous=sometimes", "durability"),
         ("sqlite:///tmp/x.db?busy_timeout=soon", "busy_timeout"),
-        ("postgresql://localhost/shoal", "PostgreSQL"),
     ],
 )
 def test_malformed_store_urls_are_refused_clearly(url: str, words: str) -> None:

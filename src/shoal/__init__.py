@@ -30,6 +30,7 @@ from shoal.errors import (
     StoreUnavailable,
     UnknownAgent,
     UnknownTask,
+    WriteConflict,
 )
 from shoal.fleet import Fleet
 from shoal.model import (
@@ -90,5 +91,6 @@ __all__ = [
     "TaskState",
     "UnknownAgent",
     "UnknownTask",
+    "WriteConflict",
     "__version__",
 ]

@@ -18,6 +18,7 @@
           ├── StoreNotFound         no fleet at that place                   exit 2
           ├── SchemaMismatch        the fleet's schema is older/newer        exit 2
           └── StoreUnavailable      a passing fault; retrying may work       exit 4
+               └── WriteConflict    two writers crossed; Fleet retries it    exit 4
 
 Each class's docstring is its default message. Every error carries a ``hint``: one sentence
 on how to fix it, which the CLI prints under the message and MCP returns to the agent.
@@ -47,6 +48,7 @@ __all__ = [
     "StoreUnavailable",
     "UnknownAgent",
     "UnknownTask",
+    "WriteConflict",
     "exit_code_for",
 ]
 
@@ -158,6 +160,13 @@ class StoreUnavailable(StoreError):
     """The store did not answer; the call changed nothing and may be retried."""
 
     code = "store_unavailable"
+
+
+class WriteConflict(StoreUnavailable):
+    """Two writers of a shared store locked the same rows in opposite orders, and the store
+    aborted one. Nothing was changed; ``Fleet`` runs the call again by itself."""
+
+    code = "write_conflict"
 
 
 #: How each error ends a CLI command. The most specific class listed wins.

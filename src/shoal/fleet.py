@@ -68,13 +68,14 @@ I7 bad input changes nothing and says what was wrong and how to fix it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from shoal import policy
 from shoal._checks import (
@@ -96,6 +97,7 @@ from shoal.errors import (
     LeaseLost,
     UnknownAgent,
     UnknownTask,
+    WriteConflict,
 )
 from shoal.model import (
     MAX_ID,
@@ -136,6 +138,30 @@ _SEEN_RESOLUTION = 1.0  # seconds: how stale last_seen may get before a claim re
 
 class _DryRun(Exception):
     """Raised inside a write transaction to roll back a dry run."""
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+#: How many times a call is run again after a WriteConflict before it gives up.
+_CONFLICT_RETRIES = 5
+
+
+def _rerun_on_conflict(method: _Method) -> _Method:
+    """Run the call again when a shared store aborted it for crossing another writer (a
+    deadlock PostgreSQL broke). Nothing of the aborted run was kept, so running it again is
+    safe; a short random pause keeps the two from crossing again."""
+
+    @functools.wraps(method)
+    def rerun(self: Fleet, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                return method(self, *args, **kwargs)
+            except WriteConflict:
+                if attempt == _CONFLICT_RETRIES - 1:
+                    raise
+                time.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return cast(_Method, rerun)
 
 
 class Fleet:
@@ -199,6 +225,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ posting work
 
+    @_rerun_on_conflict
     def post(
         self,
         title: str,
@@ -249,6 +276,7 @@ class Fleet:
             assert task is not None
             return task
 
+    @_rerun_on_conflict
     def post_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
         """Post many tasks in one transaction; returns their ids in order.
 
@@ -297,7 +325,7 @@ class Fleet:
                     dest = spawner.id
         waiting = 0
         if draft.after:
-            deps = tx.get_tasks(draft.after)
+            deps = tx.get_tasks(draft.after, share=True)
             missing = [d for d in draft.after if d not in deps]
             if missing:
                 raise UnknownTask(
@@ -393,6 +421,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ agents
 
+    @_rerun_on_conflict
     def register(
         self,
         agent_id: str,
@@ -421,7 +450,7 @@ class Fleet:
                 f"max_concurrent must be between 1 and {MAX_BATCH}, not {max_concurrent}",
                 hint="it is how many tasks this agent may hold at once",
             )
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             settings = tx.load_settings()
             agents = tx.list_agents()
@@ -487,6 +516,7 @@ class Fleet:
         with self.store.read() as tx:
             return tx.list_agents()
 
+    @_rerun_on_conflict
     def set_status(self, agent_id: str, status: AgentStatus | str) -> Agent:
         """Report an agent's status (idle, working, waiting, offline, terminated).
 
@@ -496,7 +526,7 @@ class Fleet:
         run on: it may return before they expire).
         """
         new_status = parse_agent_status(status)
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             agent = self._live_agent(tx, agent_id)
             if new_status is AgentStatus.TERMINATED:
@@ -515,6 +545,7 @@ class Fleet:
             assert saved is not None
             return saved
 
+    @_rerun_on_conflict
     def heartbeat(self, agent_id: str) -> list[Lease]:
         """Say the agent is alive and extend every lease it holds; returns the renewed leases.
 
@@ -524,7 +555,7 @@ class Fleet:
             now = self.clock.now()
             settings = tx.load_settings()
             self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
-            agent = self._live_agent(tx, agent_id)
+            agent = self._live_agent(tx, agent_id, lock=True)
             if agent.status is AgentStatus.OFFLINE:
                 back = self._present_status(tx, agent.id)
                 tx.save_agent(
@@ -536,7 +567,7 @@ class Fleet:
             else:
                 tx.save_agent(replace(agent, last_seen=now))
             leases = []
-            for task, token in tx.held_leases(agent_id):
+            for task, token in tx.held_leases(agent_id, lock=True):
                 expires = policy.lease_expiry(now, task.lease_ttl, settings)
                 tx.set_lease_expiry(task.id, expires)
                 leases.append(Lease(task.id, agent_id, token, expires))
@@ -544,6 +575,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ the claim
 
+    @_rerun_on_conflict
     def claim(self, agent_id: str, n: int = 1, *, wait: float | str = 0.0) -> Claim:
         """Take up to ``n`` tasks for ``agent_id`` by the claim cascade (module docstring).
 
@@ -671,6 +703,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ finishing work
 
+    @_rerun_on_conflict
     def complete(self, lease: Lease, result: Any = None, *, then_claim: int = 0) -> Completion:
         """Finish a task. With ``then_claim`` > 0, claim the agent's next tasks in the same
         transaction (one commit per task for a busy worker).
@@ -697,6 +730,7 @@ class Fleet:
                 self._after_letting_go(tx, holder, now)
             return Completion(_need_task(tx, task_id), False, tuple(released), next_claim)
 
+    @_rerun_on_conflict
     def complete_many(
         self, outcomes: Sequence[tuple[Lease, Any]], *, then_claim: int = 0
     ) -> BatchCompletion:
@@ -748,6 +782,7 @@ class Fleet:
             tuple(completed), tuple(already), tuple(lost), tuple(released), next_claim
         )
 
+    @_rerun_on_conflict
     def fail(self, lease: Lease, error: str = "", *, retry: bool = True) -> Task:
         """Report that the task failed. It goes back to pending while attempts remain (and
         ``retry`` is true), else it is dead. Returns the task as it now is."""
@@ -761,6 +796,7 @@ class Fleet:
             self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
 
+    @_rerun_on_conflict
     def release(self, lease: Lease) -> Task:
         """Give a task back untouched: pending again (pool, or its pinned agent), and the
         attempt is not counted."""
@@ -773,6 +809,7 @@ class Fleet:
             self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
 
+    @_rerun_on_conflict
     def defer(self, lease: Lease, after: Sequence[int]) -> Task:
         """Put a held task aside until the tasks in ``after`` are done (a continuation).
 
@@ -787,7 +824,7 @@ class Fleet:
         with self.store.write() as tx:
             now = self.clock.now()
             task = self._held(tx, lease, now)
-            found = tx.get_tasks(deps)
+            found = tx.get_tasks(deps, share=True)
             missing = [d for d in deps if d not in found]
             if missing:
                 raise UnknownTask(f"unknown dependencies: {', '.join(map(str, missing))}")
@@ -809,9 +846,10 @@ class Fleet:
             self._after_letting_go(tx, holder, now)
             return _need_task(tx, task.id)
 
+    @_rerun_on_conflict
     def cancel(self, task_id: int) -> Task:
         """Cancel a task that is not finished. A holder's lease on it is revoked."""
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             task = _need_task(tx, task_id)
             if task.state.finished:
@@ -826,9 +864,10 @@ class Fleet:
                 self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task_id)
 
+    @_rerun_on_conflict
     def retry(self, task_id: int) -> Task:
         """Bring a dead (or cancelled) task back to pending with fresh attempts."""
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             task = _need_task(tx, task_id)
             if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
@@ -850,6 +889,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ the hub's jobs
 
+    @_rerun_on_conflict
     def rebalance(self, *, dry_run: bool = False) -> list[Move]:
         """Move queued tasks from overloaded agents to agents idle for a while.
 
@@ -860,7 +900,7 @@ class Fleet:
         """
         moves: list[Move] = []
         try:
-            with self.store.write() as tx:
+            with self.store.write(exclusive=True) as tx:
                 moves = self._rebalance(tx)
                 if dry_run:
                     raise _DryRun
@@ -904,11 +944,12 @@ class Fleet:
                     break
         return moves
 
+    @_rerun_on_conflict
     def reap(self) -> ReapReport:
         """One monitor pass: expire leases, mark silent agents offline (their queues go back
         to the pool), terminate ephemeral agents idle (or offline) too long, flag stalled
         tasks."""
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             settings = tx.load_settings()
             expired, dead = self._expire_due(tx, now, settings, None)
@@ -954,10 +995,11 @@ class Fleet:
                 tuple(stalled),
             )
 
+    @_rerun_on_conflict
     def assess(self) -> Assessment:
         """Assess the workload and recommend spawning or retiring agents (and with what
         skills). The result is kept as the fleet's last assessment."""
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             settings = tx.load_settings()
             counts = tx.state_counts()
@@ -1025,13 +1067,14 @@ class Fleet:
         with self.store.read() as tx:
             return tx.load_settings()
 
+    @_rerun_on_conflict
     def configure(self, **changes: object) -> Settings:
         """Change fleet settings at run time; each value is checked, and all or none apply.
 
         Changing ``aging`` re-keys every waiting task in the same transaction (roughly a
         second per quarter of a million tasks), and claims wait for it.
         """
-        with self.store.write() as tx:
+        with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             old = tx.load_settings()
             new = old.replace(**changes)
@@ -1046,8 +1089,8 @@ class Fleet:
 
     # ------------------------------------------------------------------ internals
 
-    def _live_agent(self, tx: StoreTx, agent_id: str) -> Agent:
-        agent = tx.get_agent(agent_id)
+    def _live_agent(self, tx: StoreTx, agent_id: str, *, lock: bool = False) -> Agent:
+        agent = tx.get_agent(agent_id, lock=lock)
         if agent is None:
             raise _unknown_agent(agent_id)
         if agent.status is AgentStatus.TERMINATED:

@@ -6,6 +6,10 @@
   processes. ``?synchronous=normal|full|off`` sets durability (default ``normal``: safe from
   crashes of shoal or its agents; ``full`` also from power loss); ``?busy_timeout=SECONDS``
   how long to wait for a program outside shoal that holds the database (default 30).
+* ``postgresql://user@host:port/database`` -- one fleet for many hosts. ``?schema=NAME``
+  picks the PostgreSQL schema it lives in (default ``shoal``), so one database can hold
+  several fleets; ``?pool_size=N`` caps this process's connections (default 4); other
+  options (``sslmode``, ``connect_timeout``...) go to libpq. Needs ``shoal[postgres]``.
 
 Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
 a parent) that has one, the way git finds ``.git``.
@@ -34,7 +38,7 @@ __all__ = [
 DEFAULT_DIR = ".shoal"
 DEFAULT_FILE = "fleet.db"
 
-_FORMS = "memory://, sqlite:///path/to/fleet.db (or postgresql://... once that store lands)"
+_FORMS = "memory://, sqlite:///path/to/fleet.db, postgresql://user@host:port/database"
 
 
 def find_fleet(start: Path | None = None) -> Path | None:
@@ -88,10 +92,9 @@ def open_store(url: str | None, *, create: bool = True) -> Store:
         return SqliteStore(path, url=url, create=create, **options)
     scheme = url.split(":", 1)[0] if ":" in url else ""
     if scheme in ("postgres", "postgresql"):
-        raise InvalidStoreURL(
-            "this version of shoal has no PostgreSQL store yet",
-            hint="use sqlite:///path/to/fleet.db for now",
-        )
+        from shoal.stores.postgres import PostgresStore
+
+        return PostgresStore(url, create=create)
     raise InvalidStoreURL(
         f"store URL {url!r} is not one shoal understands", hint=f"use one of: {_FORMS}"
     )

@@ -68,7 +68,11 @@ class StoreTx(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
 
     # agents
-    def get_agent(self, agent_id: str) -> Agent | None: ...
+    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
+        """The agent; with ``lock``, this transaction is about to change it, and a store
+        whose writers run side by side keeps others from changing it until commit."""
+        ...
+
     def list_agents(self) -> list[Agent]: ...
     def save_agent(self, agent: Agent) -> None:
         """Insert or update every field but ``queued``, which the store derives."""
@@ -85,7 +89,11 @@ class StoreTx(Protocol):
 
     # tasks: reads
     def get_task(self, task_id: int) -> Task | None: ...
-    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]: ...
+    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
+        """Tasks by id; with ``share``, the transaction relies on their state (dependencies
+        of a post or defer), which then may not change under it until commit."""
+        ...
+
     def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
         """A task with the token of its current (or last) lease, to check a caller's lease."""
         ...
@@ -97,9 +105,10 @@ class StoreTx(Protocol):
         """Tasks newest first, optionally of one state or one agent, ids below ``before``."""
         ...
 
-    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
+    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         """The tasks ``agent_id`` holds a lease on (expired or not), each with its lease
-        token, oldest claim first."""
+        token, oldest claim first. With ``lock`` (to renew them), a store whose writers run
+        side by side may leave out a task another writer is ending right now."""
         ...
 
     def claimed_tasks(self) -> list[Task]: ...
@@ -251,8 +260,10 @@ class Store(Protocol):
     #: True when opening it created the fleet (or upgraded its schema).
     created: bool
 
-    def write(self) -> AbstractContextManager[StoreTx]:
-        """A read-write transaction, serialized with every other writer of the fleet."""
+    def write(self, *, exclusive: bool = False) -> AbstractContextManager[StoreTx]:
+        """A read-write transaction. Stores with one writer at a time serialize them all;
+        a store whose writers run side by side runs an ``exclusive`` one (a fleet-wide
+        change: registration, status, the hub's passes, cancel, retry, settings) alone."""
         ...
 
     def read(self) -> AbstractContextManager[StoreTx]:

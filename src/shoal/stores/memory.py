@@ -85,7 +85,7 @@ class MemoryStore:
             return store
 
     @contextmanager
-    def write(self) -> Iterator[_MemoryTx]:
+    def write(self, *, exclusive: bool = False) -> Iterator[_MemoryTx]:
         with self._lock:
             tx = _MemoryTx(self._data, writable=True)
             try:
@@ -182,7 +182,7 @@ class _MemoryTx:
             if r.task.agent == agent_id and r.task.state is _PENDING
         )
 
-    def get_agent(self, agent_id: str) -> Agent | None:
+    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
         agent = self.d.agents.get(agent_id)
         return None if agent is None else replace(agent, queued=self._queued(agent_id))
 
@@ -230,7 +230,7 @@ class _MemoryTx:
         row = self.d.tasks.get(task_id)
         return None if row is None else self._public(row)
 
-    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         return {i: self._public(self.d.tasks[i]) for i in task_ids if i in self.d.tasks}
 
     def task_by_key(self, key: str) -> Task | None:
@@ -251,7 +251,7 @@ class _MemoryTx:
                     break
         return out
 
-    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
+    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         rows = [
             r
             for r in self.d.tasks.values()

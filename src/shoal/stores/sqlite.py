@@ -217,7 +217,7 @@ class SqliteStore:
                 self._writer.release()
 
     @contextmanager
-    def write(self) -> Iterator[SqliteTx]:
+    def write(self, *, exclusive: bool = False) -> Iterator[SqliteTx]:
         with self._locked():
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -368,7 +368,7 @@ class SqliteTx:
 
     # agents ---------------------------------------------------------------------------
 
-    def get_agent(self, agent_id: str) -> Agent | None:
+    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
         row = self._one("get_agent", {"id": agent_id})
         return None if row is None else _agent(row)
 
@@ -448,7 +448,7 @@ class SqliteTx:
         row = self._one("get_task", {"id": task_id})
         return None if row is None else self._task(row)
 
-    def get_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         if not task_ids:
             return {}
         rows = self._all("get_tasks", {"ids": json.dumps(list(task_ids))})
@@ -473,7 +473,7 @@ class SqliteTx:
         }
         return [self._task(r) for r in self._all("list_tasks", params)]
 
-    def held_leases(self, agent_id: str) -> list[tuple[Task, str]]:
+    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         rows = self._all("held_leases", {"agent": agent_id})
         return [(self._task(r), r[-1]) for r in rows]
 

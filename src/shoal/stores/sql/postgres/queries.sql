@@ -1,0 +1,456 @@
+-- Every statement the PostgreSQL store runs, by name. See shoal/stores/_sql.py for the format.
+-- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
+-- Parameters are psycopg's %(name)s; lists arrive as arrays (or one JSON array for rows).
+--
+-- Read-only transactions run each statement without its locking clause (see postgres.py).
+--
+-- Locking: writers run at READ COMMITTED, side by side. A claim finds candidates with
+-- FOR UPDATE SKIP LOCKED, so it never waits on a row another claimer is taking; a row read in
+-- order to change it is read FOR UPDATE; fleet-wide changes (registration, status, the hub's
+-- passes, settings) hold the fleet lock exclusively and the rest hold it shared (see
+-- postgres.py).
+
+-- fragment: task
+-- The columns of a task, in the order PostgresTx reads them.
+id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
+parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at
+
+-- fragment: t_task
+-- The same, of a table aliased t.
+t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.agent_id,
+t.pinned, t.stolen, t.parent_id, t.key, t.attempts, t.max_attempts, t.lease_ttl,
+t.expected_duration, t.lease_expires, t.result, t.error, t.waiting_on, t.created_at,
+t.updated_at, t.claimed_at, t.finished_at, t.stalled_at
+
+-- fragment: candidate
+-- A pending task as the claim weighs it, in the order of model.Candidate.
+id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts
+
+-- fragment: agent
+-- The columns of an agent, in the order PostgresTx reads them; queued is counted on the
+-- queue index (see the schema).
+a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
+a.idle_since, a.last_seen, a.registered_at, a.incarnation,
+(SELECT count(*) FROM tasks q WHERE q.state = 'pending' AND q.agent_id = a.id)
+
+
+-- ============================================================ opening a fleet
+
+-- name: schema_version
+-- At open: the version of the fleet in this schema (None: not a fleet), and whether the
+-- schema holds other tables (then it belongs to another program).
+SELECT (SELECT max(version) FROM schema_migrations);
+
+-- name: foreign_tables
+SELECT count(*) FROM pg_tables WHERE schemaname = current_schema();
+
+-- name: migrations_table
+SELECT to_regclass('schema_migrations') IS NOT NULL;
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+
+-- ============================================================ settings and counters
+
+-- name: get_meta
+SELECT value FROM meta WHERE key = %(key)s;
+
+-- name: set_meta
+INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: next_seq
+-- A queue position larger than any before it: a sequence, so no writer waits for another.
+SELECT nextval('task_seq');
+
+
+-- ============================================================ agents
+
+-- name: get_agent
+SELECT {agent} FROM agents a WHERE a.id = %(id)s;
+
+-- name: lock_agent
+-- An agent this transaction is about to change: held until commit.
+SELECT {agent} FROM agents a WHERE a.id = %(id)s FOR UPDATE OF a;
+
+-- name: list_agents
+SELECT {agent} FROM agents a ORDER BY a.id;
+
+-- name: save_agent
+INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status,
+                    idle_since, last_seen, registered_at, incarnation)
+VALUES (%(id)s, %(role)s, %(skills)s, %(domains)s, %(max_concurrent)s, %(manager)s,
+        %(ephemeral)s, %(status)s, %(idle_since)s, %(last_seen)s, %(registered_at)s,
+        %(incarnation)s)
+ON CONFLICT (id) DO UPDATE SET
+    role = excluded.role, skills = excluded.skills, domains = excluded.domains,
+    max_concurrent = excluded.max_concurrent, manager = excluded.manager,
+    ephemeral = excluded.ephemeral, status = excluded.status,
+    idle_since = excluded.idle_since, last_seen = excluded.last_seen,
+    registered_at = excluded.registered_at, incarnation = excluded.incarnation;
+
+-- name: claim_context
+-- Everything a claim reads before it chooses, in one statement, with the agent's row locked
+-- so that two claims of one agent cannot both pass its max_concurrent. `queued` here only
+-- says whether its queue is empty (0) or not (1): that is all the claim asks.
+SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
+       a.idle_since, a.last_seen, a.registered_at, a.incarnation,
+       EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
+       (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = a.id),
+       EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
+       (SELECT count(*) FROM skillsets),
+       (SELECT value FROM meta WHERE key = 'settings')
+FROM agents a WHERE a.id = %(id)s
+FOR UPDATE OF a;
+
+-- name: queue_depths
+-- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue).
+SELECT agent_id, count(*) FROM tasks
+WHERE state = 'pending' AND agent_id IS NOT NULL
+GROUP BY agent_id ORDER BY agent_id;
+
+
+-- ============================================================ tasks: reads
+
+-- name: get_task
+SELECT {task} FROM tasks WHERE id = %(id)s;
+
+-- name: get_tasks
+SELECT {task} FROM tasks WHERE id = ANY(%(ids)s);
+
+-- name: share_tasks
+-- Tasks this transaction relies on (the dependencies of a post or a defer): their state may
+-- not change until it commits, so a dependency cannot finish unseen in between.
+SELECT {task} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE;
+
+-- name: leased_task
+-- A task and the token of its lease, locked with its holder's agent row: whoever ends a
+-- lease goes on to update that agent, and taking both at once keeps the lock order
+-- (task, then agent) that completions use.
+SELECT {t_task}, t.token FROM tasks t WHERE t.id = %(id)s FOR UPDATE OF t;
+
+-- name: lock_holder
+SELECT 1 FROM agents WHERE id = %(agent)s FOR UPDATE;
+
+-- name: task_by_key
+SELECT {task} FROM tasks WHERE key = %(key)s;
+
+-- name: lock_key
+-- Posts with one idempotency key take turns, so the second finds the first's task.
+SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0));
+
+-- name: list_tasks
+SELECT {task} FROM tasks
+WHERE (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
+  AND (%(before)s::bigint IS NULL OR id < %(before)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: held_leases
+-- What one agent holds, with the tokens (tasks_held). Rows another writer holds (a task
+-- being completed right now) are skipped rather than waited for: they are ending anyway.
+SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = %(agent)s
+ORDER BY claimed_at, id
+FOR UPDATE SKIP LOCKED;
+
+-- name: held_leases_unlocked
+SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = %(agent)s
+ORDER BY claimed_at, id;
+
+-- name: claimed_tasks
+SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
+
+-- name: expired_leases
+-- Step 0 of the claim: leases past their expiry (tasks_expiry). Several claimers may expire
+-- leases at once; each takes the ones no other is taking.
+SELECT {task} FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s
+ORDER BY lease_expires, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: state_counts
+SELECT (SELECT count(*) FROM tasks),
+       (SELECT count(*) FROM tasks WHERE state = 'blocked'),
+       (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL),
+       (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NOT NULL),
+       (SELECT count(*) FROM tasks WHERE state = 'claimed');
+
+-- name: ended_counts
+SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY state;
+
+-- name: pool_depth
+SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
+
+-- name: stuck_tasks
+SELECT DISTINCT d.task_id FROM tasks AS ended
+JOIN deps AS d ON d.depends_on = ended.id
+JOIN tasks AS waiting ON waiting.id = d.task_id
+WHERE ended.state IN ('dead', 'cancelled') AND waiting.state = 'blocked'
+ORDER BY d.task_id
+LIMIT %(limit)s;
+
+-- name: pending_demand
+SELECT s.skills, count(*) FROM tasks t JOIN skillsets s ON s.id = t.skillset
+WHERE t.state = 'pending'
+GROUP BY s.skills;
+
+
+-- ============================================================ the claim cascade
+
+-- name: queue_head
+-- Step 1, own queue head: highest priority first, newest first (tasks_queue). Rows another
+-- claimer is taking are skipped, never waited for.
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = %(agent)s
+ORDER BY priority, seq DESC
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: skillsets
+SELECT id, skills FROM skillsets ORDER BY id;
+
+-- name: skillset_id
+SELECT id FROM skillsets WHERE skills = %(skills)s;
+
+-- name: insert_skillset
+-- Two writers may add the same set at once: the second takes the first's id.
+WITH added AS (
+    INSERT INTO skillsets (skills) VALUES (%(skills)s)
+    ON CONFLICT (skills) DO NOTHING RETURNING id
+)
+SELECT id FROM added
+UNION ALL
+SELECT id FROM skillsets WHERE skills = %(skills)s
+LIMIT 1;
+
+-- name: pool_best
+-- Step 2, pool: the best static keys of each skill set the agent can do, one index range
+-- each (tasks_pool), merged; pool_key rides along for the merge. Rows other claimers are
+-- taking are skipped.
+SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
+CROSS JOIN LATERAL (
+    SELECT {candidate}, pool_key FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+    ORDER BY pool_key DESC, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS c
+ORDER BY c.pool_key DESC, c.id
+LIMIT %(limit)s;
+
+-- name: pool_best_in_domain
+-- Step 2, pool, domain bonus: the same within one of the agent's domains (tasks_pool_domain).
+SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
+CROSS JOIN LATERAL (
+    SELECT {candidate}, pool_key FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+      AND domain = %(domain)s
+    ORDER BY pool_key DESC, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS c
+ORDER BY c.pool_key DESC, c.id
+LIMIT %(limit)s;
+
+-- name: steal_tail
+-- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first (tasks_queue
+-- read backwards) -- under the eligibility rules of policy.StealFilter.
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = %(victim)s
+  AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
+  AND skillset = ANY(%(skillsets)s::int[])
+  AND (domain IS NULL
+       OR domain = ANY(%(domains)s::text[])
+       OR (priority >= %(cross_domain_priority)s
+           AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
+ORDER BY priority DESC, seq
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: lock_steals
+-- Steals take turns (held until commit): the caps count every steal in a sliding window, so
+-- two thieves must not both count the window before either has stolen.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- name: window_thieves
+SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at;
+
+
+-- ============================================================ tasks: transitions
+
+-- name: insert_task
+INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
+                   parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
+                   pool_key, seq, created_at, updated_at)
+VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s, %(state)s,
+        %(agent)s, %(pinned)s, %(parent)s, %(key)s, %(max_attempts)s, %(lease_ttl)s,
+        %(expected_duration)s, %(waiting_on)s, %(pool_key)s, %(seq)s, %(created_at)s,
+        %(created_at)s)
+RETURNING id;
+
+-- name: add_deps
+INSERT INTO deps (task_id, depends_on) SELECT %(task)s, unnest(%(ids)s::bigint[]);
+
+-- name: mark_depended_on
+UPDATE tasks SET has_dependents = true WHERE id = ANY(%(ids)s) AND NOT has_dependents;
+
+-- name: deps_of
+SELECT depends_on FROM deps WHERE task_id = %(task)s ORDER BY depends_on;
+
+-- name: dependents_of
+SELECT task_id FROM deps WHERE depends_on = %(task)s ORDER BY task_id;
+
+-- name: lease_tasks
+-- pending -> claimed for a batch in one statement: parallel arrays of ids, tokens, expiries
+-- and stolen flags; one more attempt each. The rows were locked by the candidate query.
+UPDATE tasks AS t SET state = 'claimed', agent_id = %(agent)s, token = g.token,
+    lease_expires = g.expires, attempts = t.attempts + 1, claimed_at = %(now)s,
+    stalled_at = NULL, stolen = t.stolen OR g.stolen, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(expires)s::float8[],
+            %(stolen)s::bool[]) AS g (id, token, expires, stolen)
+WHERE t.id = g.id AND t.state = 'pending'
+RETURNING {t_task};
+
+-- name: finish_leased
+-- claimed -> done for a batch, each only under its live lease (token, state and expiry
+-- checked in the same statement: a compare-and-set). The token stays, so a repeated complete
+-- is recognised. Says whether any task waits on each finished one.
+UPDATE tasks AS t SET state = 'done', result = f.result, lease_expires = NULL,
+    finished_at = %(now)s, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
+     AS f (id, token, result)
+WHERE t.id = f.id AND t.token = f.token AND t.state = 'claimed'
+  AND t.lease_expires > %(now)s
+RETURNING t.id, t.agent_id, t.has_dependents;
+
+-- name: set_lease_expiry
+UPDATE tasks SET lease_expires = %(expires)s WHERE id = %(id)s;
+
+-- name: requeue_task
+UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, lease_expires = NULL,
+    attempts = attempts - %(refund)s, error = coalesce(%(error)s, error), updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: bury_task
+UPDATE tasks SET state = 'dead', lease_expires = NULL, error = coalesce(%(error)s, error),
+    finished_at = %(now)s, updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: block_task
+UPDATE tasks SET state = 'blocked', agent_id = %(agent)s, waiting_on = %(waiting_on)s,
+    lease_expires = NULL, attempts = attempts - 1, updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: release_dependents
+-- A task is done: count it off every blocked task waiting on it. Under READ COMMITTED each
+-- row is re-read after its lock, so two dependencies finishing at once count down correctly
+-- and exactly one of them sees zero.
+UPDATE tasks SET waiting_on = waiting_on - 1
+WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = %(task)s)
+RETURNING id, waiting_on;
+
+-- name: ready_task
+UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: bound_tasks
+SELECT * FROM (
+    SELECT {candidate} FROM tasks
+    WHERE state = 'pending' AND agent_id = %(agent)s AND NOT pinned
+    UNION ALL
+    SELECT {candidate} FROM tasks
+    WHERE state = 'blocked' AND agent_id = %(agent)s AND NOT pinned
+) AS bound
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: move_task
+UPDATE tasks SET agent_id = %(agent)s, seq = %(seq)s, stolen = stolen OR %(stolen)s,
+    updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: cancel_task
+UPDATE tasks SET state = 'cancelled', lease_expires = NULL, finished_at = %(now)s,
+    updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: revive_task
+UPDATE tasks SET state = %(state)s, agent_id = %(agent)s, seq = %(seq)s,
+    waiting_on = %(waiting_on)s, pool_key = %(pool_key)s,
+    attempts = 0, error = NULL, result = NULL, finished_at = NULL, stalled_at = NULL,
+    lease_expires = NULL, updated_at = %(now)s
+WHERE id = %(id)s;
+
+-- name: mark_stalled
+UPDATE tasks SET stalled_at = %(now)s WHERE id = %(id)s;
+
+-- name: keyed_tasks
+SELECT id, priority, created_at FROM tasks
+WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
+
+-- name: set_pool_keys
+UPDATE tasks SET pool_key = k.pool_key
+FROM unnest(%(ids)s::bigint[], %(keys)s::float8[]) AS k (id, pool_key)
+WHERE tasks.id = k.id;
+
+
+-- ============================================================ wake-ups and locks
+
+-- name: notify_work
+-- New work (posted, released, expired, freed by a dependency, moved, stealable): wake the
+-- agents waiting in LISTEN. Sent only by transactions that made work, since every notifying
+-- commit takes PostgreSQL's notification queue lock.
+SELECT pg_notify(%(channel)s, '');
+
+-- name: lock_fleet_shared
+-- Every writer holds the fleet lock: shared for the everyday verbs, which run side by side
+-- on row locks ...
+SELECT pg_advisory_xact_lock_shared(%(key)s);
+
+-- name: lock_fleet
+-- ... and exclusive for fleet-wide changes, which then see and change a still fleet.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+
+-- ============================================================ the event log
+
+-- name: append_events
+INSERT INTO events (at, kind, task_id, agent_id, data)
+SELECT * FROM unnest(%(at)s::float8[], %(kind)s::text[], %(task)s::bigint[],
+                     %(agent)s::text[], %(data)s::text[]);
+
+-- name: events_settled
+-- How far the log can be read without skipping an event still being committed: the ids
+-- just before the first gap whose next row is younger than the grace period (a gap is a
+-- transaction in flight, or one that rolled back -- which, once old, is no gap to wait on).
+SELECT coalesce(min(prev_id), (SELECT max(id) FROM events)) FROM (
+    SELECT id, logged_at,
+           lag(id) OVER (ORDER BY id) AS prev_id
+    FROM events
+    WHERE id > (SELECT coalesce(max(id), 0) FROM events) - 5000
+) AS recent
+WHERE id <> prev_id + 1 AND logged_at > clock_timestamp() - make_interval(secs => %(grace)s);
+
+-- name: events
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > %(since)s AND id <= %(until)s ORDER BY id LIMIT %(limit)s;
+
+-- name: events_of_task
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE task_id = %(task)s AND id > %(since)s AND id <= %(until)s
+  AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
+ORDER BY id LIMIT %(limit)s;
+
+-- name: events_of_agent
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id LIMIT %(limit)s;
