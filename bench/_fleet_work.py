@@ -57,7 +57,7 @@ def _shoal_work(url: str, agent_id: str, batch: int, barrier: Any) -> dict[str, 
     anomalies: list[str] = []
     clock = time.perf_counter
     barrier.wait(BARRIER_TIMEOUT)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     began = clock()
     claim: Claim | None = fleet.claim(agent_id, n=batch)
     latencies.append(clock() - began)
@@ -84,13 +84,14 @@ def _shoal_work(url: str, agent_id: str, batch: int, barrier: Any) -> dict[str, 
             anomalies += [f"task {t} was already done" for t in outcome.already_done]
             anomalies += [f"task {t} lease lost: {why}" for t, why in outcome.lost]
             claim = outcome.next
-    end = time.monotonic()
+    end, cpu = time.monotonic(), time.process_time() - cpu
     reason = "no next claim (agent not live?)" if claim is None else claim.reason
     if reason != "empty":
         anomalies.append(f"{agent_id} stopped on claim reason {reason!r}, not 'empty'")
     fleet.close()
     return {
         "start": start,
+        "cpu": cpu,
         "end": end,
         "latencies": latencies,
         "done": done,

@@ -93,6 +93,7 @@ class Processing:
     latencies: list[float]
     errors: int = 0
     problems: list[str] = field(default_factory=list)
+    cpu_per_task: float | None = None  # seconds of the workers' own CPU, where measured
 
 
 def median_run(runs: Sequence[Processing]) -> Processing:
@@ -105,6 +106,7 @@ def median_run(runs: Sequence[Processing]) -> Processing:
         [x for r in runs for x in r.latencies],
         sum(r.errors for r in runs),
         [p for r in runs for p in r.problems],
+        mid.cpu_per_task,
     )
 
 

@@ -18,23 +18,28 @@ What is measured
   (``complete_many(..., then_claim=10)``), see ``_fleet_work``. pgqueuer the way its own
   worker runs: one ``QueueManager`` per process on its own asyncpg connection,
   ``run(batch_size=1 or 10, mode=drain)`` with every other setting at its default
-  (unlimited in-process concurrency, the completion log flushed per batch). Both sides
+  (unlimited in-process concurrency; completions buffered and written up to batch_size
+  at a time, or every 0.1 s). Both sides
   keep PostgreSQL's default durability (``synchronous_commit`` as the server sets it;
   neither side changes it), both have their tables LOGGED (pgqueuer's ``durable``
   default), both pre-filled with N tasks, then ANALYZEd and CHECKPOINTed so the timed
   part neither plans blind nor flushes the pre-fill. Wall time runs from the start
   barrier to the last worker's return (for pgqueuer that includes flushing its last
-  completions). The systems alternate within each configuration.
+  completions). The systems alternate within each configuration. Each worker also
+  reports the CPU time it used, so the table shows the client's CPU per task: on a
+  machine whose cores are busy, CPU per task (the client's and the server's) is what
+  sets throughput once commits are shared by many workers.
 * Claim latency p50/p99/max at 64 processes: every ``claim``/``complete_many`` call of
   shoal's run; pgqueuer: every ``Queries.dequeue`` call its ``QueueManager`` makes (which
   can include waiting for its connection while a completion flush runs on it).
-* Idle-to-work latency: a few agent processes wait for work (shoal: in
+* Idle-to-work latency, with one agent process waiting for work and with a few (shoal: in
   ``Fleet.claim(agent, wait=...)``, woken by LISTEN/NOTIFY; pgqueuer: its worker waiting
   on its channel), this process posts one task at a time carrying ``time.time()`` in its
   payload, and the agent that gets it notes how long after the post started it held the
   lease (shoal: ``claim`` returned it; pgqueuer: the entrypoint was called). The next
   post comes a short random pause after the previous task was taken, so agents are idle
-  again. One host, one clock.
+  again. One host, one clock. A single waiter shows what a missed wake-up costs, since
+  no other waiter can catch it.
 
 Every measurement uses fresh PostgreSQL schemas (``bench_<pid>_<n>_shoal`` /
 ``_pgqueuer``), dropped afterwards (and leftovers of killed runs dropped at the start).
@@ -43,7 +48,8 @@ exactly once (shoal: worker reports, state counts and the event log; pgqueuer: w
 reports, an empty queue table and its log table's ``picked``/``successful`` rows).
 
 Run ``make bench-pg`` (= ``.venv/bin/python bench/claims.py --store postgres``) or add
-``--quick`` for a smoke run of about a minute.
+``--quick`` for a smoke run of about two minutes; the full run takes about ten on 2 cores,
+most of it in the batch-1 runs. ``--repeat 3`` reports medians when the machine is noisy.
 """
 
 from __future__ import annotations
@@ -242,7 +248,8 @@ def process_shoal(plan: PgPlan, schema: str, procs: int, batch: int) -> Processi
     wall, reports = run_workers(shoal_worker, [(url, f"w{i}", batch) for i in range(procs)])
     problems = verify_shoal(url, plan.tasks, reports)
     latencies = [x for r in reports for x in r["latencies"]]
-    return Processing(plan.tasks / wall, wall, latencies, 0, problems)
+    cpu = sum(r["cpu"] for r in reports) / plan.tasks
+    return Processing(plan.tasks / wall, wall, latencies, 0, problems, cpu)
 
 
 # ---------------------------------------------------------------------- pgqueuer
@@ -331,13 +338,14 @@ async def _pgqueuer_work(url: str, schema: str, batch: int, barrier: Any) -> dic
 
         await manager.verify_structure()  # warm the catalog look-ups run() repeats
         barrier.wait(BARRIER_TIMEOUT)
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.process_time()
         await manager.run(batch_size=batch, mode=QueueExecutionMode.drain)
-        end = time.monotonic()
+        end, cpu = time.monotonic(), time.process_time() - cpu
     finally:
         await conn.close()
     return {
         "start": start,
+        "cpu": cpu,
         "end": end,
         "latencies": queries.dequeue_latencies,
         "done": done,
@@ -382,7 +390,8 @@ def process_pgqueuer(plan: PgPlan, schema: str, procs: int, batch: int) -> Proce
     wall, reports = run_workers(pgqueuer_worker, [(plan.url, schema, batch)] * procs)
     problems = verify_pgqueuer(plan, schema, plan.tasks, reports)
     latencies = [x for r in reports for x in r["latencies"]]
-    return Processing(plan.tasks / wall, wall, latencies, 0, problems)
+    cpu = sum(r["cpu"] for r in reports) / plan.tasks
+    return Processing(plan.tasks / wall, wall, latencies, 0, problems, cpu)
 
 
 # ---------------------------------------------------------------------- idle to work
@@ -449,7 +458,7 @@ async def _pgqueuer_wait(url: str, schema: str, ready: Any, stop: Any, results: 
         await conn.close()
 
 
-def idle_to_work(plan: PgPlan, system: str, schema: str) -> list[float]:
+def idle_to_work(plan: PgPlan, system: str, schema: str, waiters: int) -> list[float]:
     """Post one task at a time to waiting agents; seconds from each post to its lease."""
     import multiprocessing as mp
 
@@ -457,8 +466,8 @@ def idle_to_work(plan: PgPlan, system: str, schema: str) -> list[float]:
     ready, results, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
     if system == "shoal":
         url = with_schema(plan.url, schema)
-        fleet = new_pg_fleet(plan, schema, plan.waiters)
-        args = [(url, f"idle{i}", ready, stop, results) for i in range(plan.waiters)]
+        fleet = new_pg_fleet(plan, schema, waiters)
+        args = [(url, f"idle{i}", ready, stop, results) for i in range(waiters)]
         target: Any = shoal_waiter
 
         def post(seq: int) -> None:
@@ -471,7 +480,7 @@ def idle_to_work(plan: PgPlan, system: str, schema: str) -> list[float]:
         conn = psycopg.connect(plan.url, autocommit=True)
         settings = pgq_settings(schema)
         queries = SyncQueries(SyncPsycopgDriver(conn), qbq=qb.QueryQueueBuilder(settings=settings))
-        args = [(plan.url, schema, ready, stop, results) for _ in range(plan.waiters)]
+        args = [(plan.url, schema, ready, stop, results) for _ in range(waiters)]
         target = pgqueuer_waiter
 
         def post(seq: int) -> None:
@@ -582,6 +591,7 @@ def processing_rows(
             "throughput": run.throughput,
             "wall": run.wall,
             "latency": summary(run.latencies),
+            "worker_cpu_per_task": run.cpu_per_task,
         }
         for (system, procs, batch), run in processing.items()
     }
@@ -597,6 +607,16 @@ def processing_rows(
                 "/s",
                 f">= {TARGET_RATIO:g}x pgqueuer",
                 rate >= TARGET_RATIO * theirs,
+            )
+        )
+    for batch, procs in itertools.product(BATCHES, plan.procs):
+        rows.append(
+            Row(
+                f"worker CPU per task, batch {batch}, {procs} procs",
+                processing[("shoal", procs, batch)].cpu_per_task,
+                processing[("pgqueuer", procs, batch)].cpu_per_task,
+                "ms",
+                note="client side only",
             )
         )
     return rows
@@ -621,27 +641,33 @@ def contended_rows(
 
 
 def idle_rows(plan: PgPlan, figures: dict[str, Any]) -> list[Row]:
-    samples: dict[str, list[float]] = {}
-    for system in ("shoal", "pgqueuer"):
-        say(f"idle to work: {system}, {plan.waiters} waiting agents, {plan.posts} posts ...")
-        with fresh_schemas(plan) as (for_shoal, for_pgqueuer):
-            schema = for_shoal if system == "shoal" else for_pgqueuer
-            samples[system] = idle_to_work(plan, system, schema)
-    mine, theirs = summary(samples["shoal"]), summary(samples["pgqueuer"])
-    figures["idle_to_work"] = {"waiters": plan.waiters, "shoal": mine, "pgqueuer": theirs}
-    where = f"{plan.waiters} waiting"
-    return [
-        Row(f"idle to work p50, {where}", mine["p50"], theirs["p50"], "ms"),
-        Row(
-            f"idle to work p99, {where}",
-            mine["p99"],
-            theirs["p99"],
-            "ms",
-            f"<= {TARGET_IDLE_P99 * 1000:g} ms",
-            mine["p99"] <= TARGET_IDLE_P99,
-        ),
-        Row(f"idle to work max, {where}", mine["max"], theirs["max"], "ms"),
-    ]
+    """Idle to work with one agent waiting (nobody else to catch a wake-up it misses) and
+    with several (all woken, one wins)."""
+    figures["idle_to_work"] = {}
+    rows = []
+    for waiters in sorted({1, plan.waiters}):
+        samples: dict[str, list[float]] = {}
+        for system in ("shoal", "pgqueuer"):
+            say(f"idle to work: {system}, {waiters} waiting agents, {plan.posts} posts ...")
+            with fresh_schemas(plan) as (for_shoal, for_pgqueuer):
+                schema = for_shoal if system == "shoal" else for_pgqueuer
+                samples[system] = idle_to_work(plan, system, schema, waiters)
+        mine, theirs = summary(samples["shoal"]), summary(samples["pgqueuer"])
+        figures["idle_to_work"][f"{waiters} waiting"] = {"shoal": mine, "pgqueuer": theirs}
+        where = f"{waiters} waiting"
+        rows += [
+            Row(f"idle to work p50, {where}", mine["p50"], theirs["p50"], "ms"),
+            Row(
+                f"idle to work p99, {where}",
+                mine["p99"],
+                theirs["p99"],
+                "ms",
+                f"<= {TARGET_IDLE_P99 * 1000:g} ms",
+                mine["p99"] <= TARGET_IDLE_P99,
+            ),
+            Row(f"idle to work max, {where}", mine["max"], theirs["max"], "ms"),
+        ]
+    return rows
 
 
 def main(args: argparse.Namespace) -> int:
@@ -685,6 +711,10 @@ def main(args: argparse.Namespace) -> int:
     say(
         "  idle to work: from just before post() / enqueue() to the waiting agent holding "
         "the task (shoal: claim(wait=...) returned it; pgqueuer: its entrypoint was called)"
+    )
+    say(
+        "  worker CPU per task: the worker processes' own CPU time over the run / tasks "
+        "(the server's share is not included)"
     )
     if problems:
         say("")
