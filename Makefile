@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-pg clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ lint: $(VENV)/.dev
 ## The claim benchmark against huey (see the README for the figures).
 bench: $(VENV)/.dev
 	$(BIN)/python bench/claims.py
+
+## The same against pgqueuer on PostgreSQL (PG_URL, default postgresql://127.0.0.1:5432/test).
+PG_URL ?= postgresql://127.0.0.1:5432/test
+bench-pg: $(VENV)/.dev
+	$(BIN)/python bench/claims.py --store postgres --pg-url '$(PG_URL)'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -33,30 +33,28 @@ exactly once.
 Run ``.venv/bin/python bench/claims.py --quick`` for a smoke run (about 20 s on 2 cores);
 without ``--quick`` (normal durability) expect about two minutes, half of it pre-filling the
 million-task fleets. ``--repeat 3`` reports medians when the machine is noisy.
+
+``--store postgres`` runs the PostgreSQL comparison instead: shoal against pgqueuer on one
+server, at 1, 8 and 64 processes, plus the latency from a post to an agent waiting for
+work (see ``claims_pg.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import multiprocessing as mp
 import os
 import platform
-import queue
 import shlex
 import shutil
 import sqlite3
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +64,26 @@ from huey.api import TaskWrapper
 from huey.storage import SqliteStorage
 
 import shoal
+from _fleet_work import POST_CHUNK, fill_shoal, shoal_worker, verify_shoal
+from _harness import (
+    BARRIER_TIMEOUT,
+    Processing,
+    Progress,
+    Row,
+    git_state,
+    median_run,
+    percentile,
+    print_table,
+    run_workers,
+    say,
+    summary,
+)
 from shoal import Fleet
-from shoal.model import Claim, Task
+from shoal.model import Claim
 
 DURABILITIES = ("normal", "full", "off")
-POST_CHUNK = 1_000  # tasks per post_many call when pre-filling
+DEFAULT_PG_URL = "postgresql://127.0.0.1:5432/test"
 HUEY_FILL_CHUNK = 10_000  # rows per insert transaction when pre-filling huey
-BARRIER_TIMEOUT = 300.0  # seconds a worker waits for the others to be ready
 SMALL_PENDING = 1_000
 
 # The targets of the issue.
@@ -105,22 +116,49 @@ class Plan:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="shoal claim throughput and latency, compared with huey on SQLite "
-        "at the same durability.",
+        "at the same durability, or with pgqueuer on PostgreSQL (--store postgres).",
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="sqlite: against huey (default); postgres: against pgqueuer (see claims_pg.py)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help=f"with --store postgres: the server and database (default {DEFAULT_PG_URL})",
     )
     parser.add_argument(
         "--durability",
         choices=DURABILITIES,
         default="normal",
-        help="PRAGMA synchronous for both shoal and huey (default: normal)",
+        help="SQLite only: PRAGMA synchronous for both shoal and huey (default: normal)",
     )
     parser.add_argument(
         "--tasks",
         type=int,
         default=None,
-        help="tasks per processing run (default 20,000; 5,000 at full durability; --quick: 2,000)",
+        help="tasks per processing run (SQLite: default 20,000; 5,000 at full durability; "
+        "--quick: 2,000. PostgreSQL: 10,000; --quick: 1,000)",
     )
     parser.add_argument(
-        "--procs", default="1,4,16", help="worker process counts, comma-separated (default 1,4,16)"
+        "--procs",
+        default=None,
+        help="worker process counts, comma-separated (default SQLite 1,4,16; "
+        "PostgreSQL 1,8,64, --quick: 1,8)",
+    )
+    parser.add_argument(
+        "--posts",
+        type=int,
+        default=None,
+        help="PostgreSQL only: timed posts to waiting agents (default 200; --quick: 30)",
+    )
+    parser.add_argument(
+        "--waiters",
+        type=int,
+        default=None,
+        help="PostgreSQL only: agent processes waiting for those posts (default 4; --quick: 2)",
     )
     parser.add_argument(
         "--enqueue",
@@ -169,7 +207,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     else:
         tasks, enqueue = (5_000, 1_000) if full else (20_000, 5_000)
         big, cycles = 1_000_000, 2_000
-    procs = tuple(sorted({int(p) for p in args.procs.split(",") if p.strip()}))
+    procs = tuple(sorted({int(p) for p in (args.procs or "1,4,16").split(",") if p.strip()}))
     if not procs or min(procs) < 1:
         raise SystemExit("--procs needs positive process counts, e.g. 1,4,16")
     plan = Plan(
@@ -198,28 +236,6 @@ def fresh_folder(plan: Plan, label: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-class Progress:
-    """Prints how far a long pre-fill has got, about every tenth of the way."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.start = label, total, time.perf_counter()
-        self.step = total // 10 if total >= 100_000 else total + 1
-        self.next = self.step
-
-    def update(self, done: int) -> None:
-        if done >= self.next:
-            elapsed = time.perf_counter() - self.start
-            say(
-                f"    {self.label}: {done:,}/{self.total:,} in {elapsed:.1f}s "
-                f"({done / elapsed:,.0f}/s)"
-            )
-            self.next += self.step
-
-
 # ---------------------------------------------------------------------- shoal
 
 
@@ -232,118 +248,6 @@ def new_fleet(folder: Path, durability: str) -> Fleet:
     fleet = Fleet.open(shoal_url(folder, durability))
     fleet.configure(max_agents=64)
     return fleet
-
-
-def fill_shoal(fleet: Fleet, count: int, label: str = "shoal pre-fill") -> None:
-    """Post ``count`` pool tasks with post_many, a chunk per transaction."""
-    progress = Progress(label, count)
-    posted = 0
-    while posted < count:
-        chunk = min(POST_CHUNK, count - posted)
-        fleet.post_many([{"title": f"t{posted + i}"} for i in range(chunk)])
-        posted += chunk
-        progress.update(posted)
-
-
-def run_task(task: Task) -> None:
-    """The work itself: nothing, so what is measured is the coordination."""
-
-
-def shoal_worker(
-    url: str, agent_id: str, batch: int, barrier: Any, results: Any
-) -> None:  # pragma: no cover - runs in a child process
-    """One worker process: its own Fleet, its own agent, claim until the fleet is empty."""
-    try:
-        results.put(_shoal_work(url, agent_id, batch, barrier))
-    except BaseException:
-        barrier.abort()
-        results.put({"error": f"shoal worker {agent_id}:\n{traceback.format_exc()}"})
-
-
-def _shoal_work(url: str, agent_id: str, batch: int, barrier: Any) -> dict[str, Any]:
-    fleet = Fleet.open(url, create=False)
-    fleet.register(agent_id, max_concurrent=batch)
-    latencies: list[float] = []
-    done: list[int] = []
-    anomalies: list[str] = []
-    clock = time.perf_counter
-    barrier.wait(BARRIER_TIMEOUT)
-    start = time.monotonic()
-    began = clock()
-    claim: Claim | None = fleet.claim(agent_id, n=batch)
-    latencies.append(clock() - began)
-    while claim is not None and claim.leases:
-        for task in claim.tasks:
-            run_task(task)
-        if batch == 1:
-            lease = claim.leases[0]
-            began = clock()
-            completion = fleet.complete(lease, None, then_claim=1)
-            latencies.append(clock() - began)
-            if completion.already_done:
-                anomalies.append(f"task {lease.task_id} was already done")
-            else:
-                done.append(lease.task_id)
-            claim = completion.next
-        else:
-            began = clock()
-            outcome = fleet.complete_many(
-                [(lease, None) for lease in claim.leases], then_claim=batch
-            )
-            latencies.append(clock() - began)
-            done.extend(outcome.completed)
-            anomalies += [f"task {t} was already done" for t in outcome.already_done]
-            anomalies += [f"task {t} lease lost: {why}" for t, why in outcome.lost]
-            claim = outcome.next
-    end = time.monotonic()
-    reason = "no next claim (agent not live?)" if claim is None else claim.reason
-    if reason != "empty":
-        anomalies.append(f"{agent_id} stopped on claim reason {reason!r}, not 'empty'")
-    fleet.close()
-    return {
-        "start": start,
-        "end": end,
-        "latencies": latencies,
-        "done": done,
-        "anomalies": anomalies,
-        "errors": 0,
-    }
-
-
-def verify_shoal(url: str, expected: int, reports: Sequence[dict[str, Any]]) -> list[str]:
-    """Every task done, each claimed once and completed once (invariant I2, from outside)."""
-    problems = [a for r in reports for a in r["anomalies"]]
-    done = [t for r in reports for t in r["done"]]
-    if len(done) != expected or len(set(done)) != expected:
-        problems.append(
-            f"workers completed {len(done)} tasks ({len(set(done))} distinct), expected {expected}"
-        )
-    with Fleet.open(url, create=False) as fleet:
-        counts = dict(fleet.status().counts)
-        if counts.get("done", 0) != expected or any(
-            n for state, n in counts.items() if state != "done"
-        ):
-            problems.append(f"state counts {counts}, expected {{'done': {expected}}}")
-        completed: Counter[int] = Counter()
-        claimed: Counter[int] = Counter()
-        since = 0
-        while events := fleet.events(since, limit=10_000):
-            for event in events:
-                if event.task_id is None:
-                    continue
-                if event.kind == "completed":
-                    completed[event.task_id] += 1
-                elif event.kind in ("claimed", "stolen"):
-                    claimed[event.task_id] += 1
-            since = events[-1].id
-    for kind, seen in (("completed", completed), ("claimed", claimed)):
-        twice = sum(1 for n in seen.values() if n > 1)
-        if len(seen) != expected or twice:
-            problems.append(
-                f"{kind} events cover {len(seen)} tasks ({twice} more than once), "
-                f"expected {expected} once each"
-            )
-    return problems
 
 
 # ---------------------------------------------------------------------- huey
@@ -472,56 +376,6 @@ def verify_huey(huey: Huey, expected: int, reports: Sequence[dict[str, Any]]) ->
 # ---------------------------------------------------------------------- processes
 
 
-def run_workers(
-    target: Callable[..., None], per_worker: Sequence[tuple[Any, ...]]
-) -> tuple[float, list[dict[str, Any]]]:
-    """Spawn one process per argument tuple, release them together, and return the wall
-    time from the release to the last finish, with each worker's report.
-
-    ``time.monotonic`` is CLOCK_MONOTONIC on Linux, one clock for every process, so the
-    workers' own start and end stamps can be compared."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(per_worker))
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(target=target, args=(*args, barrier, results), daemon=True)
-        for args in per_worker
-    ]
-    for proc in procs:
-        proc.start()
-    reports: list[dict[str, Any]] = []
-    try:
-        while len(reports) < len(procs):
-            try:
-                reports.append(results.get(timeout=5.0))
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs):
-                    codes = [p.exitcode for p in procs]
-                    raise RuntimeError(f"workers exited without reporting: {codes}") from None
-        for proc in procs:
-            proc.join(timeout=60)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-    failures = [r["error"] for r in reports if "error" in r]
-    if failures:
-        raise RuntimeError(failures[0])
-    wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
-    return wall, reports
-
-
-@dataclass
-class Processing:
-    """One processing-throughput measurement."""
-
-    throughput: float
-    wall: float
-    latencies: list[float]
-    errors: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
 def process_shoal(plan: Plan, procs: int, batch: int) -> Processing:
     with fresh_folder(plan, f"shoal-p{procs}-b{batch}") as folder:
         url = shoal_url(folder, plan.durability)
@@ -648,104 +502,6 @@ def pending_huey(plan: Plan, pending: int) -> list[float]:
 # ---------------------------------------------------------------------- figures and table
 
 
-def percentile(samples: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile: a value that was actually observed."""
-    ordered = sorted(samples)
-    return ordered[max(1, math.ceil(pct / 100 * len(ordered))) - 1]
-
-
-def summary(samples: Sequence[float]) -> dict[str, float]:
-    return {
-        "n": len(samples),
-        "p50": percentile(samples, 50),
-        "p99": percentile(samples, 99),
-        "max": max(samples),
-        "mean": statistics.fmean(samples),
-    }
-
-
-@dataclass
-class Row:
-    """One line of the table; ``passed`` is None for lines without a target."""
-
-    name: str
-    shoal: float | None
-    huey: float | None
-    unit: str  # "/s" or "ms"
-    target: str = ""
-    passed: bool | None = None
-    note: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        if self.shoal is None or not self.huey:
-            return None
-        return self.shoal / self.huey
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "shoal": self.shoal,
-            "huey": self.huey,
-            "unit": self.unit,
-            "ratio": self.ratio,
-            "target": self.target,
-            "passed": self.passed,
-            "note": self.note,
-        }
-
-
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "ms":
-        return f"{value * 1000:.2f} ms"
-    if unit == "x":
-        return f"{value:.2f}x"
-    return f"{value:,.0f}/s"
-
-
-def print_table(rows: Sequence[Row]) -> None:
-    header = ("measurement", "shoal", "huey", "shoal/huey", "target", "result")
-    cells = [
-        (
-            r.name,
-            fmt(r.shoal, r.unit),
-            fmt(r.huey, r.unit),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
-            r.target or "-",
-            {True: "PASS", False: "MISS", None: ""}[r.passed],
-        )
-        for r in rows
-    ]
-    widths = [max(len(str(c[i])) for c in [header, *cells]) for i in range(len(header))]
-    line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    say(line.format(*header))
-    say("  ".join("-" * w for w in widths))
-    for row, cell in zip(rows, cells, strict=True):
-        say(line.format(*cell) + (f"  {row.note}" if row.note else ""))
-
-
-def git_state(repo: Path) -> str:
-    """Which shoal was measured: the main developer edits the hot path while this runs."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "src"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "not a git checkout"
-    return f"git {head}" + (" + uncommitted changes in src/" if dirty else "")
-
-
 _SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
@@ -797,19 +553,6 @@ def describe(plan: Plan) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- main
-
-
-def median_run(runs: Sequence[Processing]) -> Processing:
-    """The run with the median throughput; latencies pooled over all runs."""
-    ordered = sorted(runs, key=lambda r: r.throughput)
-    mid = ordered[(len(ordered) - 1) // 2]
-    return Processing(
-        statistics.median(r.throughput for r in runs),
-        mid.wall,
-        [x for r in runs for x in r.latencies],
-        sum(r.errors for r in runs),
-        [p for r in runs for p in r.problems],
-    )
 
 
 def enqueue_rows(plan: Plan, figures: dict[str, Any]) -> list[Row]:
@@ -966,6 +709,10 @@ def pending_rows(plan: Plan, figures: dict[str, Any]) -> list[Row]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.store == "postgres":
+        import claims_pg  # pgqueuer and the PostgreSQL drivers, only when asked for
+
+        return claims_pg.main(args)
     plan = make_plan(args)
     plan.root.mkdir(parents=True, exist_ok=True)
     meta = describe(plan)
@@ -998,7 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"results ({plan.durability} durability; throughput: higher is better, latency: lower "
         f"is better; measured in {elapsed:.0f}s; load average now {load})"
     )
-    print_table(rows)
+    print_table(rows, "huey")
     say(
         "  claim latency at N procs: every claim() and complete-and-claim call of the batch-1 "
         "run; huey: every dequeue()"
@@ -1026,7 +773,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = {
             "meta": meta,
             "figures": figures,
-            "rows": [r.to_dict() for r in rows],
+            "rows": [r.to_dict("huey") for r in rows],
             "problems": problems,
         }
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
