@@ -169,6 +169,30 @@ def test_a_post_wakes_a_waiting_claim_by_notification(fleet: Fleet, postgres_url
     waiter.close()
 
 
+def test_a_post_during_an_empty_claim_is_not_a_lost_wake_up(
+    fleet: Fleet, postgres_url: str
+) -> None:
+    waiter = Fleet.open(postgres_url)
+    waiter.register("idle-agent")
+    waiter.wait_for_change(0.01)  # the listener is up
+    listener = waiter.store._listener  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while not _listening(postgres_url):
+        assert time.monotonic() < deadline
+        listener.wait(0.05)
+    assert not waiter.claim("idle-agent")  # empty: next it will wait ...
+    before = listener.wakeups
+    fleet.post("posted between the empty claim and the wait")
+    while listener.wakeups == before:  # ... but the notification arrives first
+        assert time.monotonic() < deadline, "no notification arrived"
+        time.sleep(0.001)
+    began = time.monotonic()
+    assert waiter.wait_for_change(20)  # it counts from the claim, so it returns at once
+    assert time.monotonic() - began < 5
+    assert waiter.claim("idle-agent")
+    waiter.close()
+
+
 def test_the_listener_comes_back_after_its_connection_is_killed(
     fleet: Fleet, postgres_url: str
 ) -> None:

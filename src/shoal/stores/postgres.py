@@ -183,6 +183,10 @@ class PostgresStore:
         self.capabilities = Capabilities(shared=True, durable=True, notifies=True, fair=True)
         self._listener: _Listener | None = None
         self._listener_lock = threading.Lock()
+        # The wake-up count each thread saw when its last transaction began: a wait after
+        # an empty claim counts from there, so a NOTIFY sent while that claim ran is not
+        # lost (it would otherwise cost the waiter a whole re-check interval).
+        self._seen = threading.local()
         self._pool: ConnectionPool | None = None
         self._prepare(create)
         self._pool = ConnectionPool(
@@ -291,6 +295,8 @@ class PostgresStore:
                 hint="the server may be down or at max_connections; nothing was changed, try again",
             ) from exc
         tx = PostgresTx(self, conn, read_only=lock is None)
+        listener = self._listener
+        self._seen.wakeups = None if listener is None else listener.wakeups
         ok = False
         try:
             # BEGIN and the fleet lock in one message (the simple protocol takes both).
@@ -369,7 +375,9 @@ class PostgresStore:
             if self._listener is None:
                 self._listener = _Listener(self._conninfo, self._connect_kwargs, self._channel)
             listener = self._listener
-        return listener.wait(timeout)
+        since: int | None = getattr(self._seen, "wakeups", None)
+        self._seen.wakeups = None
+        return listener.wait(timeout, since)
 
     def close(self) -> None:
         listener, self._listener = self._listener, None
@@ -403,10 +411,15 @@ class _Listener:
         self._thread = threading.Thread(target=self._run, name=f"shoal-{channel}", daemon=True)
         self._thread.start()
 
-    def wait(self, timeout: float) -> bool:
+    @property
+    def wakeups(self) -> int:
+        return self._wakeups
+
+    def wait(self, timeout: float, since: int | None = None) -> bool:
+        """Wait for a wake-up after the ``since``-th (default: from now)."""
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._changed:
-            seen = self._wakeups
+            seen = self._wakeups if since is None else since
             while self._wakeups == seen:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
