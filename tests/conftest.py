@@ -61,6 +61,15 @@ def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -
     return make_url(store_kind, tmp_path)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """(kind, URL) of a new fleet on each store that processes (or hosts) can share."""
+    kind = str(request.param)
+    if kind == "postgres":
+        return kind, str(request.getfixturevalue("postgres_url"))
+    return kind, make_url(kind, tmp_path)
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

@@ -1,5 +1,6 @@
-"""Crash recovery with a real ``kill -9``: a dead agent's work comes back, its late calls are
-fenced off, and a writer killed mid-transaction leaves the fleet whole and unlocked."""
+"""Crash recovery with a real ``kill -9``, on SQLite and on PostgreSQL: a dead agent's work
+comes back, its late calls are fenced off, and a writer killed mid-transaction leaves the
+fleet whole and unlocked."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ CTX = mp.get_context("spawn")
 T0 = 1_800_000_000.0
 
 
-def test_a_killed_agents_leases_expire_and_its_late_complete_is_refused(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'fleet.db'}"
+def test_a_killed_agents_leases_expire_and_its_late_complete_is_refused(
+    shared_store: tuple[str, str],
+) -> None:
+    _, url = shared_store
     setup = Fleet.open(url, clock=ManualClock(T0))
     setup.post_many([{"title": f"job {i}"} for i in range(5)])
     receiver, sender = CTX.Pipe(duplex=False)
@@ -58,8 +61,10 @@ def test_a_killed_agents_leases_expire_and_its_late_complete_is_refused(tmp_path
         fleet.close()
 
 
-def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'fleet.db'}"
+def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(
+    shared_store: tuple[str, str], tmp_path: Path
+) -> None:
+    kind, url = shared_store
     fleet = Fleet.open(url)
     fleet.configure(max_agents=8)
     fleet.post_many([{"title": f"job {i}"} for i in range(300)])
@@ -79,9 +84,10 @@ def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(tmp_path: P
         child.join(timeout=30)
         assert child.exitcode == -signal.SIGKILL
 
-    raw = sqlite3.connect(tmp_path / "fleet.db")
-    assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    raw.close()
+    if kind == "sqlite":
+        raw = sqlite3.connect(tmp_path / "fleet.db")
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        raw.close()
     # Nothing is half-done: the counts by state agree with the tasks, each task's events
     # agree with its state, and the fleet takes writes at once (no lock left behind).
     tasks = fleet.tasks(limit=100_000)
@@ -110,8 +116,10 @@ def test_a_writer_killed_mid_transaction_leaves_the_fleet_consistent(tmp_path: P
     fleet.close()
 
 
-def test_a_writer_killed_inside_its_transaction_neither_wedges_nor_leaks(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'fleet.db'}"
+def test_a_writer_killed_inside_its_transaction_neither_wedges_nor_leaks(
+    shared_store: tuple[str, str],
+) -> None:
+    _, url = shared_store
     fleet = Fleet.open(url)
     receiver, sender = CTX.Pipe(duplex=False)
     child = CTX.Process(target=procs.die_holding_the_write_lock, args=(url, sender))

@@ -20,6 +20,11 @@ PUBLIC_MODULES = [
     "shoal.settings",
     "shoal.testing",
     "shoal.stores",
+    "shoal.runtime",
+    "shoal.runtime.command",
+    "shoal.runtime.hub",
+    "shoal.runtime.supervisor",
+    "shoal.runtime.worker",
 ]
 
 

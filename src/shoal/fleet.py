@@ -517,20 +517,24 @@ class Fleet:
             return tx.list_agents()
 
     @_rerun_on_conflict
-    def set_status(self, agent_id: str, status: AgentStatus | str) -> Agent:
+    def set_status(
+        self, agent_id: str, status: AgentStatus | str, *, why: str | None = None
+    ) -> Agent:
         """Report an agent's status (idle, working, waiting, offline, terminated).
 
         Entering ``idle`` stamps ``idle_since``; leaving it clears it. ``terminated`` is final:
         the agent's leases are released (not counted as failures) and its queue goes back to
         the pool, except tasks pinned to it. ``offline`` sends its queue back too (its leases
-        run on: it may return before they expire).
+        run on: it may return before they expire). ``why`` goes in the termination's event
+        (a worker leaving when idle says so).
         """
         new_status = parse_agent_status(status)
+        reason = check_text(why, "why", 200) if why is not None else None
         with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             agent = self._live_agent(tx, agent_id)
             if new_status is AgentStatus.TERMINATED:
-                self._terminate(tx, agent, now, "terminated by request")
+                self._terminate(tx, agent, now, reason or "terminated by request")
             else:
                 updated = _with_idle_since(
                     replace(agent, status=new_status, last_seen=now), agent, now

@@ -39,6 +39,7 @@ __all__ = [
     "DOMAIN_BONUS",
     "NO_AGING_SECONDS_PER_POINT",
     "Ranked",
+    "ScaleDecision",
     "StealFilter",
     "assess",
     "can_do",
@@ -57,7 +58,9 @@ __all__ = [
     "poll_delay",
     "pool_key",
     "rank_pool",
+    "restart_delay",
     "return_queue",
+    "scale_decision",
     "score",
     "seconds_per_point",
     "state_after_failure",
@@ -440,3 +443,75 @@ def assess(
         "maintain",
         why(f"{pending} pending, {in_progress} in progress, {len(workers)} agents"),
     )
+
+
+# --- running agents: the supervisor's decisions ------------------------------------------
+
+
+def restart_delay(crashes: int, base: float, cap: float) -> float:
+    """How long a supervisor waits before restarting a worker that crashed ``crashes`` times
+    in a row: ``base`` after the first crash, doubling with each one after, at most ``cap``.
+    A worker that crashes at start-up (a typo in its command) then costs a restart every
+    ``cap`` seconds, not a busy loop."""
+    if crashes <= 0:
+        return 0.0
+    return float(min(cap, base * 2.0 ** min(crashes - 1, 64)))
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDecision:
+    """What a supervisor does now: start ``spawn`` workers, stop the workers in ``stop``."""
+
+    spawn: int = 0
+    stop: tuple[str, ...] = ()
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.spawn or self.stop)
+
+
+def scale_decision(
+    *,
+    recommendation: str,
+    running: int,
+    idle: Sequence[str],
+    minimum: int,
+    maximum: int,
+    room: int,
+    since_change: float,
+    cooldown: float,
+) -> ScaleDecision:
+    """How many local workers to start or stop, following the assessment within hard limits.
+
+    ``running`` counts the supervisor's workers (a crashed one waiting for its restart
+    included: its place is taken); ``idle`` names those of them the fleet sees idle, longest
+    idle first; ``room`` is how many more agents the fleet admits under max_agents;
+    ``since_change`` is the time since the supervisor last started or stopped a worker.
+
+    1. Below ``minimum``: start enough to reach it (within ``maximum`` and the fleet's room).
+    2. Above ``maximum``: stop idle workers down to it.
+    3. Within ``cooldown`` of the last change: nothing (no flapping on a noisy assessment).
+    4. ``spawn`` recommended: start one, if under ``maximum`` and the fleet has room.
+    5. ``terminate_idle`` recommended: stop the longest-idle worker, if above ``minimum``.
+    One worker per cooldown keeps each step small enough to see its effect before the next.
+    """
+    headroom = max(0, min(maximum - running, room))
+    if running < minimum:
+        count = min(minimum - running, headroom)
+        if count:
+            return ScaleDecision(spawn=count, reason=f"below the minimum of {minimum}")
+        return ScaleDecision(reason=f"below the minimum of {minimum}, but the fleet is full")
+    if running > maximum:
+        return ScaleDecision(
+            stop=tuple(idle[: running - maximum]), reason=f"above the maximum of {maximum}"
+        )
+    if since_change < cooldown:
+        return ScaleDecision(reason=f"cooling down ({cooldown - since_change:.1f}s left)")
+    if recommendation == "spawn":
+        if headroom:
+            return ScaleDecision(spawn=1, reason="the assessment asks for another agent")
+        why = f"at the cap of {maximum}" if running >= maximum else "the fleet is full"
+        return ScaleDecision(reason=f"the assessment asks for another agent, but {why}")
+    if recommendation == "terminate_idle" and running > minimum and idle:
+        return ScaleDecision(stop=(idle[0],), reason="the assessment says agents sit idle")
+    return ScaleDecision(reason=f"the assessment says {recommendation}")

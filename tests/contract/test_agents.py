@@ -72,6 +72,15 @@ def test_registering_a_terminated_id_starts_a_new_incarnation(fleet: Fleet) -> N
     assert reg.created and reg.agent.incarnation == 2 and reg.agent.status is AgentStatus.IDLE
 
 
+def test_a_termination_says_why_in_its_event(fleet: Fleet) -> None:
+    fleet.register("ada")
+    fleet.register("bob")
+    fleet.set_status("ada", "terminated", why="idle past idle_timeout; left by itself")
+    fleet.set_status("bob", "terminated")
+    why = {e.agent: e.data["why"] for e in fleet.events() if e.kind == "agent.terminated"}
+    assert why == {"ada": "idle past idle_timeout; left by itself", "bob": "terminated by request"}
+
+
 def test_offline_agents_still_count_against_capacity(fleet: Fleet, clock: ManualClock) -> None:
     for name in ("d1", "d2", "d3", "d4"):
         fleet.register(name)

@@ -29,6 +29,8 @@ from rich.console import Console
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
 from shoal.faces import render
+from shoal.faces.cli_runtime import add_runtime_commands
+from shoal.faces.cli_sim import sim_command
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState
 
@@ -594,6 +596,52 @@ def config_set(app: App, name: str, value: str) -> None:
     app.emit({name: getattr(settings, name)}, f"{name} = {getattr(settings, name):g}")
 
 
+@cli.command("mcp", short_help="Serve the fleet to LLM agents over MCP.")
+@click.option("--agent", "-a", help="Act as this agent only (registered at start).")
+@click.option("--role", default="worker", show_default=True, help="With --agent: its role.")
+@click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
+@click.option("--domain", "-d", "domains", multiple=True, help="With --agent: a domain (repeat).")
+@click.option("--max-concurrent", default=1, show_default=True, help="With --agent.")
+@click.option("--manager", is_flag=True, help="With --agent: a manager.")
+@click.option("--ephemeral", is_flag=True, help="With --agent: retired when idle too long.")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", help="stdio or http."
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http.")
+@click.option("--port", default=8765, show_default=True, help="With --transport http.")
+@pass_app
+def mcp(
+    app: App,
+    agent: str | None,
+    role: str,
+    skills: tuple[str, ...],
+    domains: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+    transport: str,
+    host: str,
+    port: int,
+) -> None:
+    """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
+
+    With --agent, this server acts as that one agent (registered at start with the
+    --skill/--domain/... given) and refuses to act as any other; without it, tools take
+    an `agent` argument. Needs the MCP SDK: pip install 'shoal[mcp]'.
+    """
+    from shoal.faces.mcp_command import run_mcp
+
+    spec = {
+        "role": role,
+        "skills": skills,
+        "domains": domains,
+        "max_concurrent": max_concurrent,
+        "manager": manager,
+        "ephemeral": ephemeral,
+    }
+    run_mcp(app.fleet(), agent, spec, transport, host, port, app.err)
+
+
 @cli.command(short_help="Watch a small fleet work, steal and finish.")
 @click.option("--agents", "agent_count", default=4, show_default=True, help="Agents to run.")
 @click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
@@ -635,10 +683,16 @@ def demo(
     app.emit(summary.to_dict(), render_summary(summary))
 
 
+cli.add_command(sim_command)  # `shoal sim`: the scheduling simulator (shoal.sim)
+
+
 def render_summary(summary: Any) -> Any:
     from shoal.faces.demo import summary_view
 
     return summary_view(summary)
+
+
+add_runtime_commands(cli)  # shoal worker, monitor, supervise
 
 
 # ---------------------------------------------------------------------- entry point

@@ -1,19 +1,22 @@
-"""``shoal demo``: a small fleet working through a skewed workload, live.
+"""``shoal demo``: a supervisor grows a fleet of real worker processes, which work through a
+skewed workload, steal, and leave when the work is done -- live.
 
-Four agents each own a domain (infra, research, code, ci), as in a hub-and-spoke fleet.
-Most of the work is routed to the research agent -- the overnight situation where one
-agent is buried while the others run dry. Each agent runs in its own thread with its own
-connection to a SQLite fleet, pulling work with the real claim: its own queue first, then
-the pool, then a steal from the tail of the busiest queue it is allowed to help with. A hub
-thread reaps, rebalances and assesses on a short interval. At the end a summary shows who
-did what, how much was stolen, and how long the buried agent alone would have needed.
+Four kinds of agent each know a domain (research, infra, code, ci), as in a hub-and-spoke
+fleet. Most of the work is routed to the research agent, iris: the overnight situation where
+one agent is buried while the others have nothing. A ``Supervisor`` (what ``shoal
+supervise`` runs) reads the assessment and starts ``shoal worker`` processes one by one, up
+to the cap; each runs ``sleep`` for its task's duration, pulling work with the real claim --
+its own queue, then the pool, then a steal from the tail of iris's queue. When the work runs
+out they go idle and, being ephemeral, leave the fleet after its idle grace, and the demo
+ends. Everything shown comes from the fleet's own event log; the summary too.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +28,10 @@ from rich.table import Table
 from rich.text import Text
 
 from shoal.errors import BadInput
+from shoal.faces.cli_runtime import worker_argv
 from shoal.fleet import Fleet
-from shoal.model import Task
-from shoal.runtime.loop import AgentLoop, LoopStats
+from shoal.model import Event
+from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
 
 __all__ = ["DemoSummary", "run_demo", "summary_view"]
 
@@ -44,6 +48,8 @@ JOBS = {
     "code": ["fix the parser", "add retries to the client", "refactor the router"],
     "ci": ["speed up the test job", "pin the toolchain", "flaky test triage"],
 }
+#: The demo stops its workers after this long whatever happens (it takes ~15 s).
+DEADLINE = 50.0
 
 
 @dataclass
@@ -78,6 +84,9 @@ class DemoSummary:
     buried_alone: float
     ideal: float
     agents: list[AgentReport] = field(default_factory=list)
+    spawned: int = 0
+    left_idle: int = 0  # workers that left by themselves once idle past the grace
+    retired: int = 0  # workers the supervisor stopped because agents sat idle
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +100,19 @@ class DemoSummary:
             "buried_agent_alone_seconds": round(self.buried_alone, 3),
             "ideal_seconds": round(self.ideal, 3),
             "agents": [a.to_dict() for a in self.agents],
+            "workers_started": self.spawned,
+            "workers_left_idle": self.left_idle,
+            "workers_retired": self.retired,
         }
+
+
+def _sleep_command() -> list[str]:
+    """What each worker runs per task: sleep for the seconds in its payload."""
+    found = shutil.which("sleep")
+    if found is not None:
+        return [found, "{payload[seconds]}"]
+    return [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))",
+            "{payload[seconds]}"]  # fmt: skip
 
 
 def run_demo(
@@ -121,16 +142,19 @@ def run_demo(
     rng = random.Random(seed)
     fleet = Fleet.open(url)
     fleet.configure(
-        max_agents=max(4, agents),
-        lease_ttl=60,
+        max_agents=agents,
+        lease_ttl=30,
+        heartbeat_timeout=10,
+        idle_timeout=max(0.5, 1.5 / speed),
         busy_threshold=3,
         rebalance_interval=max(1.0, 2.0 / speed),
         idle_min_for_rebalance=max(0.2, 0.5 / speed),
         poll_base=0.05,
-        poll_max=0.2,
+        poll_max=0.5,
     )
-    for name, domains, skills, _, _ in crew:
-        fleet.register(name, domains=domains, skills=skills, role="worker")
+    # The buried agent is there from the start, with a queue; the others come when needed.
+    buried, *_ = crew[0]
+    fleet.register(buried, domains=crew[0][1], skills=crew[0][2], ephemeral=True)
     durations: dict[int, float] = {}
     routed: dict[str, float] = {name: 0.0 for name, *_ in crew}
     shares = [share for *_, share, _ in crew]
@@ -140,114 +164,178 @@ def run_demo(
         simple = rng.random() < 0.5
         priority = rng.choice([8, 9]) if simple else rng.choice([2, 3, 5, 5, 6, 7])
         need = () if simple else (rng.choice(skills),)
-        seconds = min(1.2, rng.lognormvariate(-1.6, 0.6)) / speed
+        seconds = round(min(1.2, rng.lognormvariate(-1.6, 0.6)) / speed, 3)
         title = f"{rng.choice(JOBS[domain])} #{i + 1}"
-        task = fleet.post(title, priority=priority, skills=need, domain=domain, to=name)
+        task = fleet.post(
+            title,
+            priority=priority,
+            skills=need,
+            domain=domain,
+            to=buried if name == buried else None,  # the rest waits in the pool
+            payload={"seconds": seconds},
+        )
         durations[task.id] = seconds
         routed[name] += seconds
     colours = {name: colour for name, *_, colour in crew}
     started = time.monotonic()
-    lock = threading.Lock()
+    show = _Show(console, colours, time.time())
     if console is not None:
         console.print(
             Text.from_markup(
-                f"[bold]shoal demo[/]: {agents} agents, {tasks} tasks, most of them routed to "
-                f"[magenta]iris[/]. Fleet: {url}\n"
+                f"[bold]shoal demo[/]: {tasks} tasks, most of them routed to [magenta]{buried}"
+                f"[/]; a supervisor starts up to {agents} `shoal worker` processes as the "
+                f"work calls for them.\nFleet: {url}\n"
             )
         )
 
-    def say(agent: str, kind: str, task: Task | None, data: dict[str, Any]) -> None:
-        if console is None or kind not in ("claimed", "failed", "lost"):
-            return
-        assert task is not None
-        line = Text(f"{time.monotonic() - started:6.2f}s  ", style="dim")
-        line.append(f"{agent:<6}", style=colours.get(agent, ""))
-        source = data.get("source", "")
-        if source == "steal":
-            line.append(f" STEALS #{task.id:<3} from {data.get('from')}", style="bold red")
-        else:
-            line.append(f" claims #{task.id:<3} from {source:<5}")
-        line.append(f"  p{task.priority} {task.domain or '-':<8} {task.title}", style="dim")
-        with lock:
-            console.print(line)
+    def namer(count: int, _wanted: tuple[str, ...]) -> WorkerSpec:
+        name, domains, skills, *_ = crew[(count - 1) % len(crew)]
+        if count > len(crew):  # a crashed-and-gone crew member's place, taken anew
+            name = f"{name}{count // len(crew) + 1}"
+        return WorkerSpec(name, skills, domains)
 
-    reader = Fleet.open(url)
-
-    def unfinished() -> bool:
-        with lock:
-            counts = reader.status().counts
-        return counts.get("pending", 0) + counts.get("claimed", 0) + counts.get("blocked", 0) > 0
-
-    stop = threading.Event()
-    stats: dict[str, LoopStats] = {}
-
-    def agent_thread(name: str) -> None:
-        own = Fleet.open(url)
-        loop = AgentLoop(
-            own,
-            name,
-            lambda task: time.sleep(durations.get(task.id, 0.1)),
-            stop=stop,
-            listener=lambda kind, task, data: say(name, kind, task, data),
-        )
-        stats[name] = loop.run(until=lambda: not unfinished())
-        own.close()
-
-    moved = []
-
-    def hub_thread() -> None:
-        hub = Fleet.open(url)
-        while not stop.wait(max(0.2, 0.5 / speed)):
-            hub.reap()
-            for move in hub.rebalance():
-                moved.append(move)
-                if console is not None:
-                    line = Text(f"{time.monotonic() - started:6.2f}s  hub    ", style="dim")
-                    line.append(
-                        f" rebalance moves #{move.task_id} {move.from_agent} -> {move.to_agent}",
-                        style="bold blue",
-                    )
-                    with lock:
-                        console.print(line)
-        hub.close()
-
-    threads = [threading.Thread(target=agent_thread, args=(name,)) for name, *_ in crew]
-    hub = threading.Thread(target=hub_thread)
-    for t in threads:
-        t.start()
-    hub.start()
-    for t in threads:
-        t.join()
-    stop.set()
-    hub.join()
-    makespan = time.monotonic() - started
-    steals = sum(1 for e in reader.events(limit=1_000_000) if e.kind == "stolen")
-    counts = reader.status().counts
-    reader.close()
+    command = _sleep_command()
+    sup = Supervisor(
+        fleet,
+        lambda spec: worker_argv(url, spec, command, drain=5.0),
+        maximum=agents,
+        minimum=0,
+        interval=0.2,
+        cooldown=max(0.3, 0.6 / speed),
+        drain=5.0,
+        namer=namer,
+        listener=show.supervisor,
+    )
+    seen = 0
+    deadline = started + DEADLINE
+    try:
+        while True:
+            sup.step()
+            for event in fleet.events(seen, limit=100_000):
+                show.event(event)
+                seen = event.id
+            counts = fleet.status().counts
+            open_work = sum(counts.get(s, 0) for s in ("pending", "claimed", "blocked"))
+            if (not open_work and not sup.slots) or time.monotonic() > deadline:
+                break
+            time.sleep(sup.interval)
+    finally:
+        sup.shutdown()
+    for event in fleet.events(seen, limit=100_000):
+        show.event(event)
+    history = fleet.events(0, limit=1_000_000)
+    counts = fleet.status().counts
     fleet.close()
-    buried = max(routed, key=lambda k: routed[k])
+    heavy = max(routed, key=lambda k: routed[k])
+    steals = [e for e in history if e.kind == "stolen"]
+    moved = sum(1 for e in steals if e.data.get("by") == "rebalance")
+    ends = [e for e in history if e.kind == "agent.terminated"]
     return DemoSummary(
         store=url,
         tasks=tasks,
         done=counts.get("done", 0),
-        steals=steals - len(moved),
-        rebalanced=len(moved),
-        makespan=makespan,
-        buried_agent=buried,
-        buried_alone=routed[buried],
+        steals=len(steals) - moved,
+        rebalanced=moved,
+        makespan=_makespan(history),
+        buried_agent=heavy,
+        buried_alone=routed[heavy],
         ideal=sum(durations.values()) / len(crew),
-        agents=[
-            AgentReport(
-                name,
-                domains,
-                stats[name].done,
-                stats[name].stolen,
-                stats[name].busy_seconds,
-                stats[name].idle_seconds,
-            )
-            for name, domains, *_ in crew
-        ],
+        agents=_reports(history, {name: domains for name, domains, *_ in crew}),
+        spawned=sup.spawned,
+        left_idle=sum(1 for e in ends if str(e.data.get("why", "")).startswith("idle")),
+        retired=sum(1 for e in ends if e.data.get("why") == "its worker was stopped"),
     )
+
+
+class _Show:
+    """The live lines: claims, steals, workers joining and leaving (from the event log),
+    and what the supervisor does."""
+
+    def __init__(self, console: Console | None, colours: dict[str, str], started: float):
+        self.console, self.colours, self.started = console, colours, started
+
+    def _line(self, agent: str, at: float | None = None) -> Text:
+        line = Text(f"{(at or time.time()) - self.started:6.2f}s  ", style="dim")
+        line.append(f"{agent:<10}", style=self.colours.get(agent, "bold"))
+        return line
+
+    def event(self, e: Event) -> None:
+        if self.console is None or e.agent is None:
+            return
+        line = self._line(e.agent, e.at)
+        if e.kind == "claimed":
+            line.append(f" claims #{e.task_id:<3} from its {e.data.get('source', '')}")
+        elif e.kind == "stolen" and e.data.get("by") == "rebalance":
+            line.append(f" gets #{e.task_id} from {e.data.get('from')} (rebalance)", "bold blue")
+        elif e.kind == "stolen":
+            line.append(f" STEALS #{e.task_id:<3} from {e.data.get('from')}", style="bold red")
+        elif e.kind == "agent.idle":
+            line.append(" is idle", style="yellow")
+        elif e.kind == "agent.terminated":
+            line.append(f" leaves the fleet ({e.data.get('why', '')})", style="yellow")
+        else:
+            return
+        self.console.print(line)
+
+    def supervisor(self, event: SupervisorEvent) -> None:
+        if self.console is None or event.kind not in (
+            "spawned",
+            "restarted",
+            "crashed",
+            "stopping",
+        ):
+            return
+        line = self._line("supervisor")
+        line.append(f" {event.text}", style="bold cyan")
+        self.console.print(line)
+
+
+def _makespan(history: list[Event]) -> float:
+    done = [e.at for e in history if e.kind == "completed"]
+    claims = [e.at for e in history if e.kind in ("claimed", "stolen")]
+    return max(done) - min(claims) if done and claims else 0.0
+
+
+def _reports(history: list[Event], crew: dict[str, tuple[str, ...]]) -> list[AgentReport]:
+    """Per agent, from the log: tasks done and stolen, time busy (claim to completion) and
+    time idle (the rest of its time in the fleet)."""
+    joined: dict[str, float] = {}
+    left: dict[str, float] = {}
+    claimed_at: dict[int, tuple[str, float]] = {}
+    done: dict[str, int] = {}
+    stolen: dict[str, int] = {}
+    busy: dict[str, float] = {}
+    end = history[-1].at if history else 0.0
+    for e in history:
+        if e.agent is None:
+            continue
+        if e.kind in ("agent.registered", "agent.updated"):
+            joined.setdefault(e.agent, e.at)
+        elif e.kind == "agent.terminated":
+            left[e.agent] = e.at
+        elif e.kind in ("claimed", "stolen") and e.data.get("by") != "rebalance":
+            claimed_at[e.task_id or 0] = (e.agent, e.at)
+            if e.kind == "stolen":
+                stolen[e.agent] = stolen.get(e.agent, 0) + 1
+        elif e.kind == "completed" and e.task_id in claimed_at:
+            agent, since = claimed_at.pop(e.task_id)
+            done[agent] = done.get(agent, 0) + 1
+            busy[agent] = busy.get(agent, 0.0) + e.at - since
+    reports = []
+    for agent, since in joined.items():
+        alive = left.get(agent, end) - since
+        work = busy.get(agent, 0.0)
+        reports.append(
+            AgentReport(
+                agent,
+                crew.get(agent, ()),
+                done.get(agent, 0),
+                stolen.get(agent, 0),
+                work,
+                max(0.0, alive - work),
+            )
+        )
+    return reports
 
 
 def summary_view(summary: DemoSummary) -> Group:
@@ -269,6 +357,9 @@ def summary_view(summary: DemoSummary) -> Group:
         f"Without stealing, [magenta]{summary.buried_agent}[/] alone needed "
         f"{summary.buried_alone:.1f}s for the work routed to it; an even split is "
         f"{summary.ideal:.1f}s.\n"
+        f"The supervisor started {summary.spawned} worker processes as the work called for "
+        f"them; when it ran out, {summary.left_idle} left by themselves once idle past their "
+        f"grace and {summary.retired} were retired by the supervisor.\n"
         f"Look around: shoal --store {summary.store} events | status | list"
     )
     return Group(table, lines)

@@ -1,9 +1,15 @@
 """The memory store: the executable reference for what every store must do.
 
-Plain Python under one lock, written to be obviously right rather than fast: candidate
-queries scan and sort. Atomicity comes from an undo journal -- every change records how to
-take itself back, and a transaction that raises is rolled back entry by entry, so a
-refused call changes nothing here exactly as it changes nothing in SQLite.
+Plain Python under one lock, written to be obviously right first. Atomicity comes from an
+undo journal -- every change records how to take itself back, and a transaction that
+raises is rolled back entry by entry, so a refused call changes nothing here exactly as it
+changes nothing in SQLite.
+
+The simulator runs whole nights of a fleet on this store, so the hot questions of a claim
+are answered from indexes, not by scanning every task: tasks by (agent, state) -- a queue,
+the pool, an agent's leases -- and the pool in score-key order per skill set (and per
+skill set and domain), the same two look-ups the SQL stores make with their indexes. Every
+index changes in one place (``_Index.move``), through the journal like everything else.
 
 One fleet per ``MemoryStore`` object; ``memory://name`` URLs opened in the same process
 share it, so several threads (or several ``Fleet`` objects) can work on one fleet.
@@ -11,6 +17,7 @@ share it, so several threads (or several ``Fleet`` objects) can work on one flee
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import threading
@@ -41,9 +48,78 @@ class _Row:
     token: str | None = None
 
 
+_Placed = tuple[str | None, TaskState]  # (agent -- None for the pool --, state)
+_PoolSlot = tuple[int, str | None]  # (skill set, domain -- None for "any domain")
+
+
+@dataclass(slots=True)
+class _Index:
+    """Secondary indexes over the task rows, kept by ``move`` and undone with the journal.
+
+    ``placed`` answers "the pending tasks of this queue", "the pool", "this agent's leases";
+    ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task as
+    ``(-pool_key, id)`` in sorted lists, per skill set and per (skill set, domain), so the
+    best pool tasks are the heads of a few lists.
+    """
+
+    placed: dict[_Placed, set[int]] = field(default_factory=dict)
+    state: dict[TaskState, set[int]] = field(default_factory=dict)
+    pool: dict[_PoolSlot, list[tuple[float, int]]] = field(default_factory=dict)
+
+    def ids(self, agent: str | None, state: TaskState) -> set[int]:
+        return self.placed.get((agent, state), _EMPTY)
+
+    def in_state(self, state: TaskState) -> set[int]:
+        return self.state.get(state, _EMPTY)
+
+    def move(self, task_id: int, old: _Row | None, new: _Row | None) -> None:
+        """The row of ``task_id`` changes from ``old`` to ``new`` (None: absent)."""
+        if old is not None and new is not None and _index_fields(old) == _index_fields(new):
+            return
+        if old is not None:
+            self._drop(task_id, old)
+        if new is not None:
+            self._add(task_id, new)
+
+    def _add(self, task_id: int, row: _Row) -> None:
+        t = row.task
+        self.placed.setdefault((t.agent, t.state), set()).add(task_id)
+        self.state.setdefault(t.state, set()).add(task_id)
+        for slot in _pool_slots(row):
+            bisect.insort(self.pool.setdefault(slot, []), (-row.pool_key, task_id))
+
+    def _drop(self, task_id: int, row: _Row) -> None:
+        t = row.task
+        self.placed[(t.agent, t.state)].discard(task_id)
+        self.state[t.state].discard(task_id)
+        for slot in _pool_slots(row):
+            keys = self.pool[slot]
+            at = bisect.bisect_left(keys, (-row.pool_key, task_id))
+            del keys[at]
+
+
+def _index_fields(row: _Row) -> tuple[object, ...]:
+    return (row.task.agent, row.task.state, row.pool_key, row.skillset, row.task.domain)
+
+
+def _pool_slots(row: _Row) -> list[_PoolSlot]:
+    t = row.task
+    if t.state is not TaskState.PENDING or t.agent is not None:
+        return []
+    return (
+        [(row.skillset, None)]
+        if t.domain is None
+        else [(row.skillset, None), (row.skillset, t.domain)]
+    )
+
+
+_EMPTY: set[int] = set()
+
+
 @dataclass(slots=True)
 class _Data:
     tasks: dict[int, _Row] = field(default_factory=dict)
+    index: _Index = field(default_factory=_Index)
     agents: dict[str, Agent] = field(default_factory=dict)
     deps: dict[int, list[int]] = field(default_factory=dict)  # task -> what it waits on
     dependents: dict[int, list[int]] = field(default_factory=dict)  # task -> who waits on it
@@ -149,7 +225,15 @@ class _MemoryTx:
             seq=changes.get("seq", row.seq),
             token=changes.get("token", row.token),
         )
+        self._set_row(task_id, new)
+
+    def _set_row(self, task_id: int, new: _Row) -> None:
+        """Every task row changes here, so the indexes follow it (and are undone with it)."""
+        old = self.d.tasks.get(task_id)
         self._put(self.d.tasks, task_id, new)
+        index = self.d.index
+        self._record(lambda: index.move(task_id, new, old))
+        index.move(task_id, old, new)
 
     # settings and counters -------------------------------------------------------------
 
@@ -176,11 +260,11 @@ class _MemoryTx:
     # agents ----------------------------------------------------------------------------
 
     def _queued(self, agent_id: str) -> int:
-        return sum(
-            1
-            for r in self.d.tasks.values()
-            if r.task.agent == agent_id and r.task.state is _PENDING
-        )
+        return len(self.d.index.ids(agent_id, _PENDING))
+
+    def _rows(self, ids: set[int]) -> list[_Row]:
+        tasks = self.d.tasks
+        return [tasks[i] for i in ids]
 
     def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
         agent = self.d.agents.get(agent_id)
@@ -196,24 +280,19 @@ class _MemoryTx:
         agent = self.get_agent(agent_id)
         if agent is None:
             return None
-        held = sum(
-            1
-            for r in self.d.tasks.values()
-            if r.task.state is _CLAIMED and r.task.agent == agent_id
-        )
+        held = len(self.d.index.ids(agent_id, _CLAIMED))
         due = any(
             (r.task.lease_expires or 0.0) <= now
-            for r in self.d.tasks.values()
-            if r.task.state is _CLAIMED
+            for r in self._rows(self.d.index.in_state(_CLAIMED))
         )
         return ClaimContext(agent, held, due, dict(self.d.skillsets), self.d.settings)
 
     def queue_depths(self) -> list[tuple[str, int]]:
-        depths: dict[str, int] = {}
-        for row in self.d.tasks.values():
-            if row.task.state is _PENDING and row.task.agent is not None:
-                depths[row.task.agent] = depths.get(row.task.agent, 0) + 1
-        return sorted(depths.items())
+        return sorted(
+            (agent, len(ids))
+            for (agent, state), ids in self.d.index.placed.items()
+            if state is _PENDING and agent is not None and ids
+        )
 
     # tasks: reads ----------------------------------------------------------------------
 
@@ -252,37 +331,28 @@ class _MemoryTx:
         return out
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
-        rows = [
-            r
-            for r in self.d.tasks.values()
-            if r.task.state is _CLAIMED and r.task.agent == agent_id
-        ]
+        rows = self._rows(self.d.index.ids(agent_id, _CLAIMED))
         rows.sort(key=lambda r: (r.task.claimed_at or 0.0, r.task.id))
         return [(self._public(r), r.token or "") for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
-        rows = sorted((r for r in self.d.tasks.values() if r.task.state is _CLAIMED), key=_by_id)
+        rows = sorted(self._rows(self.d.index.in_state(_CLAIMED)), key=_by_id)
         return [self._public(r) for r in rows]
 
     def expired_leases(self, now: float, limit: int) -> list[Task]:
         rows = [
             r
-            for r in self.d.tasks.values()
-            if r.task.state is _CLAIMED and (r.task.lease_expires or 0.0) <= now
+            for r in self._rows(self.d.index.in_state(_CLAIMED))
+            if (r.task.lease_expires or 0.0) <= now
         ]
         rows.sort(key=lambda r: (r.task.lease_expires or 0.0, r.task.id))
         return [self._public(r) for r in rows[:limit]]
 
     def state_counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in TaskState}
-        for row in self.d.tasks.values():
-            counts[row.task.state.value] += 1
-        return counts
+        return {s.value: len(self.d.index.in_state(s)) for s in TaskState}
 
     def pool_depth(self) -> int:
-        return sum(
-            1 for r in self.d.tasks.values() if r.task.state is _PENDING and r.task.agent is None
-        )
+        return len(self.d.index.ids(None, _PENDING))
 
     def stuck_tasks(self, limit: int) -> list[int]:
         ended = (TaskState.DEAD, TaskState.CANCELLED)
@@ -296,19 +366,14 @@ class _MemoryTx:
 
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         demand: dict[tuple[str, ...], int] = {}
-        for row in self.d.tasks.values():
-            if row.task.state is _PENDING:
-                demand[row.task.skills] = demand.get(row.task.skills, 0) + 1
+        for row in self._rows(self.d.index.in_state(_PENDING)):
+            demand[row.task.skills] = demand.get(row.task.skills, 0) + 1
         return demand
 
     # candidate queries -----------------------------------------------------------------
 
     def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = [
-            r
-            for r in self.d.tasks.values()
-            if r.task.state is _PENDING and r.task.agent == agent_id
-        ]
+        rows = self._rows(self.d.index.ids(agent_id, _PENDING))
         rows.sort(key=lambda r: (r.task.priority, -r.seq))
         return [_candidate(r) for r in rows[:limit]]
 
@@ -318,22 +383,16 @@ class _MemoryTx:
     def pool_best(
         self, skillsets: Sequence[int], domain: str | None, limit: int
     ) -> list[Candidate]:
-        wanted = set(skillsets)
-        rows = [
-            r
-            for r in self.d.tasks.values()
-            if r.task.state is _PENDING
-            and r.task.agent is None
-            and r.skillset in wanted
-            and (domain is None or r.task.domain == domain)
-        ]
-        rows.sort(key=lambda r: (-r.pool_key, r.task.id))
-        return [_candidate(r) for r in rows[:limit]]
+        # The head of each skill set's list is its best task: merge the heads, keep the best.
+        pool = self.d.index.pool
+        best: list[tuple[float, int]] = []
+        for sid in set(skillsets):
+            best += pool.get((sid, domain), [])[:limit]
+        best.sort()
+        return [_candidate(self.d.tasks[task_id]) for _, task_id in best[:limit]]
 
     def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
-        rows = [
-            r for r in self.d.tasks.values() if r.task.agent == victim and rules.matches(r.task)
-        ]
+        rows = [r for r in self._rows(self.d.index.ids(victim, _PENDING)) if rules.matches(r.task)]
         rows.sort(key=lambda r: (-r.task.priority, r.seq))
         return [_candidate(r) for r in rows[:limit]]
 
@@ -381,7 +440,7 @@ class _MemoryTx:
             updated_at=task.created_at,
         )
         row = _Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
-        self._put(self.d.tasks, task_id, row)
+        self._set_row(task_id, row)
         if task.key is not None:
             self._put(self.d.keys, task.key, task_id)
         return task_id
@@ -512,13 +571,9 @@ class _MemoryTx:
         self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now)
 
     def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = [
-            r
-            for r in sorted(self.d.tasks.values(), key=_by_id)
-            if r.task.agent == agent_id
-            and r.task.state in (_PENDING, TaskState.BLOCKED)
-            and not r.task.pinned
-        ]
+        index = self.d.index
+        ids = index.ids(agent_id, _PENDING) | index.ids(agent_id, TaskState.BLOCKED)
+        rows = [r for r in sorted(self._rows(ids), key=_by_id) if not r.task.pinned]
         return [_candidate(r) for r in rows[:limit]]
 
     def move_task(

@@ -104,6 +104,11 @@ _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 _EVENT_GAP_GRACE = 10.0
 #: While the listening connection is down, waiters poll this often.
 _POLL_FALLBACK = 0.25
+#: The fleet lock, taken in the message that begins the transaction (see _transaction).
+_LOCKS = {
+    "lock_fleet": "SELECT pg_advisory_xact_lock(%d)",
+    "lock_fleet_shared": "SELECT pg_advisory_xact_lock_shared(%d)",
+}
 
 
 def postgres_target(url: str) -> tuple[str, str, dict[str, str]]:
@@ -288,11 +293,10 @@ class PostgresStore:
         tx = PostgresTx(self, conn, read_only=lock is None)
         ok = False
         try:
-            with conn.pipeline():
-                conn.execute(begin)
-                if lock is not None:
-                    conn.execute(_Q[lock], {"key": self._fleet_key})
-                yield tx
+            # BEGIN and the fleet lock in one message (the simple protocol takes both).
+            conn.execute(begin if lock is None else f"{begin}; {_LOCKS[lock] % self._fleet_key}")
+            yield tx
+            with conn.pipeline():  # the held-back events, the wake-up and COMMIT: one trip
                 tx.finish()
                 conn.execute("COMMIT")
             ok = True
@@ -547,7 +551,13 @@ class PostgresTx:
         )
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
-        row = self._one("claim_context", {"id": agent_id, "now": now})
+        params = {"id": agent_id, "now": now}
+        if self._read_only:
+            row = self._one("claim_context", params)
+        else:
+            with self._c.pipeline():  # the lock, then a fresh read: one round trip
+                self._run("lock_claimer", params)
+                row = self._one("claim_context", params)
         if row is None:
             return None
         skillsets = self._s._skillsets
@@ -783,8 +793,6 @@ class PostgresTx:
             "now": now,
         }
         rows = self._all("finish_leased", params)
-        for holder in sorted({r[1] for r in rows if r[1] is not None}):
-            self._run("lock_holder", {"agent": holder})
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:

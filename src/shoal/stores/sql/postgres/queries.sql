@@ -98,10 +98,15 @@ ON CONFLICT (id) DO UPDATE SET
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
     registered_at = excluded.registered_at, incarnation = excluded.incarnation;
 
+-- name: lock_claimer
+-- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
+-- max_concurrent. (A separate statement: under READ COMMITTED, claim_context's counts must
+-- be read after the lock is granted, not from the snapshot that waited for it.)
+SELECT 1 FROM agents WHERE id = %(id)s FOR UPDATE;
+
 -- name: claim_context
--- Everything a claim reads before it chooses, in one statement, with the agent's row locked
--- so that two claims of one agent cannot both pass its max_concurrent. `queued` here only
--- says whether its queue is empty (0) or not (1): that is all the claim asks.
+-- Everything a claim reads before it chooses, in one statement. `queued` here only says
+-- whether the agent's queue is empty (0) or not (1): that is all the claim asks.
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
@@ -109,8 +114,7 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
        (SELECT count(*) FROM skillsets),
        (SELECT value FROM meta WHERE key = 'settings')
-FROM agents a WHERE a.id = %(id)s
-FOR UPDATE OF a;
+FROM agents a WHERE a.id = %(id)s;
 
 -- name: queue_depths
 -- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue).
@@ -324,14 +328,22 @@ RETURNING {t_task};
 -- name: finish_leased
 -- claimed -> done for a batch, each only under its live lease (token, state and expiry
 -- checked in the same statement: a compare-and-set). The token stays, so a repeated complete
--- is recognised. Says whether any task waits on each finished one.
-UPDATE tasks AS t SET state = 'done', result = f.result, lease_expires = NULL,
-    finished_at = %(now)s, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
-     AS f (id, token, result)
-WHERE t.id = f.id AND t.token = f.token AND t.state = 'claimed'
-  AND t.lease_expires > %(now)s
-RETURNING t.id, t.agent_id, t.has_dependents;
+-- is recognised. Says whether any task waits on each finished one. The holders' agent rows
+-- are locked in the same statement, since the completion goes on to update them: every
+-- writer takes a task before its agent, never the other way round.
+WITH finished AS (
+    UPDATE tasks AS t SET state = 'done', result = f.result, lease_expires = NULL,
+        finished_at = %(now)s, updated_at = %(now)s
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
+         AS f (id, token, result)
+    WHERE t.id = f.id AND t.token = f.token AND t.state = 'claimed'
+      AND t.lease_expires > %(now)s
+    RETURNING t.id, t.agent_id, t.has_dependents
+), holders AS (
+    SELECT a.id FROM agents a WHERE a.id IN (SELECT agent_id FROM finished)
+    ORDER BY a.id FOR UPDATE
+)
+SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finished;
 
 -- name: set_lease_expiry
 UPDATE tasks SET lease_expires = %(expires)s WHERE id = %(id)s;
@@ -412,13 +424,10 @@ WHERE tasks.id = k.id;
 -- commit takes PostgreSQL's notification queue lock.
 SELECT pg_notify(%(channel)s, '');
 
--- name: lock_fleet_shared
--- Every writer holds the fleet lock: shared for the everyday verbs, which run side by side
--- on row locks ...
-SELECT pg_advisory_xact_lock_shared(%(key)s);
-
 -- name: lock_fleet
--- ... and exclusive for fleet-wide changes, which then see and change a still fleet.
+-- Opening or upgrading a fleet: one opener at a time. (Every writer also holds the fleet
+-- lock -- shared for the everyday verbs, which run side by side on row locks, exclusive for
+-- fleet-wide changes -- taken in the same message as BEGIN; see postgres.py.)
 SELECT pg_advisory_xact_lock(%(key)s);
 
 

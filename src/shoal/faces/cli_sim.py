@@ -1,0 +1,170 @@
+"""``shoal sim``: run workloads under scheduling policies in virtual time, and compare.
+
+The simulator runs the real ``Fleet`` on an in-process memory store with a manual clock
+(see ``shoal.sim``); this module only reads the command line, shows the table and writes
+the chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.table import Table
+
+from shoal.errors import BadInput
+from shoal.sim import POLICIES, WORKLOADS, Result, simulate
+from shoal.sim.metrics import summarize
+
+__all__ = ["comparison_table", "parse_sets", "sim_command"]
+
+
+def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+    """``NAME=VALUE`` pairs from ``--set`` (the values are checked by the fleet)."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(
+                f"--set takes NAME=VALUE, not {pair!r}", hint="e.g. --set busy_threshold=0"
+            )
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
+    """The comparison as a rich table: one row per workload and policy (means over seeds)."""
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        caption="makespan ÷ max(T1/P, T_inf); idle: share of agent-time free while work "
+        "waited; idle→work and wait in minutes; means over seeds",
+        caption_justify="left",
+    )
+    for name, justify in (
+        ("workload", "left"),
+        ("policy", "left"),
+        ("makespan h", "right"),
+        ("÷ bound", "right"),
+        ("idle", "right"),
+        ("idle→work p50/p99", "right"),
+        ("wait p50/p99", "right"),
+        ("stolen", "right"),
+        ("moved", "right"),
+        ("in domain", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    last = None
+    for row in rows:
+        own = row["own_domain"]
+        table.add_row(
+            row["workload"] if row["workload"] != last else "",
+            row["policy"],
+            f"{row['makespan'] / 3600:.2f}",
+            f"{row['ratio']:.3f}",
+            f"{row['idle_while_waiting']:.0%}",
+            f"{_minutes(row['idle_to_work_p50'])} / {_minutes(row['idle_to_work_p99'])}",
+            f"{_minutes(row['wait_p50'])} / {_minutes(row['wait_p99'])}",
+            f"{row['steals']:.1f}",
+            f"{row['moved']:.1f}",
+            "-" if own is None else f"{own:.0%}",
+            end_section=False,
+        )
+        last = row["workload"]
+    return table
+
+
+@click.command("sim", short_help="Simulate scheduling policies on workloads, in virtual time.")
+@click.argument("workloads", nargs=-1, metavar="[WORKLOAD]...")
+@click.option("--policy", "-p", "policies", multiple=True, metavar="NAME",
+              help=f"A policy to run (repeat; default all): {', '.join(POLICIES)}.")  # fmt: skip
+@click.option("--seed", "seeds", multiple=True, type=int, help="A seed (repeat; default 0).")
+@click.option("--seeds", "seed_count", type=click.IntRange(1, 1000), help="Run seeds 0..N-1.")
+@click.option("--agents", type=int, help="Resize the fleet (not overnight).")
+@click.option("--tasks", type=int, help="Resize the work (not overnight).")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="A fleet setting for every run, e.g. --set busy_threshold=0.")  # fmt: skip
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a Gantt chart of the first seed (needs shoal[sim]).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for agents and scripts).")
+@click.pass_context
+def sim_command(
+    ctx: click.Context,
+    workloads: tuple[str, ...],
+    policies: tuple[str, ...],
+    seeds: tuple[int, ...],
+    seed_count: int | None,
+    agents: int | None,
+    tasks: int | None,
+    sets: tuple[str, ...],
+    png: Path | None,
+    as_json: bool,
+) -> None:
+    """Run WORKLOADs (default all: overnight lognormal pareto affinity forkjoin) under each
+    policy (push, push+rebalance, pull, shoal) on the real Fleet, in virtual time, and show
+    makespan against the lower bound max(T1/P, T_inf), idleness while work waited, how long
+    idle agents waited for work, task waits, steals and moves, and work done in its domain.
+
+    \b
+    shoal sim overnight --png overnight.png
+    shoal sim lognormal pareto --seeds 3 --agents 32 --tasks 4000
+    shoal sim forkjoin -p shoal --set busy_threshold=0 --json
+    """
+    as_json = as_json or bool(getattr(ctx.obj, "json", False))  # `shoal --json sim` too
+    names = list(workloads) or list(WORKLOADS)
+    for name in names:
+        if name not in WORKLOADS:
+            raise BadInput(
+                f"there is no workload called {name!r}", hint=f"pick from: {', '.join(WORKLOADS)}"
+            )
+    chosen = list(policies) or list(POLICIES)
+    for name in chosen:
+        if name not in POLICIES:
+            raise BadInput(
+                f"there is no policy called {name!r}", hint=f"pick from: {', '.join(POLICIES)}"
+            )
+    if seeds and seed_count:
+        raise BadInput("give --seed or --seeds, not both")
+    seed_list = list(range(seed_count)) if seed_count else list(seeds) or [0]
+    settings = parse_sets(sets)
+    results: list[Result] = []
+    for workload in names:
+        for seed in seed_list:
+            for policy in chosen:
+                results.append(
+                    simulate(workload, policy, seed, agents=agents, tasks=tasks, settings=settings)
+                )
+    runs = [r.metrics for r in results]
+    rows = summarize(runs)
+    chart = None
+    if png is not None:
+        from shoal.sim.gantt import draw
+
+        first = [r for r in results if r.metrics.seed == seed_list[0]]
+        chart = str(draw(first, png))
+    if as_json:
+        data = {"runs": [m.to_dict() for m in runs], "summary": rows, "png": chart}
+        click.echo(_dumps(data))
+        return
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=132)
+    console.print(comparison_table(rows, title=f"seeds: {', '.join(map(str, seed_list))}"))
+    if chart:
+        console.print(f"Gantt chart: {chart}")
+
+
+def _dumps(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=2)

@@ -1,0 +1,149 @@
+"""The hub: reap, rebalance and assess on an interval (what ``shoal monitor`` runs).
+
+None of the hub's jobs is needed for correctness -- a claim takes back an expired lease on
+its own -- but they make recovery timely (silent agents go offline and their queues go back
+to the pool; idle ephemeral agents end), keep queues even (rebalance feeds agents idle for a
+while), and keep a fresh assessment in the fleet for ``status`` and for a supervisor.
+
+``Hub.step()`` is one pass and returns what it did as ``HubAction`` records, one per thing
+that happened, each with a line of words for people; ``Hub.run`` repeats it. The assessment
+is reported when its verdict changes, not every pass, so a quiet fleet makes a quiet log.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.errors import StoreUnavailable
+from shoal.fleet import Fleet
+from shoal.model import Assessment, Move, ReapReport
+
+__all__ = ["Hub", "HubAction", "HubPass"]
+
+
+@dataclass(frozen=True, slots=True)
+class HubAction:
+    """One thing the hub did: ``kind`` (expired, dead, offline, returned, terminated,
+    stalled, moved, assessed, error), its data, and a sentence for people."""
+
+    kind: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, **self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class HubPass:
+    """One pass of the hub: what reap and rebalance did, and the assessment."""
+
+    reap: ReapReport
+    moves: tuple[Move, ...]
+    assessment: Assessment
+    actions: tuple[HubAction, ...]
+
+
+def _ids(values: tuple[int, ...]) -> str:
+    return ", ".join(f"#{i}" for i in values)
+
+
+def reap_actions(report: ReapReport) -> list[HubAction]:
+    """One action per kind of thing reap did."""
+    actions = []
+    if report.expired:
+        actions.append(
+            HubAction(
+                "expired",
+                f"leases expired: {_ids(report.expired)} back to pending",
+                {"tasks": list(report.expired)},
+            )
+        )
+    if report.dead:
+        actions.append(
+            HubAction(
+                "dead",
+                f"leases expired with no attempts left: {_ids(report.dead)} dead",
+                {"tasks": list(report.dead)},
+            )
+        )
+    for agent in report.offline:
+        actions.append(HubAction("offline", f"{agent} went silent: offline", {"agent": agent}))
+    if report.returned:
+        actions.append(
+            HubAction(
+                "returned",
+                f"queued work of offline agents back to the pool: {_ids(report.returned)}",
+                {"tasks": list(report.returned)},
+            )
+        )
+    for agent in report.terminated:
+        actions.append(
+            HubAction(
+                "terminated", f"{agent} idle (or away) too long: terminated", {"agent": agent}
+            )
+        )
+    if report.stalled:
+        actions.append(
+            HubAction(
+                "stalled",
+                f"running well past their expected duration: {_ids(report.stalled)}",
+                {"tasks": list(report.stalled)},
+            )
+        )
+    return actions
+
+
+class Hub:
+    """Reap, rebalance and assess a fleet, one pass at a time."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._verdict: tuple[str, str] | None = None
+
+    def step(self) -> HubPass:
+        """One pass: reap, then rebalance, then assess."""
+        report = self.fleet.reap()
+        moves = tuple(self.fleet.rebalance())
+        assessment = self.fleet.assess()
+        actions = reap_actions(report)
+        for move in moves:
+            actions.append(
+                HubAction(
+                    "moved",
+                    f"rebalance: #{move.task_id} {move.from_agent} -> {move.to_agent} "
+                    f"(p{move.priority} {move.title})",
+                    move.to_dict(),
+                )
+            )
+        verdict = (assessment.workload, assessment.recommendation)
+        if verdict != self._verdict:
+            self._verdict = verdict
+            actions.append(
+                HubAction(
+                    "assessed",
+                    f"assess: {assessment.workload} -> {assessment.recommendation} "
+                    f"({assessment.reason})",
+                    assessment.to_dict(),
+                )
+            )
+        return HubPass(report, moves, assessment, tuple(actions))
+
+    def run(
+        self,
+        interval: float,
+        stop: threading.Event,
+        on_action: Callable[[HubAction], None],
+    ) -> None:
+        """Pass after pass, ``interval`` seconds apart, until ``stop`` is set. A store that is
+        briefly unavailable costs a pass, not the loop."""
+        while not stop.is_set():
+            try:
+                for action in self.step().actions:
+                    on_action(action)
+            except StoreUnavailable as exc:
+                on_action(HubAction("error", f"store unavailable: {exc.message}", {}))
+            stop.wait(interval)

@@ -1,0 +1,368 @@
+"""The supervisor: local ``shoal worker`` processes, as many as the work calls for.
+
+``shoal assess`` only recommends; a supervisor acts on it. Every ``interval`` it does the
+hub's job (reap, rebalance, assess: a supervised fleet needs nothing else running), then asks
+``policy.scale_decision`` what to do given the assessment, its workers, the hard cap, the
+floor and the cooldown since its last change, and starts or stops worker processes to match:
+
+* **Starting**: a new worker gets the skills every worker has (``skills``) plus the skills
+  the pending work asks for, so the agent it adds can take that work. Workers above the
+  floor (``minimum``) are ephemeral: once idle for the fleet's ``idle_timeout`` they leave
+  on their own, which is how a fleet shrinks when the supervisor is not asked to shrink it.
+* **Stopping**: when the assessment says agents sit idle, the longest-idle worker (an
+  ephemeral one first) gets SIGTERM: it stops claiming, finishes nothing (it is idle) and
+  leaves the fleet.
+* **Crashes**: a worker that exits non-zero without being asked is restarted under the same
+  agent id, after ``policy.restart_delay`` (doubling per crash in a row, capped), so a broken
+  command does not spin. A worker that ran ``stable_after`` seconds starts its count afresh.
+  A worker that exits 0 on its own (idle, or terminated from outside) is not restarted.
+
+The decision is a pure function so that it is tested without processes; this module does
+only the processes, the clock and the bookkeeping. Worker processes run in their own
+session: a Ctrl-C at the terminal reaches the supervisor alone, which then drains them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from shoal import policy
+from shoal.errors import BadInput, ShoalError
+from shoal.fleet import Fleet
+from shoal.model import Agent, AgentStatus, Assessment, Event
+from shoal.runtime.hub import Hub, HubAction
+
+__all__ = ["Supervisor", "SupervisorEvent", "WorkerSlot", "WorkerSpec"]
+
+#: Steals kept for the live view.
+RECENT_STEALS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Who a worker process is: its agent id, skills, domains, and whether it is ephemeral."""
+
+    agent: str
+    skills: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    ephemeral: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorEvent:
+    """Something the supervisor did or saw, with a sentence for people."""
+
+    kind: str  # spawned, stopping, exited, crashed, restarting, hub kinds, decision, error
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, **self.data}
+
+
+@dataclass
+class WorkerSlot:
+    """One place for a worker process: the process now, or a restart pending after a crash."""
+
+    spec: WorkerSpec
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    crashes: int = 0
+    restart_at: float | None = None
+    stopping: bool = False
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def state(self) -> str:
+        if self.restart_at is not None:
+            return "restarting"
+        return "stopping" if self.stopping else "running"
+
+
+def _drain_stderr(pipe: IO[bytes], tail: deque[str]) -> None:
+    with pipe:
+        for line in pipe:
+            tail.append(line.decode("utf-8", errors="replace").rstrip())
+
+
+class Supervisor:
+    """Run between ``minimum`` and ``maximum`` local workers, following the assessment."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        argv_for: Callable[[WorkerSpec], list[str]],
+        *,
+        maximum: int,
+        minimum: int = 0,
+        interval: float = 2.0,
+        cooldown: float = 10.0,
+        skills: Sequence[str] = (),
+        domains: Sequence[str] = (),
+        prefix: str = "worker",
+        namer: Callable[[int, tuple[str, ...]], WorkerSpec] | None = None,
+        restart_base: float = 1.0,
+        restart_max: float = 60.0,
+        stable_after: float = 30.0,
+        drain: float = 30.0,
+        listener: Callable[[SupervisorEvent], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if maximum < 1:
+            raise BadInput(f"--max-agents must be at least 1, not {maximum}")
+        if not 0 <= minimum <= maximum:
+            raise BadInput(
+                f"--min must be between 0 and --max-agents ({maximum}), not {minimum}",
+                hint="the floor cannot be above the cap",
+            )
+        for name, value in (("interval", interval), ("cooldown", cooldown), ("drain", drain)):
+            if value < 0 or (name == "interval" and value == 0):
+                raise BadInput(f"--{name} must be above 0 seconds, not {value:g}")
+        self.fleet = fleet
+        self.hub = Hub(fleet)
+        self.argv_for = argv_for
+        self.maximum, self.minimum = maximum, minimum
+        self.interval, self.cooldown, self.drain = interval, cooldown, drain
+        self.skills, self.domains, self.prefix = tuple(skills), tuple(domains), prefix
+        self.namer = namer
+        self.restart_base, self.restart_max = restart_base, restart_max
+        self.stable_after = stable_after
+        self.listener = listener or (lambda event: None)
+        self.env = env
+        self.slots: dict[str, WorkerSlot] = {}
+        self.assessment: Assessment | None = None
+        self.agents: dict[str, Agent] = {}
+        self.steals: deque[Event] = deque(maxlen=RECENT_STEALS)
+        self.spawned = 0
+        self.last_change = -float("inf")
+        self._seen_event = 0
+        self._count = 0
+
+    # ------------------------------------------------------------------ one pass
+
+    def step(self, now: float | None = None) -> None:
+        """One pass: collect exits, restart what is due, do the hub's job, scale."""
+        now = time.monotonic() if now is None else now
+        self._collect(now)
+        self._restart_due(now)
+        try:
+            hub = self.hub.step()
+        except ShoalError as exc:
+            self._say("error", f"hub pass failed: {exc.message}")
+            return
+        for action in hub.actions:
+            self._hub_said(action)
+        self.assessment = hub.assessment
+        self.agents = {a.id: a for a in self.fleet.agents()}
+        self._follow_events()
+        decision = policy.scale_decision(
+            recommendation=hub.assessment.recommendation,
+            running=len(self.slots),
+            idle=self._idle_workers(),
+            minimum=self.minimum,
+            maximum=self.maximum,
+            room=hub.assessment.max_agents - hub.assessment.live_agents,
+            since_change=now - self.last_change,
+            cooldown=self.cooldown,
+        )
+        if decision:
+            self.last_change = now
+            for _ in range(decision.spawn):
+                self._spawn(self._new_spec(), now, why=decision.reason)
+            for agent in decision.stop:
+                self._stop(agent, why=decision.reason)
+
+    def run(self, stop: threading.Event, on_pass: Callable[[], None] | None = None) -> None:
+        """Pass after pass until ``stop`` is set; then drain and stop every worker."""
+        try:
+            while not stop.is_set():
+                self.step()
+                if on_pass is not None:
+                    on_pass()
+                stop.wait(self.interval)
+        finally:
+            self.shutdown()
+
+    # ------------------------------------------------------------------ workers
+
+    def _new_spec(self) -> WorkerSpec:
+        self._count += 1
+        wanted = self._wanted_skills()
+        if self.namer is not None:
+            spec = self.namer(self._count, wanted)
+        else:
+            spec = WorkerSpec(
+                f"{self.prefix}-{self._count}",
+                tuple(sorted(set(self.skills) | set(wanted))),
+                self.domains,
+            )
+        # The floor is made of persistent workers; the ones above it leave when idle.
+        ephemeral = len(self.slots) >= self.minimum
+        return WorkerSpec(spec.agent, spec.skills, spec.domains, ephemeral)
+
+    def _wanted_skills(self) -> tuple[str, ...]:
+        """The skills the pending work asks for (so a new agent can take it)."""
+        try:
+            pending = self.fleet.tasks(state="pending", limit=500)
+        except ShoalError:
+            return ()
+        return tuple(sorted({s for task in pending for s in task.skills}))
+
+    def _spawn(
+        self, spec: WorkerSpec, now: float, why: str, slot: WorkerSlot | None = None
+    ) -> None:
+        argv = self.argv_for(spec)
+        env = {**os.environ, **(self.env or {})}
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches the supervisor, which drains them
+        )
+        if slot is None:
+            slot = WorkerSlot(spec)
+            self.slots[spec.agent] = slot
+            self.spawned += 1
+        slot.proc, slot.started, slot.restart_at, slot.stopping = proc, now, None, False
+        assert proc.stderr is not None
+        threading.Thread(target=_drain_stderr, args=(proc.stderr, slot.tail), daemon=True).start()
+        kind = "restarted" if slot.crashes else "spawned"
+        skills = ",".join(spec.skills) or "-"
+        self._say(
+            kind,
+            f"{kind} {spec.agent} (pid {proc.pid}, skills {skills}"
+            f"{', ephemeral' if spec.ephemeral else ''}): {why}",
+            agent=spec.agent,
+            pid=proc.pid,
+            skills=list(spec.skills),
+            domains=list(spec.domains),
+        )
+
+    def _stop(self, agent: str, why: str) -> None:
+        slot = self.slots.get(agent)
+        if slot is None or slot.proc is None or slot.stopping:
+            return
+        slot.stopping = True
+        with suppress(ProcessLookupError):
+            slot.proc.send_signal(signal.SIGTERM)
+        self._say("stopping", f"stopping {agent}: {why}", agent=agent)
+
+    def _collect(self, now: float) -> None:
+        """Workers that exited: gone for good, or (a crash) restarted after a delay."""
+        for agent, slot in list(self.slots.items()):
+            if slot.proc is None or slot.proc.poll() is None:
+                continue
+            code = slot.proc.returncode
+            if slot.stopping or code == 0:
+                del self.slots[agent]
+                why = "as asked" if slot.stopping else "on its own (idle, or terminated)"
+                self._say("exited", f"{agent} exited {why}", agent=agent, code=code)
+                continue
+            ran = now - slot.started
+            slot.crashes = 1 if ran >= self.stable_after else slot.crashes + 1
+            delay = policy.restart_delay(slot.crashes, self.restart_base, self.restart_max)
+            slot.restart_at = now + delay
+            slot.proc = None
+            last = slot.tail[-1] if slot.tail else ""
+            self._say(
+                "crashed",
+                f"{agent} crashed (exit {code}) after {ran:.1f}s; restart in {delay:.1f}s"
+                + (f": {last}" if last else ""),
+                agent=agent,
+                code=code,
+                crashes=slot.crashes,
+                restart_in=delay,
+            )
+
+    def _restart_due(self, now: float) -> None:
+        for slot in list(self.slots.values()):
+            if slot.restart_at is not None and now >= slot.restart_at:
+                self._spawn(slot.spec, now, why=f"crash {slot.crashes} in a row", slot=slot)
+
+    def _idle_workers(self) -> list[str]:
+        """This supervisor's workers the fleet sees idle: ephemeral first, longest idle first."""
+        idle = [
+            (not slot.spec.ephemeral, self.agents[agent].idle_since or 0.0, agent)
+            for agent, slot in self.slots.items()
+            if slot.proc is not None
+            and not slot.stopping
+            and agent in self.agents
+            and self.agents[agent].status is AgentStatus.IDLE
+        ]
+        return [agent for *_, agent in sorted(idle)]
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: signal the stopping workers again, so they release their running
+        tasks at once instead of draining."""
+        for slot in self.slots.values():
+            if slot.proc is not None and slot.stopping and slot.proc.poll() is None:
+                with suppress(ProcessLookupError):
+                    slot.proc.send_signal(signal.SIGTERM)
+        self._say("hurry", "stopping now: workers release what they run")
+
+    def shutdown(self) -> None:
+        """Stop every worker: SIGTERM (they drain for up to ``drain``), then SIGKILL."""
+        for agent in list(self.slots):
+            self._stop(agent, "the supervisor is stopping")
+        deadline = time.monotonic() + self.drain + 10.0
+        for slot in list(self.slots.values()):
+            if slot.proc is None:
+                continue
+            try:
+                slot.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                slot.proc.kill()
+                slot.proc.wait()
+                self._say("killed", f"{slot.spec.agent} did not stop in time: killed")
+        # A worker that did not leave by itself (a crash waiting for its restart, or one
+        # stopped before it could set up its signal handlers) still has a live agent: end it.
+        for agent, slot in self.slots.items():
+            if slot.proc is None or slot.proc.returncode != 0:
+                with suppress(ShoalError):
+                    self.fleet.set_status(agent, "terminated", why="its worker was stopped")
+        self._collect(time.monotonic())
+        self.slots.clear()
+
+    # ------------------------------------------------------------------ what it saw
+
+    def _follow_events(self) -> None:
+        """Keep the latest steals for the live view (from the fleet's own log)."""
+        if self._seen_event == 0:  # start from now: skip the history
+            while batch := self.fleet.events(self._seen_event, limit=10_000):
+                self._seen_event = batch[-1].id
+                if len(batch) < 10_000:
+                    return
+            return
+        found = self.fleet.events(self._seen_event, limit=10_000)
+        for event in found:
+            if event.kind == "stolen":
+                self.steals.append(event)
+        if found:
+            self._seen_event = found[-1].id
+
+    def _hub_said(self, action: HubAction) -> None:
+        self._say(action.kind, action.text, **action.data)
+
+    def _say(self, kind: str, text: str, **data: Any) -> None:
+        with suppress(Exception):  # a face that cannot print must not stop the supervisor
+            self.listener(SupervisorEvent(kind, text, data))
+
+    def workers(self) -> Iterable[tuple[WorkerSlot, Agent | None]]:
+        """Each worker slot with its agent as the fleet last showed it."""
+        for agent, slot in sorted(self.slots.items()):
+            yield slot, self.agents.get(agent)

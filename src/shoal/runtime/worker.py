@@ -1,0 +1,565 @@
+"""A worker: one agent of the fleet, running a handler on every task it claims.
+
+``Worker`` is what ``shoal worker`` runs, and what a Python program uses to be an agent::
+
+    worker = Worker(Fleet.open(url), agent="ada", skills=["python"], max_concurrent=2)
+
+    @worker.task
+    def handle(ctx: TaskContext) -> object:
+        ...                      # ctx.task, ctx.post(...) children, ctx.defer(...) on them
+        return {"ok": True}      # the result; an exception fails the task (retried)
+
+    worker.run()                 # until stopped, or idle past the grace (ephemeral)
+
+What it promises, and how:
+
+* **No busy polling.** After an empty claim it waits for the fleet to change (the store's
+  wake-up: a commit anywhere wakes it), but never longer than the adaptive polling delay
+  (``policy.poll_delay``: ``poll_base``, doubling after ``poll_backoff_after`` empty polls,
+  up to ``poll_max``), and it claims again at once when a task of its own finishes. Wake-ups
+  are spaced by at least ``MIN_POLL_GAP`` so a busy fleet cannot spin an idle worker.
+* **Leases outlive long tasks, not hung ones.** A heartbeat thread renews the agent and all
+  its leases every third of the shortest lease TTL, whatever the handlers are doing. A task
+  gets ``timeout`` seconds; past that it is stopped (a command's process group is killed) and
+  failed, so a hung handler keeps its lease only until its timeout ends it. A lease found
+  lost at a heartbeat (the task was cancelled, or the agent terminated) stops its handler.
+* **Idle, then gone (ephemeral).** An empty claim marks the agent idle in the fleet; an
+  ephemeral worker that stays idle for the fleet's ``idle_timeout`` terminates its agent and
+  returns. A persistent one keeps waiting.
+* **Graceful shutdown.** ``stop()`` (SIGTERM/SIGINT in ``shoal worker``) stops claiming and
+  lets running tasks finish for up to ``drain`` seconds; what is still running then is
+  stopped and released (back to the pool, the attempt not counted). A second ``stop()``
+  releases at once. A worker that leaves on purpose terminates its agent (its place under
+  max_agents is freed, its queue goes back to the pool). SIGKILL is what leases are for.
+
+A ``Fleet`` may be shared by threads, so the claim loop, the heartbeat thread and the task
+threads share one; each call is one short transaction.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shoal import policy
+from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
+from shoal.fleet import Fleet
+from shoal.model import Lease, Task
+from shoal.runtime.command import CommandFailed, run_command
+from shoal.settings import Settings
+
+__all__ = [
+    "MIN_POLL_GAP",
+    "CommandHandler",
+    "Deferred",
+    "TaskContext",
+    "Worker",
+    "WorkerReport",
+]
+
+#: Seconds an idle worker leaves at least between two claims woken by fleet changes.
+MIN_POLL_GAP = 0.05
+#: How long a released or timed-out task's handler gets to notice before it is abandoned.
+STOP_GRACE = 3.0
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class Deferred:
+    """What ``TaskContext.defer`` returns: the task waits on others; the worker does not
+    complete it (it comes back, at the head of this agent's queue, when they are done)."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+
+class TaskContext:
+    """What a handler gets: the task, its lease, the fleet, and ways to fork and join."""
+
+    def __init__(self, worker: Worker, task: Task, lease: Lease, source: str) -> None:
+        self.worker = worker
+        self.fleet = worker.fleet
+        self.agent = worker.agent
+        self.task = task
+        self.lease = lease
+        self.source = source  # queue | pool | steal
+        #: Set when the handler should stop: timeout, shutdown, or the lease was lost.
+        self.stopped = threading.Event()
+        self.stop_reason = ""
+        self.deferred = False
+
+    def stop(self, reason: str) -> None:
+        if not self.stopped.is_set():
+            self.stop_reason = reason
+            self.stopped.set()
+
+    def post(self, title: str, **fields: Any) -> Task:
+        """Post a child task: it goes to the head of this agent's queue (if it can do it),
+        where an idle agent may steal it from the tail."""
+        fields.setdefault("parent", self.task.id)
+        return self.fleet.post(title, **fields)
+
+    def defer(self, after: Sequence[int | Task]) -> Deferred:
+        """Set this task aside until ``after`` are done (fork-join): return what this gives.
+
+        When they are done the task is claimed again; ``ctx.after()`` then has their results.
+        """
+        ids = [t.id if isinstance(t, Task) else t for t in after]
+        task = self.fleet.defer(self.lease, ids)
+        self.deferred = True
+        return Deferred(task)
+
+    def after(self) -> list[Task]:
+        """The tasks this one waits (or waited) on, with their states and results."""
+        return [self.fleet.get(i) for i in self.fleet.show(self.task.id, events=0).after]
+
+
+Handler = Callable[[TaskContext], Any]
+
+
+class CommandHandler:
+    """A handler that runs a command per task (see ``shoal.runtime.command``)."""
+
+    def __init__(self, argv: Sequence[str], *, cwd: Path | None = None) -> None:
+        if not argv:
+            raise BadInput(
+                "a command worker needs a command to run",
+                hint="put it after --, e.g. shoal worker --agent ada -- ./do-task.sh {id}",
+            )
+        self.argv = list(argv)
+        self.cwd = cwd
+
+    def __call__(self, ctx: TaskContext) -> Any:
+        outcome = run_command(
+            self.argv,
+            ctx.task,
+            ctx.lease,
+            agent=ctx.agent,
+            store=ctx.fleet.url,
+            stop=ctx.stopped,
+            why_stopped=lambda: ctx.stop_reason,
+            cwd=self.cwd,
+        )
+        if not outcome.ok:
+            raise CommandFailed(outcome)
+        return outcome.result()
+
+
+@dataclass
+class WorkerReport:
+    """What a worker did, and why it stopped: ``idle`` (ephemeral, idle past its grace),
+    ``stopped`` (asked to), or ``terminated`` (its agent was terminated from outside)."""
+
+    agent: str
+    reason: str = ""
+    done: int = 0
+    failed: int = 0
+    released: int = 0
+    lost: int = 0
+    deferred: int = 0
+    stolen: int = 0
+    busy_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "reason": self.reason,
+            "done": self.done,
+            "failed": self.failed,
+            "released": self.released,
+            "lost": self.lost,
+            "deferred": self.deferred,
+            "stolen": self.stolen,
+            "busy_seconds": round(self.busy_seconds, 3),
+        }
+
+
+@dataclass
+class _Slot:
+    """One running task."""
+
+    ctx: TaskContext
+    thread: threading.Thread
+    started: float
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class Worker:
+    """One agent: register, claim, run handlers, heartbeat, idle, leave. See the module."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        agent: str,
+        handler: Handler | None = None,
+        *,
+        skills: Sequence[str] = (),
+        domains: Sequence[str] = (),
+        role: str = "worker",
+        max_concurrent: int = 1,
+        ephemeral: bool = False,
+        timeout: float | None = None,
+        drain: float = 30.0,
+        listener: Listener | None = None,
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise BadInput(f"the task timeout must be above 0 seconds, not {timeout:g}")
+        if drain < 0:
+            raise BadInput(f"the drain time must be 0 seconds or more, not {drain:g}")
+        self.fleet = fleet
+        self.agent = agent
+        self.handler = handler
+        self.skills = tuple(skills)
+        self.domains = tuple(domains)
+        self.role = role
+        self.max_concurrent = max_concurrent
+        self.ephemeral = ephemeral
+        self.timeout = timeout
+        self.drain = drain
+        self.listener: Listener = listener or (lambda kind, data: None)
+        self.report = WorkerReport(agent)
+        self._stopping = threading.Event()  # first stop(): no more claims, drain
+        self._aborting = threading.Event()  # second stop() or drain over: release now
+        self._wake = threading.Event()  # a task finished: claim again at once
+        self._gone = threading.Event()  # the agent was terminated from outside
+        self._done = threading.Event()  # run() is over: the heartbeats end
+        self._slots: dict[int, _Slot] = {}
+        self._signals_seen: list[str] = []
+        self._settings_read: tuple[float, Settings] | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the public face
+
+    def task(self, fn: Handler) -> Handler:
+        """Decorator: ``@worker.task`` makes ``fn`` the handler of every task."""
+        self.handler = fn
+        return fn
+
+    def stop(self) -> None:
+        """Stop claiming and drain; called a second time, release running tasks at once."""
+        if self._stopping.is_set():
+            self._aborting.set()
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def running(self) -> list[Task]:
+        with self._lock:
+            return [slot.ctx.task for slot in self._slots.values()]
+
+    def run(self, *, handle_signals: bool = False) -> WorkerReport:
+        """Register and work until idle past the grace (ephemeral), stopped, or terminated.
+
+        With ``handle_signals`` (main thread only) SIGTERM and SIGINT call ``stop()``.
+        """
+        if self.handler is None:
+            raise BadInput(
+                "this worker has no handler",
+                hint="pass handler=... or decorate a function with @worker.task",
+            )
+        with self._signals(handle_signals):
+            self.fleet.register(
+                self.agent,
+                role=self.role,
+                skills=self.skills,
+                domains=self.domains,
+                max_concurrent=self.max_concurrent,
+                ephemeral=self.ephemeral,
+            )
+            self._say("registered", skills=list(self.skills), domains=list(self.domains))
+            self._fail_leftovers()
+            beats = threading.Thread(target=self._heartbeats, name="shoal-heartbeat", daemon=True)
+            beats.start()
+            try:
+                self.report.reason = self._loop()
+                if self._signals_seen:
+                    self._say("signal", signal=self._signals_seen[0], again=False)
+                self._finish_running()
+            finally:
+                self._aborting.set()
+                self._stopping.set()
+                self._done.set()
+                beats.join(timeout=5.0)
+            self._leave()
+        return self.report
+
+    def _fail_leftovers(self) -> None:
+        """Leases this agent id still holds are from a process of it that died (a worker
+        restarted after a crash): nobody is running those tasks, so they fail now (the
+        attempt counts, so a task that kills its worker every time ends up dead) instead of
+        being renewed by our heartbeats forever."""
+        for lease in self.fleet.heartbeat(self.agent):
+            with suppress(LeaseLost):
+                after = self.fleet.fail(lease, "the worker running it died; its agent restarted")
+                self._say("failed", task=lease.task_id, error="left by a dead worker",
+                          state=after.state.value)  # fmt: skip
+
+    # ------------------------------------------------------------------ the claim loop
+
+    def _loop(self) -> str:
+        empty = 0
+        idle_from: float | None = None
+        last_poll = 0.0
+        while not self._stopping.is_set():
+            if self._gone.is_set():
+                return "terminated"
+            self._collect()
+            room = self.max_concurrent - len(self._slots)
+            if room <= 0:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            gap = MIN_POLL_GAP - (time.monotonic() - last_poll)
+            if empty and gap > 0 and not self._wake.is_set():
+                time.sleep(gap)
+            self._wake.clear()
+            last_poll = time.monotonic()
+            try:
+                claim = self.fleet.claim(self.agent, room)
+                settings = self._settings()
+            except UnknownAgent:
+                return "terminated"
+            except StoreUnavailable as exc:
+                self._say("store-unavailable", error=exc.message)
+                self._wait(1.0)
+                continue
+            if claim:
+                empty, idle_from = 0, None
+                for (task, lease), source, origin in zip(
+                    claim.items(), claim.sources, claim.origins, strict=True
+                ):
+                    self._start(task, lease, source, origin)
+                continue
+            if claim.reason == "busy":  # held elsewhere too (another process, same agent)
+                self._wait(settings.poll_base)
+                continue
+            empty += 1
+            delay = policy.poll_delay(empty, settings)
+            if self._slots:
+                idle_from = None
+            else:
+                now = time.monotonic()
+                if idle_from is None:
+                    idle_from = now
+                    self._say("idle", grace=settings.idle_timeout if self.ephemeral else None)
+                if self.ephemeral:
+                    left = settings.idle_timeout - (now - idle_from)
+                    if left <= 0:
+                        return "idle"
+                    delay = min(delay, left)
+            self._wait(delay)
+        return "stopped"
+
+    def _settings(self) -> Settings:
+        """The fleet's settings, read at most once a second (they change rarely, and a
+        busy worker would otherwise pay a read per task for them)."""
+        now = time.monotonic()
+        if self._settings_read is None or now - self._settings_read[0] >= 1.0:
+            self._settings_read = (now, self.fleet.settings())
+        return self._settings_read[1]
+
+    def _wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the fleet to change, a task of ours to finish, or a stop."""
+        deadline = time.monotonic() + seconds
+        while not (self._wake.is_set() or self._stopping.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.fleet.wait_for_change(min(left, 0.25)):
+                return
+
+    # ------------------------------------------------------------------ running tasks
+
+    def _start(self, task: Task, lease: Lease, source: str, origin: str | None) -> None:
+        ctx = TaskContext(self, task, lease, source)
+        if source == "steal":
+            self.report.stolen += 1
+        self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
+        thread = threading.Thread(target=self._run_task, args=(ctx,), daemon=True)
+        slot = _Slot(ctx, thread, time.monotonic())
+        with self._lock:
+            self._slots[task.id] = slot
+        thread.start()
+
+    def _run_task(self, ctx: TaskContext) -> None:
+        """Run the handler in its own thread, within the timeout; then settle the task."""
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                assert self.handler is not None
+                box["result"] = self.handler(ctx)
+            except BaseException as exc:  # the task's failure, not the worker's
+                box["error"] = exc
+
+        inner = threading.Thread(target=call, name=f"shoal-task-{ctx.task.id}", daemon=True)
+        started = time.monotonic()
+        inner.start()
+        deadline = None if self.timeout is None else started + self.timeout
+        while inner.is_alive():
+            inner.join(0.05)
+            if not inner.is_alive():
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                ctx.stop(f"timed out after {self.timeout:g}s")
+            elif self._aborting.is_set():
+                ctx.stop("the worker is shutting down")
+            if ctx.stopped.is_set():
+                inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
+                break
+        self.report.busy_seconds += time.monotonic() - started
+        try:
+            self._settle(ctx, box, finished=not inner.is_alive())
+        except ShoalError as exc:
+            self._say("error", task=ctx.task.id, error=exc.message)
+        finally:
+            with self._lock:
+                slot = self._slots.get(ctx.task.id)
+            if slot is not None:
+                slot.finished.set()
+            self._wake.set()
+
+    def _settle(self, ctx: TaskContext, box: dict[str, Any], finished: bool) -> None:
+        task, lease = ctx.task, ctx.lease
+        seconds = round(time.monotonic() - self._slots[task.id].started, 3)
+        try:
+            if ctx.deferred:  # the lease ended with the defer (a heartbeat may see it gone)
+                self.report.deferred += 1
+                self._say("deferred", task=task.id)
+            elif ctx.stopped.is_set() and ctx.stop_reason.startswith("timed out"):
+                after = self.fleet.fail(lease, ctx.stop_reason)
+                self.report.failed += 1
+                self._say("failed", task=task.id, error=ctx.stop_reason, state=after.state.value)
+            elif ctx.stopped.is_set() and ctx.stop_reason == "lease lost":
+                self.report.lost += 1
+                self._say("lost", task=task.id, error="the lease was lost; handler stopped")
+            elif ctx.stopped.is_set() or not finished:
+                self.fleet.release(lease)
+                self.report.released += 1
+                self._say("released", task=task.id, why=ctx.stop_reason or "shutting down")
+            elif isinstance(box.get("result"), Deferred):
+                self.report.deferred += 1
+                self._say("deferred", task=task.id)
+            elif "error" in box:
+                exc = box["error"]
+                error = (
+                    str(exc) if isinstance(exc, CommandFailed) else f"{type(exc).__name__}: {exc}"
+                )
+                after = self.fleet.fail(lease, error[-4000:])
+                self.report.failed += 1
+                self._say("failed", task=task.id, error=error, state=after.state.value)
+            else:
+                self._complete(ctx, box.get("result"), seconds)
+        except LeaseLost as exc:
+            self.report.lost += 1
+            self._say("lost", task=task.id, error=exc.message)
+
+    def _complete(self, ctx: TaskContext, result: Any, seconds: float) -> None:
+        try:
+            outcome = self.fleet.complete(ctx.lease, result)
+        except BadInput as exc:  # a result that is not JSON: the task failed, say why
+            after = self.fleet.fail(ctx.lease, f"the result could not be stored: {exc.message}")
+            self.report.failed += 1
+            self._say("failed", task=ctx.task.id, error=exc.message, state=after.state.value)
+            return
+        self.report.done += 1
+        self._say("done", task=ctx.task.id, seconds=seconds, already=outcome.already_done)
+
+    def _collect(self) -> None:
+        """Forget tasks whose threads have settled them."""
+        with self._lock:
+            for task_id in [i for i, s in self._slots.items() if s.finished.is_set()]:
+                del self._slots[task_id]
+
+    def _finish_running(self) -> None:
+        """Drain: let running tasks finish for up to ``drain`` seconds, then release them."""
+        self._collect()
+        if not self._slots:
+            return
+        self._say("draining", running=sorted(self._slots), seconds=self.drain)
+        deadline = time.monotonic() + self.drain
+        while self._slots and not self._aborting.is_set():
+            if time.monotonic() >= deadline:
+                break
+            self._wake.wait(0.1)
+            self._wake.clear()
+            self._collect()
+        if len(self._signals_seen) > 1:
+            self._say("signal", signal=self._signals_seen[-1], again=True)
+        self._aborting.set()  # what is left is stopped and released by its own thread
+        for slot in list(self._slots.values()):
+            slot.finished.wait(STOP_GRACE + 10.0)
+        self._collect()
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeats(self) -> None:
+        """Renew the agent and its leases every third of the shortest TTL, until the end."""
+        interval = 1.0
+        while not (self._gone.is_set() or self._done.is_set()):
+            with self._lock:
+                before = {i: s for i, s in self._slots.items() if not s.finished.is_set()}
+            try:
+                settings = self.fleet.settings()
+                ttls = [settings.lease_ttl, settings.heartbeat_timeout]
+                ttls += [s.ctx.task.lease_ttl for s in before.values() if s.ctx.task.lease_ttl]
+                interval = min(ttls) / 3
+                held = {lease.task_id for lease in self.fleet.heartbeat(self.agent)}
+            except UnknownAgent:
+                self._say("terminated", why="the agent was terminated from outside")
+                self._gone.set()
+                for slot in before.values():
+                    slot.ctx.stop("lease lost")
+                self._wake.set()
+                return
+            except Exception as exc:  # keep beating: a lost heartbeat thread loses every lease
+                message = exc.message if isinstance(exc, ShoalError) else repr(exc)
+                self._say("heartbeat-failed", error=message)
+                interval = min(interval, 1.0)
+            else:
+                for task_id, slot in before.items():
+                    if task_id not in held and not (slot.finished.is_set() or slot.ctx.deferred):
+                        slot.ctx.stop("lease lost")
+            self._done.wait(interval)
+
+    # ------------------------------------------------------------------ leaving
+
+    def _leave(self) -> None:
+        """Leaving on purpose frees the agent's place; if it is gone already, nothing to do."""
+        if self.report.reason != "terminated":
+            why = {
+                "idle": "idle past idle_timeout; left by itself",
+                "stopped": "its worker was stopped",
+            }[self.report.reason]
+            with suppress(UnknownAgent):
+                self.fleet.set_status(self.agent, "terminated", why=why)
+        self._say("left", **self.report.to_dict())
+
+    def _say(self, kind: str, **data: Any) -> None:
+        with suppress(Exception):  # a face that cannot print must not stop the work
+            self.listener(kind, {"agent": self.agent, **data})
+
+    @contextmanager
+    def _signals(self, handle: bool) -> Iterator[None]:
+        if not handle or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(signum: int, _frame: object) -> None:
+            # Only flags here: a handler that printed could wait on a lock its own thread
+            # holds (it runs between two bytecodes of whatever the main thread was doing).
+            self._signals_seen.append(signal.Signals(signum).name)
+            self.stop()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

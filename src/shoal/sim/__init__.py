@@ -1,0 +1,101 @@
+"""The scheduling simulator: workload x policy x seed -> metrics, in virtual time.
+
+It runs the real ``Fleet`` on a ``memory://`` store with a ``ManualClock``: simulated agents
+claim, complete, spawn and defer through the Fleet API, and the engine only moves the clock
+from one event to the next. A night of a five-agent fleet takes a fraction of a second.
+
+    >>> from shoal import sim
+    >>> m = sim.run("forkjoin", "shoal", seed=1, tasks=40)
+    >>> m.tasks, m.ratio < 2
+    (41, True)
+
+``run`` returns the ``Metrics``; ``simulate`` returns the whole ``Result`` (metrics and
+trace), which ``shoal.sim.gantt.draw`` turns into a chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from shoal.sim.engine import Segment, Simulation, Trace
+from shoal.sim.metrics import Metrics, measure
+from shoal.sim.policies import POLICIES, Policy
+from shoal.sim.policies import get as get_policy
+from shoal.sim.workloads import WORKLOADS, Workload, build
+
+__all__ = [
+    "POLICIES",
+    "WORKLOADS",
+    "Metrics",
+    "Policy",
+    "Result",
+    "Segment",
+    "Trace",
+    "Workload",
+    "compare",
+    "run",
+    "simulate",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One run: its metrics and its trace."""
+
+    metrics: Metrics
+    trace: Trace
+
+
+def simulate(
+    workload: str | Workload,
+    policy: str | Policy,
+    seed: int = 0,
+    *,
+    agents: int | None = None,
+    tasks: int | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> Result:
+    """Run ``workload`` (a name or a ``Workload``) under ``policy`` for ``seed``.
+
+    ``agents`` and ``tasks`` resize a named workload; ``settings`` are fleet settings to
+    run with, over the policy's own (e.g. ``{"busy_threshold": 0}``).
+    """
+    chosen = get_policy(policy) if isinstance(policy, str) else policy
+    work = (
+        build(workload, seed, agents=agents, tasks=tasks) if isinstance(workload, str) else workload
+    )
+    trace = Simulation(work, chosen, seed, settings).run()
+    return Result(measure(trace), trace)
+
+
+def run(
+    workload: str | Workload,
+    policy: str | Policy,
+    seed: int = 0,
+    *,
+    agents: int | None = None,
+    tasks: int | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> Metrics:
+    """The metrics of one run (see ``simulate``)."""
+    return simulate(workload, policy, seed, agents=agents, tasks=tasks, settings=settings).metrics
+
+
+def compare(
+    workloads: Iterable[str],
+    policies: Iterable[str],
+    seeds: Iterable[int],
+    *,
+    agents: int | None = None,
+    tasks: int | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> list[Metrics]:
+    """Every workload under every policy for every seed, in that order."""
+    chosen = [get_policy(p) for p in policies]
+    out = []
+    for name in workloads:
+        for seed in seeds:
+            work = build(name, seed, agents=agents, tasks=tasks)
+            out += [measure(Simulation(work, p, seed, settings).run()) for p in chosen]
+    return out

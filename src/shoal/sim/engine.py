@@ -1,0 +1,363 @@
+"""The discrete-event engine: the real ``Fleet`` on a memory store, in virtual time.
+
+Nothing here decides who gets which task. Simulated agents call the ``Fleet`` API as real
+agents do -- ``claim``, ``complete(then_claim=1)``, ``post(parent=...)``, ``defer`` -- and
+the hub calls ``post(to=...)`` and ``rebalance``; the fleet's own claim cascade and policy
+answer. The engine only keeps a calendar of what happens next (a task finishes, work
+arrives, the router or the rebalance runs, an idle agent polls), moves the fleet's
+``ManualClock`` to the next event, and takes notes for the metrics.
+
+Events at the same moment run in a fixed order -- arrivals, the router, finishes, the
+rebalance, polls -- and ties among agents follow a generator seeded with the run's seed,
+so a run is a function of (workload, policy, seed).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal import policy as rules
+from shoal.clock import ManualClock
+from shoal.fleet import Fleet
+from shoal.model import Claim, Lease, Move
+from shoal.settings import Settings
+from shoal.sim.policies import Policy
+from shoal.sim.workloads import TaskSpec, Workload
+
+__all__ = ["Segment", "Simulation", "Trace"]
+
+# Event kinds, in the order they run when they fall on the same moment.
+_ARRIVE, _ROUTE, _FINISH, _REBALANCE, _POLL = range(5)
+_HORIZON = 60 * 86400.0  # a run that has not finished after 60 virtual days is stuck
+_LONG_LEASE = 30 * 86400.0  # no failures are simulated: a lease never runs out mid-task
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One stretch of one agent running one task (a fork-join task runs twice)."""
+
+    agent: str
+    task_id: int
+    title: str
+    domain: str | None
+    start: float  # seconds from the run's start
+    end: float
+    source: str  # queue | pool | steal
+    moved: bool  # the rebalance moved it to this agent's queue
+    in_domain: bool | None  # None: the task has no domain
+    warmup: float
+
+
+@dataclass(frozen=True, slots=True)
+class TimedMove:
+    at: float
+    move: Move
+
+
+@dataclass(slots=True)
+class Trace:
+    """What happened in one run, for the metrics and the chart."""
+
+    workload: Workload
+    policy: Policy
+    seed: int
+    segments: list[Segment] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)  # spells of being free while work waited
+    waits: list[float] = field(default_factory=list)  # a task ready -> claimed
+    moves: list[TimedMove] = field(default_factory=list)
+    steals: int = 0
+    idle_while_waiting: float = 0.0  # agent-seconds free while some task waited
+    waiting_time: float = 0.0  # seconds during which some task waited
+    makespan: float = 0.0
+    tasks: int = 0
+    wall: float = 0.0
+    polls: int = 0
+
+
+@dataclass(slots=True)
+class _Run:
+    task_id: int
+    spec: TaskSpec
+    join: bool
+    lease: Lease
+    segment: int
+
+
+@dataclass(slots=True)
+class _Agent:
+    id: str
+    domains: tuple[str, ...]
+    running: _Run | None = None
+    gap_from: float | None = None  # since when it has been free while work waited
+    poll_gen: int = 0  # a poll scheduled under an older generation is void
+    empty_polls: int = 0
+    said_idle: bool = False
+
+
+class Simulation:
+    """One run of ``workload`` under ``policy``; ``run()`` returns its ``Trace``."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Policy,
+        seed: int = 0,
+        settings: Mapping[str, object] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.policy = policy
+        self.clock = ManualClock(workload.start)
+        self.rng = random.Random(f"sim-{seed}")
+        self.fleet = Fleet.open("memory://", clock=self.clock, rng=random.Random(seed))
+        self.settings: Settings = self.fleet.configure(
+            **{
+                "lease_ttl": _LONG_LEASE,
+                "max_agents": len(workload.agents),
+                **policy.settings,
+                **(settings or {}),
+            }
+        )
+        self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
+        for spec in workload.agents:
+            self.fleet.register(spec.id, domains=spec.domains)
+        self.trace = Trace(workload, policy, seed, tasks=len(workload.tasks))
+        self._calendar: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._now = 0.0  # seconds from the start
+        self._spec: dict[int, int] = {}  # task id -> index in workload.tasks
+        self._ready_at: dict[int, float] = {}
+        self._deferred: set[int] = set()
+        self._moved: set[int] = set()
+        self._hub: list[tuple[int, float]] = []  # (spec index, arrived at): waiting to be routed
+        self._waiting = 0  # tasks ready to run and not running (at the hub, in queues, pool)
+        self._free = len(self.agents)
+        self._done = 0
+
+    # ------------------------------------------------------------------ the calendar
+
+    def _at(self, when: float, kind: int, payload: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._calendar, (when, kind, self._seq, payload))
+
+    def run(self) -> Trace:
+        began = time.perf_counter()
+        by_time: dict[float, list[int]] = {}
+        for index in self.workload.roots:
+            by_time.setdefault(self.workload.tasks[index].arrival or 0.0, []).append(index)
+        for when, indices in sorted(by_time.items()):
+            self._at(when, _ARRIVE, indices)
+        if self.policy.routed:
+            self._at(0.0, _ROUTE)
+        if self.policy.rebalance_interval is not None:
+            self._at(self.policy.rebalance_interval, _REBALANCE)
+        for agent in self.agents.values():
+            self._at(0.0, _POLL, (agent.id, agent.poll_gen))
+        total = len(self.workload.tasks)
+        while self._done < total:
+            if not self._calendar:
+                raise RuntimeError(
+                    f"{self.workload.name}/{self.policy.name}: {total - self._done} tasks "
+                    "can never run (nothing left on the calendar)"
+                )
+            when, kind, _, payload = heapq.heappop(self._calendar)
+            if when > _HORIZON:
+                raise RuntimeError(f"{self.workload.name}/{self.policy.name} did not finish")
+            self._advance(when)
+            if kind == _ARRIVE:
+                self._arrive(payload)
+            elif kind == _ROUTE:
+                self._route()
+            elif kind == _FINISH:
+                self._finish(self.agents[payload])
+            elif kind == _REBALANCE:
+                self._rebalance()
+            else:
+                agent_id, gen = payload
+                agent = self.agents[agent_id]
+                if gen == agent.poll_gen and agent.running is None:
+                    self.trace.polls += 1
+                    self._try_claim(agent)
+        self.trace.makespan = max((s.end for s in self.trace.segments), default=0.0)
+        self.trace.wall = time.perf_counter() - began
+        self.fleet.close()
+        return self.trace
+
+    def _advance(self, when: float) -> None:
+        """Let time pass to ``when`` (state is constant in between), counting idleness."""
+        dt = when - self._now
+        if dt > 0 and self._waiting > 0:
+            self.trace.idle_while_waiting += self._free * dt
+            self.trace.waiting_time += dt
+        self._now = when
+        self.clock.set(self.workload.start + when)
+
+    # ------------------------------------------------------------------ work waiting
+
+    def _more_waiting(self, n: int) -> None:
+        if n > 0 and self._waiting == 0:
+            for agent in self.agents.values():
+                if agent.running is None:
+                    agent.gap_from = self._now
+        self._waiting += n
+
+    def _less_waiting(self, n: int) -> None:
+        self._waiting -= n
+        if self._waiting == 0:  # the work ran out before these free agents got any of it
+            for agent in self.agents.values():
+                self._end_gap(agent)
+
+    def _end_gap(self, agent: _Agent) -> None:
+        """An agent's spell of being free while work waited is over; note how long it was."""
+        if agent.gap_from is not None:
+            if self._now > agent.gap_from:  # a hand-off at the same moment is no idle spell
+                self.trace.gaps.append(self._now - agent.gap_from)
+            agent.gap_from = None
+
+    def _posted(self, ids: list[int], indices: list[int], ready: list[float]) -> None:
+        for task_id, index, at in zip(ids, indices, ready, strict=True):
+            self._spec[task_id] = index
+            self._ready_at[task_id] = at
+
+    # ------------------------------------------------------------------ the hub
+
+    def _arrive(self, indices: list[int]) -> None:
+        if self.policy.routed:
+            self._hub += [(i, self._now) for i in indices]
+            self._more_waiting(len(indices))
+            return
+        specs = self.workload.tasks
+        posts = []
+        for i in indices:
+            spec = specs[i]
+            to = spec.home if spec.queued and self.policy.honours_queues else None
+            posts.append(_post_args(spec, to))
+        ids = self.fleet.post_many(posts)
+        self._posted(ids, indices, [self._now] * len(ids))
+        self._more_waiting(len(ids))
+        self._wake()
+
+    def _route(self) -> None:
+        """The router's round: everything at the hub goes to its home agent's queue."""
+        if self._hub:
+            specs = self.workload.tasks
+            batch, self._hub = self._hub, []
+            ids = self.fleet.post_many([_post_args(specs[i], specs[i].home) for i, _ in batch])
+            self._posted(ids, [i for i, _ in batch], [at for _, at in batch])
+            self._wake()
+        self._at(self._now + self.policy.router_interval, _ROUTE)
+
+    def _rebalance(self) -> None:
+        moves = self.fleet.rebalance()
+        for move in moves:
+            self.trace.moves.append(TimedMove(self._now, move))
+            self._moved.add(move.task_id)
+        if moves:
+            self._wake()
+        assert self.policy.rebalance_interval is not None
+        self._at(self._now + self.policy.rebalance_interval, _REBALANCE)
+
+    def _wake(self) -> None:
+        """New work: agents that wait for it take a look now, in a seeded random order."""
+        if not (self.policy.wakes or self.policy.own_queue_only):
+            return
+        free = [a for a in self.agents.values() if a.running is None]
+        self.rng.shuffle(free)
+        for agent in free:
+            if agent.running is None:
+                self._try_claim(agent)
+
+    # ------------------------------------------------------------------ agents
+
+    def _try_claim(self, agent: _Agent) -> None:
+        if self.policy.own_queue_only and self.fleet.agent(agent.id).queued == 0:
+            if not agent.said_idle:  # the idle advertisement the rebalance reads
+                self.fleet.set_status(agent.id, "idle")
+                agent.said_idle = True
+            return
+        self._take(agent, self.fleet.claim(agent.id))
+
+    def _take(self, agent: _Agent, claim: Claim | None) -> None:
+        """Start the claimed task, or arrange the next look for work."""
+        if not claim:
+            agent.empty_polls += 1
+            agent.poll_gen += 1
+            if self.policy.polls:
+                delay = rules.poll_delay(agent.empty_polls, self.settings)
+                self._at(self._now + delay, _POLL, (agent.id, agent.poll_gen))
+            return
+        task, lease, source = claim.tasks[0], claim.leases[0], claim.sources[0]
+        agent.empty_polls = 0
+        agent.poll_gen += 1
+        agent.said_idle = False
+        spec = self.workload.tasks[self._spec[task.id]]
+        join = task.id in self._deferred
+        duration = spec.join if join else spec.duration
+        in_domain = None if spec.domain is None else spec.domain in agent.domains
+        warmup = self.workload.warmup if in_domain is False else 0.0
+        if source == "steal":
+            self.trace.steals += 1
+        self.trace.waits.append(self._now - self._ready_at[task.id])
+        self._end_gap(agent)
+        self.trace.segments.append(
+            Segment(
+                agent.id,
+                task.id,
+                task.title,
+                spec.domain,
+                self._now,
+                self._now + duration + warmup,
+                source,
+                task.id in self._moved,
+                in_domain,
+                warmup,
+            )
+        )
+        agent.running = _Run(task.id, spec, join, lease, len(self.trace.segments) - 1)
+        self._free -= 1
+        self._less_waiting(1)
+        self._at(self._now + duration + warmup, _FINISH, agent.id)
+
+    def _finish(self, agent: _Agent) -> None:
+        run = agent.running
+        assert run is not None
+        agent.running = None
+        self._free += 1
+        agent.gap_from = self._now if self._waiting > 0 else None
+        if run.spec.children and not run.join:
+            self._fork(agent, run)
+            return
+        then_claim = 0 if self.policy.own_queue_only else 1
+        done = self.fleet.complete(run.lease, then_claim=then_claim)
+        self._done += 1
+        if done.released:
+            self._posted(list(done.released), [self._spec[i] for i in done.released],
+                         [self._now] * len(done.released))  # fmt: skip
+            self._more_waiting(len(done.released))
+        if then_claim:
+            self._take(agent, done.next)
+        else:
+            self._try_claim(agent)
+        if done.released:
+            self._wake()
+
+    def _fork(self, agent: _Agent, run: _Run) -> None:
+        """The first part of a fork-join task is done: spawn the children, wait on them."""
+        parent = None if self.policy.pool_only else run.task_id
+        children = [self.workload.tasks[i] for i in run.spec.children]
+        posts = [{**_post_args(c, None), "parent": parent} for c in children]
+        ids = self.fleet.post_many(posts)
+        self._posted(ids, list(run.spec.children), [self._now] * len(ids))
+        self._more_waiting(len(ids))
+        self.fleet.defer(run.lease, ids)
+        self._deferred.add(run.task_id)
+        self._try_claim(agent)
+        self._wake()
+
+
+def _post_args(spec: TaskSpec, to: str | None) -> dict[str, Any]:
+    return {"title": spec.title, "priority": spec.priority, "domain": spec.domain, "to": to}

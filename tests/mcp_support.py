@@ -1,0 +1,112 @@
+"""Talking to a real `shoal mcp` with the MCP SDK's own client, as an agent's host would.
+
+Over stdio each connection starts its own server process (as Claude Code does); over
+streamable HTTP one server process serves many clients. Both run the installed `shoal`
+script against a real SQLite fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+SCRIPT = Path(sys.executable).with_name("shoal")
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.faces.cli"]
+ENV_NAMES = ("SHOAL_STORE", "SHOAL_AGENT", "SHOAL_TOKEN")
+
+
+def server_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+
+
+@asynccontextmanager
+async def stdio_session(url: str, *args: str) -> AsyncIterator[ClientSession]:
+    """A client connected to its own `shoal --store URL mcp ARGS...` over stdio."""
+    params = StdioServerParameters(
+        command=COMMAND[0],
+        args=[*COMMAND[1:], "--store", url, "mcp", *args],
+        env=server_env(),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_session(endpoint: str) -> AsyncIterator[ClientSession]:
+    """A client connected to a running `shoal mcp --transport http` at ``endpoint``."""
+    async with (
+        streamable_http_client(endpoint) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured result."""
+    result = await session.call_tool(tool, arguments)
+    text = " ".join(getattr(block, "text", "") for block in result.content)
+    assert not result.is_error, f"{tool}({arguments}) failed: {text}"
+    assert result.structured_content is not None, f"{tool} returned no structured content"
+    return result.structured_content
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """Call a tool that must be refused with a tool error; the error's text."""
+    result = await session.call_tool(tool, arguments)
+    text = " ".join(getattr(block, "text", "") for block in result.content)
+    assert result.is_error, f"{tool}({arguments}) was not refused: {result.structured_content}"
+    return text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_server(url: str, *args: str) -> Iterator[str]:
+    """Run `shoal mcp --transport http` on a free port; yield its endpoint once it listens."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*COMMAND, "--store", url, "mcp", "--transport", "http", "--port", str(port), *args],
+        env=server_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"shoal mcp exited with {proc.returncode}: {err}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("shoal mcp --transport http did not listen") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()

@@ -1,0 +1,313 @@
+"""What only the PostgreSQL store has to get right: its URLs and schema checks, wake-ups by
+LISTEN/NOTIFY (and their recovery), an event log read while writers commit out of order,
+writers side by side, and a server restart in the middle of the work."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from shoal import (
+    Fleet,
+    InvalidStoreURL,
+    SchemaMismatch,
+    StoreError,
+    StoreNotFound,
+    StoreUnavailable,
+)
+from shoal.errors import exit_code_for
+from tests import pg
+
+
+def _schema_conn(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A plain connection into a test fleet's schema."""
+    base, _, query = url.partition("?")
+    options = dict(part.split("=", 1) for part in query.split("&"))
+    schema = options.pop("schema")
+    rest = "&".join(f"{k}={v}" for k, v in options.items())
+    return psycopg.connect(
+        f"{base}?{rest}" if rest else base,
+        autocommit=True,
+        options=f"-c search_path={schema}",
+    )
+
+
+@pytest.fixture
+def fleet(postgres_url: str) -> Iterator[Fleet]:
+    fleet = Fleet.open(postgres_url)
+    yield fleet
+    fleet.close()
+
+
+# ---------------------------------------------------------------- URLs and schema checks
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("postgresql://localhost/db?schema=Bad-Name", "not a plain PostgreSQL name"),
+        ("postgresql://localhost/db?pool_size=lots", "pool_size"),
+        ("postgresql://localhost/db?pool_size=0", "pool_size"),
+    ],
+)
+def test_malformed_postgres_urls_are_refused_before_connecting(url: str, words: str) -> None:
+    with pytest.raises(InvalidStoreURL, match=words) as err:
+        Fleet.open(url)
+    assert err.value.hint and exit_code_for(err.value) == 2
+
+
+def test_an_unreachable_server_is_a_retryable_error_that_names_it() -> None:
+    with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1") as err:
+        Fleet.open("postgresql://nobody:secret@127.0.0.1:1/fleet?connect_timeout=3")
+    assert exit_code_for(err.value) == 4
+    assert "secret" not in err.value.message  # a password never ends up in a message
+
+
+def test_a_missing_database_says_to_create_it(postgres_server: str) -> None:
+    base, _, query = postgres_server.partition("?")
+    missing = base.rsplit("/", 1)[0] + "/no_such_database_here" + (f"?{query}" if query else "")
+    with pytest.raises(StoreNotFound, match="does not exist") as err:
+        Fleet.open(missing)
+    assert "createdb" in (err.value.hint or "")
+
+
+def test_an_empty_schema_is_not_a_fleet_until_init(postgres_url: str) -> None:
+    with pytest.raises(StoreNotFound, match="no fleet yet") as err:
+        Fleet.open(postgres_url, create=False)
+    assert "shoal init" in (err.value.hint or "")
+    created = Fleet.init(postgres_url)
+    assert created.store.created
+    created.close()
+    again = Fleet.open(postgres_url, create=False)
+    assert not again.store.created
+    again.close()
+
+
+def test_a_schema_of_another_program_is_refused_untouched(postgres_url: str) -> None:
+    with _schema_conn(postgres_url.replace("schema=", "schema=x")) as conn:
+        pass  # (only to check the helper parses the URL)
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    with _schema_conn(postgres_url) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".invoices (id int)')
+    with pytest.raises(StoreError, match="not a shoal fleet"):
+        Fleet.open(postgres_url)
+    with _schema_conn(postgres_url) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+        ).fetchall()
+    assert tables == [("invoices",)]
+
+
+def test_a_fleet_from_a_newer_shoal_is_refused(fleet: Fleet, postgres_url: str) -> None:
+    with _schema_conn(postgres_url) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (99, 'future')")
+    with pytest.raises(SchemaMismatch, match="newer") as err:
+        Fleet.open(postgres_url)
+    assert "upgrade shoal" in (err.value.hint or "")
+
+
+def test_fleets_in_two_schemas_of_one_database_are_separate(postgres_server: str) -> None:
+    first, second = pg.fleet_url(postgres_server), pg.fleet_url(postgres_server)
+    try:
+        a, b = Fleet.open(first), Fleet.open(second)
+        a.post("only in the first")
+        assert [t.title for t in a.tasks()] == ["only in the first"]
+        assert b.tasks() == []
+        a.close()
+        b.close()
+    finally:
+        pg.drop_fleet(first)
+        pg.drop_fleet(second)
+
+
+# ---------------------------------------------------------------- wake-ups
+
+
+def _claim_in_thread(fleet: Fleet, agent: str, wait: float) -> tuple[threading.Thread, dict]:
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        began = time.monotonic()
+        out["claim"] = fleet.claim(agent, wait=wait)
+        out["seconds"] = time.monotonic() - began
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _listening(url: str) -> bool:
+    with _schema_conn(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %%'"
+            " AND application_name = 'shoal' AND datname = current_database()"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_post_wakes_a_waiting_claim_by_notification(fleet: Fleet, postgres_url: str) -> None:
+    assert fleet.store.capabilities.notifies
+    waiter = Fleet.open(postgres_url)  # another host, in effect
+    waiter.register("idle-agent")
+    waiter.wait_for_change(0.01)  # the listener is up before the claim starts waiting
+    thread, out = _claim_in_thread(waiter, "idle-agent", wait=30)
+    deadline = time.monotonic() + 10
+    while not _listening(postgres_url) and time.monotonic() < deadline:
+        thread.join(0.01)
+    posted = fleet.post("new work")
+    thread.join(30)
+    claim = out["claim"]
+    assert claim and claim.tasks[0].id == posted.id  # type: ignore[union-attr]
+    # Woken by the notification, not by a timeout: far sooner than the 30 s it may wait.
+    assert out["seconds"] < 10  # type: ignore[operator]
+    waiter.close()
+
+
+def test_the_listener_comes_back_after_its_connection_is_killed(
+    fleet: Fleet, postgres_url: str
+) -> None:
+    waiter = Fleet.open(postgres_url)
+    waiter.register("idle-agent")
+    waiter.wait_for_change(0.01)
+    assert _listening(postgres_url)
+    with _schema_conn(postgres_url) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE query LIKE 'LISTEN %%' AND application_name = 'shoal'"
+            " AND datname = current_database()"
+        )
+    thread, out = _claim_in_thread(waiter, "idle-agent", wait=30)
+    fleet.post("work while the listener was down")
+    thread.join(30)
+    assert out["claim"]  # found by the polling fallback or by the new listener
+    deadline = time.monotonic() + 20
+    while not _listening(postgres_url):  # and it listens again
+        assert time.monotonic() < deadline, "the listener did not reconnect"
+        waiter.wait_for_change(0.05)
+    waiter.close()
+
+
+# ---------------------------------------------------------------- the event log
+
+
+def test_the_log_never_skips_an_event_committed_out_of_order(
+    fleet: Fleet, postgres_url: str
+) -> None:
+    fleet.post("first")
+    since = fleet.events()[-1].id
+    slow, fast = _schema_conn(postgres_url), _schema_conn(postgres_url)
+    slow.execute("BEGIN")
+    slow.execute("INSERT INTO events (at, kind) VALUES (1, 'slow')")  # takes the next id ...
+    fast.execute("INSERT INTO events (at, kind) VALUES (2, 'fast')")  # ... this one commits
+    # A follower must not read past the slow writer's id while it may still commit.
+    assert fleet.events(since) == []
+    slow.execute("COMMIT")
+    assert [e.kind for e in fleet.events(since)] == ["slow", "fast"]
+    slow.close()
+    fast.close()
+
+
+# ---------------------------------------------------------------- writers side by side
+
+
+def test_one_agents_concurrent_claims_never_pass_its_max_concurrent(
+    fleet: Fleet, postgres_url: str
+) -> None:
+    fleet.register("solo", max_concurrent=2)
+    fleet.post_many([{"title": f"job {i}"} for i in range(40)])
+    handles = [Fleet.open(postgres_url) for _ in range(4)]
+    start = threading.Barrier(len(handles))
+    taken: list[int] = []
+
+    def grab(handle: Fleet) -> None:
+        start.wait()
+        for _ in range(10):
+            taken.extend(t.id for t in handle.claim("solo", 2).tasks)
+
+    threads = [threading.Thread(target=grab, args=(h,)) for h in handles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(taken) == 2 and len(set(taken)) == 2
+    assert fleet.status().counts["claimed"] == 2
+    for handle in handles:
+        handle.close()
+
+
+# ---------------------------------------------------------------- a server restart
+
+
+def test_a_server_restart_fails_calls_in_flight_retryably_and_loses_nothing() -> None:
+    try:
+        cluster = pg.PrivateCluster()
+    except RuntimeError as exc:
+        if pg.required():
+            pytest.fail(f"cannot start a private PostgreSQL cluster: {exc}")
+        pytest.skip(f"cannot start a private PostgreSQL cluster: {exc}")
+    try:
+        _restart_scenario(cluster)
+    finally:
+        cluster.remove()
+
+
+def _restart_scenario(cluster: pg.PrivateCluster) -> None:
+    url = pg.fleet_url(cluster.url)
+    total, workers = 600, 4
+    setup = Fleet.init(url)
+    setup.configure(max_agents=workers)
+    setup.post_many([{"title": f"job {i}"} for i in range(total)])
+    acknowledged: list[int] = []
+    failures: list[BaseException] = []
+    progress = threading.Event()
+    lock = threading.Lock()
+
+    def work(agent: str) -> None:
+        fleet = Fleet.open(url)
+        while True:
+            try:
+                fleet.register(agent)
+                claim = fleet.claim(agent)
+                if not claim:
+                    break
+                fleet.complete(claim.leases[0], {"by": agent})
+            except StoreUnavailable as exc:
+                failures.append(exc)  # a clear, retryable error: go round again
+                continue
+            with lock:
+                acknowledged.append(claim.tasks[0].id)
+                if len(acknowledged) >= total // 4:
+                    progress.set()
+        fleet.close()
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    assert progress.wait(120), "the workers made no progress"
+    cluster.restart("fast")  # every connection is cut, in the middle of the work
+    for thread in threads:
+        thread.join(300)
+        assert not thread.is_alive()
+
+    assert all(isinstance(f, StoreUnavailable) and exit_code_for(f) == 4 for f in failures)
+    after = Fleet.open(url)
+    tasks = {t.id: t for t in after.tasks(limit=10 * total)}
+    assert all(tasks[i].state.value == "done" for i in acknowledged), "an acknowledged task"
+    completions = Counter(e.task_id for e in after.events(limit=100_000) if e.kind == "completed")
+    # Every task ends done, completed exactly once. (A claim whose reply was cut off by the
+    # restart leaves a lease nobody knows; it expires and the task is claimed again -- never
+    # held by two agents at once, because the second claim comes only after the expiry.)
+    stranded = [t for t in tasks.values() if t.state.value == "claimed"]
+    assert len(tasks) == total
+    assert set(completions.values()) <= {1}
+    assert len(completions) + len(stranded) == total
+    assert len(acknowledged) == len(completions)
+    after.close()
+    setup.close()
+    print(f"\n  restart: {len(failures)} calls failed retryably; {len(stranded)} leases stranded")

@@ -1,0 +1,159 @@
+"""The scheduling simulator: the seed document's overnight account, fork-join within its
+bound, runs that repeat for their seed, and the `shoal sim` command."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from shoal import sim
+from shoal.sim.engine import Segment, Trace
+from shoal.sim.workloads import build
+
+REBALANCE, IDLE_MIN = 300.0, 120.0  # the defaults: rebalance_interval, idle_min_for_rebalance
+
+
+def runs_of(trace: Trace, agent: str) -> list[Segment]:
+    return sorted((s for s in trace.segments if s.agent == agent), key=lambda s: s.start)
+
+
+def dry_moment(trace: Trace, agent: str) -> float:
+    """When ``agent`` finished the CI backlog it held at 02:00 (and whatever the router gave
+    it before then): the end of its first run that no other run follows at once."""
+    runs = runs_of(trace, agent)
+    backlog_end = max(s.end for s in runs if s.title.startswith("ci backlog"))
+    for here, after in itertools.pairwise(runs):
+        if here.end >= backlog_end and after.start > here.end:
+            return here.end
+    return runs[-1].end
+
+
+def test_push_with_rebalance_feeds_the_idle_agent_within_the_interval_and_idle_minimum() -> None:
+    before = sim.simulate("overnight", "push", seed=0).trace
+    after = sim.simulate("overnight", "push+rebalance", seed=0).trace
+    dry = dry_moment(after, "loom")
+    assert dry == pytest.approx(dry_moment(before, "loom"))  # the same night up to then
+    # Before: nothing moves; loom waits for the router's next round with work still queued.
+    assert not before.moves
+    next_run = next(s for s in runs_of(before, "loom") if s.start >= dry)
+    assert next_run.start - dry > REBALANCE + IDLE_MIN
+    # After: tasks moved from the buried queue reach loom within 5 + 2 minutes.
+    fed = [m for m in after.moves if m.move.to_agent == "loom" and m.at >= dry]
+    assert fed, "the rebalance never fed the idle agent"
+    assert fed[0].at - dry <= REBALANCE + IDLE_MIN
+    assert {m.move.from_agent for m in fed} == {"iris"}
+    first_moved = next(s for s in runs_of(after, "loom") if s.start >= dry)
+    assert first_moved.moved and first_moved.start == fed[0].at
+    # The safeguards: at most 3 per idle agent and 10 in all per cycle; nothing moves twice.
+    per_agent = Counter((m.at, m.move.to_agent) for m in after.moves)
+    per_cycle = Counter(m.at for m in after.moves)
+    assert max(per_agent.values()) <= 3
+    assert max(per_cycle.values()) <= 10
+    assert len({m.move.task_id for m in after.moves}) == len(after.moves)
+    assert all(m.move.priority >= 8 for m in after.moves)  # cross-domain: simple work only
+
+
+def test_shoal_gives_the_agent_that_runs_dry_work_at_that_moment() -> None:
+    trace = sim.simulate("overnight", "shoal", seed=0).trace
+    loom = runs_of(trace, "loom")
+    backlog_end = max(s.end for s in loom if s.title.startswith("ci backlog"))
+    following = [s for s in loom if s.start >= backlog_end]
+    assert following and following[0].start == backlog_end
+    assert following[0].source in ("pool", "steal")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fork_join_finishes_within_work_over_agents_plus_critical_path(seed: int) -> None:
+    workload = build("forkjoin", seed)
+    bound = workload.work / len(workload.agents) + workload.span
+    # Fork-join work is stolen from short queues: busy_threshold 0 (the default 5 keeps a
+    # spawner's queue of up to 5 children to itself; see the README's figures).
+    metrics = sim.run(workload, "shoal", seed, settings={"busy_threshold": 0})
+    assert metrics.tasks == len(workload.tasks)
+    assert metrics.makespan <= bound
+    assert metrics.steals > 0
+
+
+def test_a_run_is_the_same_for_the_same_seed_and_differs_for_another() -> None:
+    first = sim.simulate("pareto", "shoal", seed=3, agents=6, tasks=120)
+    again = sim.simulate("pareto", "shoal", seed=3, agents=6, tasks=120)
+    other = sim.simulate("pareto", "shoal", seed=4, agents=6, tasks=120)
+    assert first.trace.segments == again.trace.segments
+    strip = {"wall_seconds": 0}
+    assert {**first.metrics.to_dict(), **strip} == {**again.metrics.to_dict(), **strip}
+    assert first.trace.segments != other.trace.segments
+
+
+def test_every_policy_finishes_every_task_of_every_workload() -> None:
+    for name in sim.WORKLOADS:
+        sizes = {} if name == "overnight" else {"agents": 4, "tasks": 30}
+        for policy in sim.POLICIES:
+            result = sim.simulate(name, policy, seed=1, **sizes)  # type: ignore[arg-type]
+            m = result.metrics
+            ran = Counter(s.task_id for s in result.trace.segments)
+            assert len(ran) == m.tasks, (name, policy)
+            assert m.makespan >= m.lower_bound * (1 - 1e-9), (name, policy)
+            if policy.startswith("push"):
+                assert m.steals == 0  # push agents never take work outside their queue
+            if policy != "push+rebalance":
+                assert m.moved == 0
+
+
+def shoal_sim(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "sim", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_command_prints_json_and_writes_a_chart(tmp_path: Path) -> None:
+    png = tmp_path / "chart.png"
+    done = shoal_sim(
+        tmp_path, "forkjoin", "lognormal", "-p", "shoal", "-p", "pull", "--tasks", "40",
+        "--agents", "4", "--seeds", "2", "--json", "--png", str(png),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["runs"]) == 2 * 2 * 2
+    assert {(r["workload"], r["policy"]) for r in data["summary"]} == {
+        ("forkjoin", "shoal"),
+        ("forkjoin", "pull"),
+        ("lognormal", "shoal"),
+        ("lognormal", "pull"),
+    }
+    assert all(r["ratio"] >= 1 for r in data["runs"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data["png"] == str(png)
+
+
+def test_the_command_shows_a_table(tmp_path: Path) -> None:
+    done = shoal_sim(tmp_path, "overnight", "-p", "push", "-p", "shoal")
+    assert done.returncode == 0, done.stderr
+    assert "overnight" in done.stdout and "push" in done.stdout and "shoal" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["nightly"], "no workload called 'nightly'"),
+        (["overnight", "-p", "round-robin"], "no policy called 'round-robin'"),
+        (["overnight", "--agents", "9"], "takes no --agents"),
+        (["lognormal", "--set", "busy_threshold"], "name=value"),
+        (["lognormal", "--set", "busy=1"], "no setting called 'busy'"),
+    ],
+)
+def test_bad_input_is_refused_with_a_hint(tmp_path: Path, args: list[str], says: str) -> None:
+    done = shoal_sim(tmp_path, *args)
+    assert done.returncode == 2
+    assert says in done.stderr.lower()
+    assert "hint" in done.stderr.lower()
