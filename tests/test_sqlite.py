@@ -184,9 +184,10 @@ def test_a_locked_database_fails_as_retryable_and_changes_nothing(tmp_path: Path
 # ------------------------------------------------------------------ named SQL
 
 
-def test_every_named_query_is_used_and_only_named_queries_exist() -> None:
-    queries = load_queries("sqlite")
-    code = (SRC / "sqlite.py").read_text()
+@pytest.mark.parametrize(("dialect", "module"), [("sqlite", "sqlite"), ("postgres", "postgres")])
+def test_every_named_query_is_used_and_only_named_queries_exist(dialect: str, module: str) -> None:
+    queries = load_queries(dialect)
+    code = (SRC / f"{module}.py").read_text() + (SRC / "_sqltx.py").read_text()
     used = set(re.findall(r'_Q\["([a-z_]+)"\]|"([a-z_]+)"', code))
     names = {a or b for a, b in used}
     unused = sorted(set(queries) - names)

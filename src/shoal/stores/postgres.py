@@ -66,10 +66,11 @@ from shoal.errors import (
     StoreUnavailable,
     WriteConflict,
 )
-from shoal.model import Agent, AgentStatus, Candidate, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, Task, TaskState
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores._sqltx import SqlTx, agent_of, candidate_of, split_skills
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
 try:
@@ -96,8 +97,6 @@ _Q_READ = {
 }
 _MIGRATIONS = load_migrations("postgres")
 SCHEMA_VERSION = len(_MIGRATIONS)
-_STATES = {s.value: s for s in TaskState}
-_STATUSES = {s.value: s for s in AgentStatus}
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.
 _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 #: How long the log waits for a gap in event ids to fill before taking it for a rollback.
@@ -227,9 +226,7 @@ class PostgresStore:
             try:
                 conn.execute("BEGIN")
                 conn.execute(_Q["lock_fleet"], {"key": self._migrate_key})
-                exists = conn.execute(
-                    "SELECT count(*) FROM pg_namespace WHERE nspname = %(s)s", {"s": self.schema}
-                ).fetchone()
+                exists = conn.execute(_Q["schema_exists"], {"schema": self.schema}).fetchone()
                 has_schema = bool(exists and exists[0])
                 version = 0
                 if has_schema:
@@ -467,10 +464,11 @@ class _Listener:
         self._thread.join(timeout=2.0)
 
 
-class PostgresTx:
+class PostgresTx(SqlTx):
     """The store verbs (see ``StoreTx``) as named queries on one pooled connection."""
 
     __slots__ = ("_c", "_events", "_read_only", "_s", "_stole", "_wake")
+    _s: PostgresStore
 
     def __init__(
         self, store: PostgresStore, conn: psycopg.Connection[Any], *, read_only: bool
@@ -481,6 +479,9 @@ class PostgresTx:
         self._events: list[tuple[float, str, int | None, str | None, str | None]] = []
         self._wake = False
         self._stole = False
+
+    def _work_appeared(self) -> None:
+        self._wake = True
 
     def finish(self) -> None:
         """Before COMMIT: write the events held back, and wake waiters if work appeared."""
@@ -507,61 +508,11 @@ class PostgresTx:
     def _run(self, name: str, params: Mapping[str, Any] | None = None) -> None:
         self._c.execute(self._sql(name), params)
 
-    # settings and counters ------------------------------------------------------------
-
-    def load_settings(self) -> Settings:
-        row = self._one("get_meta", {"key": "settings"})
-        return self._parse_settings(row[0] if row else None)
-
-    def _parse_settings(self, raw: str | None) -> Settings:
-        cached_raw, cached = self._s._settings
-        if raw == cached_raw:
-            return cached
-        settings = Settings.from_mapping(json.loads(raw)) if raw else Settings()
-        self._s._settings = (raw, settings)
-        return settings
-
-    def save_settings(self, settings: Settings) -> None:
-        self.set_meta("settings", json.dumps(settings.overrides(), sort_keys=True))
-        self._wake = True  # new steal rules or limits may free work for someone
-
-    def next_seq(self) -> int:
-        return int(self._one("next_seq")[0])
-
-    def get_meta(self, key: str) -> str | None:
-        row = self._one("get_meta", {"key": key})
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._run("set_meta", {"key": key, "value": value})
-
-    # agents ---------------------------------------------------------------------------
+    # the verbs this dialect runs its own way (the rest are SqlTx's) --------------------
 
     def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
         row = self._one("lock_agent" if lock else "get_agent", {"id": agent_id})
-        return None if row is None else _agent(row)
-
-    def list_agents(self) -> list[Agent]:
-        return [_agent(r) for r in self._all("list_agents")]
-
-    def save_agent(self, agent: Agent) -> None:
-        self._run(
-            "save_agent",
-            {
-                "id": agent.id,
-                "role": agent.role,
-                "skills": json.dumps(list(agent.skills)),
-                "domains": json.dumps(list(agent.domains)),
-                "max_concurrent": agent.max_concurrent,
-                "manager": agent.manager,
-                "ephemeral": agent.ephemeral,
-                "status": agent.status.value,
-                "idle_since": agent.idle_since,
-                "last_seen": agent.last_seen,
-                "registered_at": agent.registered_at,
-                "incarnation": agent.incarnation,
-            },
-        )
+        return None if row is None else agent_of(row)
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
         params = {"id": agent_id, "now": now}
@@ -578,51 +529,8 @@ class PostgresTx:
             self.skillsets()
         settings = self._parse_settings(row[16])
         return ClaimContext(
-            _agent(row), int(row[13]), bool(row[14]), dict(self._s._skillsets), settings
+            agent_of(row), int(row[13]), bool(row[14]), dict(self._s._skillsets), settings
         )
-
-    def queue_depths(self) -> list[tuple[str, int]]:
-        return [(r[0], int(r[1])) for r in self._all("queue_depths")]
-
-    # tasks: reads ---------------------------------------------------------------------
-
-    def _task(self, row: Sequence[Any]) -> Task:
-        skills = self._s._skillsets.get(row[5])
-        if skills is None:
-            self.skillsets()
-            skills = self._s._skillsets[row[5]]
-        return Task(
-            row[0],
-            row[1],
-            _STATES[row[7]],
-            row[4],
-            row[2],
-            None if row[3] is None else json.loads(row[3]),
-            skills,
-            row[6],
-            row[8],
-            row[9],
-            row[10],
-            row[11],
-            row[12],
-            row[13],
-            row[14],
-            row[15],
-            row[16],
-            row[17],
-            None if row[18] is None else json.loads(row[18]),
-            row[19],
-            row[20],
-            row[21],
-            row[22],
-            row[23],
-            row[24],
-            row[25],
-        )
-
-    def get_task(self, task_id: int) -> Task | None:
-        row = self._one("get_task", {"id": task_id})
-        return None if row is None else self._task(row)
 
     def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         if not task_ids:
@@ -641,64 +549,18 @@ class PostgresTx:
 
     def task_by_key(self, key: str) -> Task | None:
         self._run("lock_key", {"key": key})
-        row = self._one("task_by_key", {"key": key})
-        return None if row is None else self._task(row)
-
-    def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
-    ) -> list[Task]:
-        params = {
-            "state": None if state is None else state.value,
-            "agent": agent,
-            "before": before,
-            "limit": limit,
-        }
-        return [self._task(r) for r in self._all("list_tasks", params)]
+        return super().task_by_key(key)
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         rows = self._all("held_leases" if lock else "held_leases_unlocked", {"agent": agent_id})
         return [(self._task(r), r[-1]) for r in rows]
-
-    def claimed_tasks(self) -> list[Task]:
-        return [self._task(r) for r in self._all("claimed_tasks")]
-
-    def expired_leases(self, now: float, limit: int) -> list[Task]:
-        return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
-
-    def state_counts(self) -> dict[str, int]:
-        total, blocked, pool, queued, claimed = self._one("state_counts")
-        ended = {state: int(n) for state, n in self._all("ended_counts")}
-        dead, cancelled = ended.get("dead", 0), ended.get("cancelled", 0)
-        return {
-            "blocked": blocked,
-            "pending": pool + queued,
-            "claimed": claimed,
-            "done": total - blocked - pool - queued - claimed - dead - cancelled,
-            "dead": dead,
-            "cancelled": cancelled,
-        }
-
-    def pool_depth(self) -> int:
-        return int(self._one("pool_depth")[0])
-
-    def stuck_tasks(self, limit: int) -> list[int]:
-        return [r[0] for r in self._all("stuck_tasks", {"limit": limit})]
-
-    def pending_demand(self) -> dict[tuple[str, ...], int]:
-        return {_split(skills): int(n) for skills, n in self._all("pending_demand")}
-
-    # the claim cascade ----------------------------------------------------------------
-
-    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("queue_head", {"agent": agent_id, "limit": limit})
-        return [_candidate(r) for r in rows]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         rows = self._all("skillsets")
         cache = self._s._skillsets
         if len(rows) != len(cache):
             with self._s._cache_lock:
-                cache.update((sid, _split(skills)) for sid, skills in rows)
+                cache.update((sid, split_skills(skills)) for sid, skills in rows)
         return dict(cache)
 
     def pool_best(
@@ -709,7 +571,7 @@ class PostgresTx:
             rows = self._all("pool_best", params)
         else:
             rows = self._all("pool_best_in_domain", {**params, "domain": domain})
-        return [_candidate(r) for r in rows]
+        return [candidate_of(r) for r in rows]
 
     def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
@@ -723,7 +585,7 @@ class PostgresTx:
             "free_skillset": rules.free_skillset,
             "limit": limit,
         }
-        return [_candidate(r) for r in self._all("steal_tail", params)]
+        return [candidate_of(r) for r in self._all("steal_tail", params)]
 
     def window_thieves(self, since: float) -> list[str]:
         if not self._stole:  # take the steal turn once; it is held until commit
@@ -767,18 +629,12 @@ class PostgresTx:
             },
         )
         if task.state is TaskState.PENDING:
-            self._wake = True
+            self._work_appeared()
         return int(row[0])
 
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
         self._run("add_deps", {"task": task_id, "ids": list(depends_on)})
         self._run("mark_depended_on", {"ids": list(depends_on)})
-
-    def deps_of(self, task_id: int) -> list[int]:
-        return [r[0] for r in self._all("deps_of", {"task": task_id})]
-
-    def dependents_of(self, task_id: int) -> list[int]:
-        return [r[0] for r in self._all("dependents_of", {"task": task_id})]
 
     def lease_tasks(
         self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
@@ -808,100 +664,8 @@ class PostgresTx:
         rows = self._all("finish_leased", params)
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
-    def set_lease_expiry(self, task_id: int, expires: float) -> None:
-        self._run("set_lease_expiry", {"id": task_id, "expires": expires})
-
-    def requeue_task(
-        self,
-        task_id: int,
-        agent_id: str | None,
-        seq: int,
-        refund_attempt: bool,
-        error: str | None,
-        now: float,
-    ) -> None:
-        params = {
-            "id": task_id,
-            "agent": agent_id,
-            "seq": seq,
-            "refund": int(refund_attempt),
-            "error": error,
-            "now": now,
-        }
-        self._run("requeue_task", params)
-        self._wake = True
-
-    def bury_task(self, task_id: int, error: str | None, now: float) -> None:
-        self._run("bury_task", {"id": task_id, "error": error, "now": now})
-
-    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
-        params = {"id": task_id, "agent": agent_id, "waiting_on": waiting_on, "now": now}
-        self._run("block_task", params)
-
-    def release_dependents(self, task_id: int) -> list[int]:
-        rows = self._all("release_dependents", {"task": task_id})
-        return sorted(r[0] for r in rows if r[1] == 0)
-
-    def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        self._run("ready_task", {"id": task_id, "agent": agent_id, "seq": seq, "now": now})
-        self._wake = True
-
-    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("bound_tasks", {"agent": agent_id, "limit": limit})
-        return [_candidate(r) for r in rows]
-
-    def move_task(
-        self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
-    ) -> None:
-        params = {"id": task_id, "agent": agent_id, "seq": seq, "stolen": stolen, "now": now}
-        self._run("move_task", params)
-        self._wake = True
-
-    def cancel_task(self, task_id: int, now: float) -> None:
-        self._run("cancel_task", {"id": task_id, "now": now})
-
-    def revive_task(
-        self,
-        task_id: int,
-        state: TaskState,
-        agent_id: str | None,
-        seq: int,
-        waiting_on: int,
-        pool_key: float,
-        now: float,
-    ) -> None:
-        params = {
-            "id": task_id,
-            "state": state.value,
-            "agent": agent_id,
-            "seq": seq,
-            "waiting_on": waiting_on,
-            "pool_key": pool_key,
-            "now": now,
-        }
-        self._run("revive_task", params)
-        self._wake = self._wake or state is TaskState.PENDING
-
-    def mark_stalled(self, task_id: int, now: float) -> None:
-        self._run("mark_stalled", {"id": task_id, "now": now})
-
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         self._run("set_pool_keys", {"ids": list(keys), "keys": list(keys.values())})
-
-    def keyed_tasks(self) -> list[tuple[int, int, float]]:
-        return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
-
-    # the event log ---------------------------------------------------------------------
-
-    def append_event(
-        self,
-        at: float,
-        kind: str,
-        task_id: int | None,
-        agent_id: str | None,
-        data: Mapping[str, Any] | None,
-    ) -> None:
-        self._events.append((at, kind, task_id, agent_id, json.dumps(data) if data else None))
 
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int
@@ -924,32 +688,6 @@ class PostgresTx:
         else:
             rows = self._all("events", {"since": since, "until": until, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
-
-
-def _agent(row: Sequence[Any]) -> Agent:
-    return Agent(
-        id=row[0],
-        role=row[1],
-        skills=tuple(json.loads(row[2])),
-        domains=tuple(json.loads(row[3])),
-        max_concurrent=row[4],
-        manager=bool(row[5]),
-        ephemeral=bool(row[6]),
-        status=_STATUSES[row[7]],
-        idle_since=row[8],
-        last_seen=row[9],
-        registered_at=row[10],
-        incarnation=row[11],
-        queued=int(row[12]),
-    )
-
-
-def _candidate(row: Sequence[Any]) -> Candidate:
-    return Candidate(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
-
-
-def _split(skills: str) -> tuple[str, ...]:
-    return tuple(skills.split(",")) if skills else ()
 
 
 def _first_line(exc: BaseException) -> str:

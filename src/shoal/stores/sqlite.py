@@ -42,10 +42,11 @@ from shoal.errors import (
     StoreNotFound,
     StoreUnavailable,
 )
-from shoal.model import Agent, AgentStatus, Candidate, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, Task
 from shoal.policy import StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores._sqltx import SqlTx, agent_of, candidate_of, split_skills
 from shoal.stores._writerlock import open_writer_lock
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
@@ -59,8 +60,6 @@ _CHECKPOINT_BYTES = 32 << 20  # checkpoint once the WAL is this big
 _Q = load_queries("sqlite")
 _MIGRATIONS = load_migrations("sqlite")
 SCHEMA_VERSION = len(_MIGRATIONS)
-_STATES = {s.value: s for s in TaskState}
-_STATUSES = {s.value: s for s in AgentStatus}
 
 
 class SqliteStore:
@@ -314,7 +313,7 @@ class SqliteStore:
             self.close()
 
 
-class SqliteTx:
+class SqliteTx(SqlTx):
     """The store verbs (see ``StoreTx``) as named queries on the store's connection."""
 
     __slots__ = ("_c", "_events", "_s")
@@ -330,69 +329,20 @@ class SqliteTx:
             self._c.executemany(_Q["append_event"], self._events)
             self._events.clear()
 
-    def _one(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
-        return self._c.execute(_Q[name], params).fetchone()
+    def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
+        return self._c.execute(_Q[name], params or ()).fetchone()
 
-    def _all(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[Any]:
-        return self._c.execute(_Q[name], params).fetchall()
+    def _all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        return self._c.execute(_Q[name], params or ()).fetchall()
 
-    def _run(self, name: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> None:
-        self._c.execute(_Q[name], params)
+    def _run(self, name: str, params: Mapping[str, Any] | None = None) -> None:
+        self._c.execute(_Q[name], params or ())
 
-    # settings and counters ------------------------------------------------------------
-
-    def load_settings(self) -> Settings:
-        row = self._one("get_meta", {"key": "settings"})
-        return self._parse_settings(row[0] if row else None)
-
-    def _parse_settings(self, raw: str | None) -> Settings:
-        cached_raw, cached = self._s._settings
-        if raw == cached_raw:
-            return cached
-        settings = Settings.from_mapping(json.loads(raw)) if raw else Settings()
-        self._s._settings = (raw, settings)
-        return settings
-
-    def save_settings(self, settings: Settings) -> None:
-        self.set_meta("settings", json.dumps(settings.overrides(), sort_keys=True))
-
-    def next_seq(self) -> int:
-        return int(self._one("next_seq")[0])
-
-    def get_meta(self, key: str) -> str | None:
-        row = self._one("get_meta", {"key": key})
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._run("set_meta", {"key": key, "value": value})
-
-    # agents ---------------------------------------------------------------------------
+    # the verbs this dialect runs its own way (the rest are SqlTx's) --------------------
 
     def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
         row = self._one("get_agent", {"id": agent_id})
-        return None if row is None else _agent(row)
-
-    def list_agents(self) -> list[Agent]:
-        return [_agent(r) for r in self._all("list_agents")]
-
-    def save_agent(self, agent: Agent) -> None:
-        self._run(
-            "save_agent",
-            {
-                "id": agent.id,
-                "role": agent.role,
-                "skills": json.dumps(list(agent.skills)),
-                "domains": json.dumps(list(agent.domains)),
-                "max_concurrent": agent.max_concurrent,
-                "manager": int(agent.manager),
-                "ephemeral": int(agent.ephemeral),
-                "status": agent.status.value,
-                "idle_since": agent.idle_since,
-                "last_seen": agent.last_seen,
-                "registered_at": agent.registered_at,
-                "incarnation": agent.incarnation,
-            },
-        )
+        return None if row is None else agent_of(row)
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
         row = self._one("claim_context", {"id": agent_id, "now": now})
@@ -402,51 +352,7 @@ class SqliteTx:
         if row[15] != len(skillsets):
             self.skillsets()
         settings = self._parse_settings(row[16])
-        return ClaimContext(_agent(row), row[13], bool(row[14]), skillsets, settings)
-
-    def queue_depths(self) -> list[tuple[str, int]]:
-        return [(r[0], r[1]) for r in self._all("queue_depths")]
-
-    # tasks: reads ---------------------------------------------------------------------
-
-    def _task(self, row: Sequence[Any]) -> Task:
-        """A task from the columns of the ``task`` fragment (positional: this is hot)."""
-        skills = self._s._skillsets.get(row[5])
-        if skills is None:
-            self.skillsets()
-            skills = self._s._skillsets[row[5]]
-        return Task(
-            row[0],  # id
-            row[1],  # title
-            _STATES[row[7]],
-            row[4],  # priority
-            row[2],  # body
-            None if row[3] is None else json.loads(row[3]),  # payload
-            skills,
-            row[6],  # domain
-            row[8],  # agent
-            bool(row[9]),  # pinned
-            bool(row[10]),  # stolen
-            row[11],  # parent
-            row[12],  # key
-            row[13],  # attempts
-            row[14],  # max_attempts
-            row[15],  # lease_ttl
-            row[16],  # expected_duration
-            row[17],  # lease_expires
-            None if row[18] is None else json.loads(row[18]),  # result
-            row[19],  # error
-            row[20],  # waiting_on
-            row[21],  # created_at
-            row[22],  # updated_at
-            row[23],  # claimed_at
-            row[24],  # finished_at
-            row[25],  # stalled_at
-        )
-
-    def get_task(self, task_id: int) -> Task | None:
-        row = self._one("get_task", {"id": task_id})
-        return None if row is None else self._task(row)
+        return ClaimContext(agent_of(row), row[13], bool(row[14]), skillsets, settings)
 
     def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         if not task_ids:
@@ -458,65 +364,16 @@ class SqliteTx:
         row = self._one("leased_task", {"id": task_id})
         return None if row is None else (self._task(row), row[-1])
 
-    def task_by_key(self, key: str) -> Task | None:
-        row = self._one("task_by_key", {"key": key})
-        return None if row is None else self._task(row)
-
-    def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
-    ) -> list[Task]:
-        params = {
-            "state": None if state is None else state.value,
-            "agent": agent,
-            "before": before,
-            "limit": limit,
-        }
-        return [self._task(r) for r in self._all("list_tasks", params)]
-
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         rows = self._all("held_leases", {"agent": agent_id})
         return [(self._task(r), r[-1]) for r in rows]
-
-    def claimed_tasks(self) -> list[Task]:
-        return [self._task(r) for r in self._all("claimed_tasks")]
-
-    def expired_leases(self, now: float, limit: int) -> list[Task]:
-        return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
-
-    def state_counts(self) -> dict[str, int]:
-        total, blocked, pool, queued, claimed = self._one("state_counts")
-        ended = dict(self._all("ended_counts"))
-        dead, cancelled = ended.get("dead", 0), ended.get("cancelled", 0)
-        return {
-            "blocked": blocked,
-            "pending": pool + queued,
-            "claimed": claimed,
-            "done": total - blocked - pool - queued - claimed - dead - cancelled,
-            "dead": dead,
-            "cancelled": cancelled,
-        }
-
-    def pool_depth(self) -> int:
-        return int(self._one("pool_depth")[0])
-
-    def stuck_tasks(self, limit: int) -> list[int]:
-        return [r[0] for r in self._all("stuck_tasks", {"limit": limit})]
-
-    def pending_demand(self) -> dict[tuple[str, ...], int]:
-        return {_split(skills): n for skills, n in self._all("pending_demand")}
-
-    # the claim cascade ----------------------------------------------------------------
-
-    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("queue_head", {"agent": agent_id, "limit": limit})
-        return [_candidate(r) for r in rows]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         rows = self._all("skillsets")
         cache = self._s._skillsets
         if len(rows) != len(cache):
             cache.clear()
-            cache.update((sid, _split(skills)) for sid, skills in rows)
+            cache.update((sid, split_skills(skills)) for sid, skills in rows)
         return dict(cache)
 
     def pool_best(
@@ -531,7 +388,7 @@ class SqliteTx:
                 rows += self._all("pool_best_in_domain", params)
         if len(skillsets) > 1:
             rows.sort(key=lambda r: (-r[-1], r[0]))
-        return [_candidate(r) for r in rows[:limit]]
+        return [candidate_of(r) for r in rows[:limit]]
 
     def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
@@ -545,7 +402,7 @@ class SqliteTx:
             "free_skillset": rules.free_skillset,
             "limit": limit,
         }
-        return [_candidate(r) for r in self._all("steal_tail", params)]
+        return [candidate_of(r) for r in self._all("steal_tail", params)]
 
     def window_thieves(self, since: float) -> list[str]:
         self.flush_events()
@@ -593,12 +450,6 @@ class SqliteTx:
         self._c.executemany(_Q["add_dep"], [{"task": task_id, "depends_on": d} for d in depends_on])
         self._run("mark_depended_on", {"ids": json.dumps(list(depends_on))})
 
-    def deps_of(self, task_id: int) -> list[int]:
-        return [r[0] for r in self._all("deps_of", {"task": task_id})]
-
-    def dependents_of(self, task_id: int) -> list[int]:
-        return [r[0] for r in self._all("dependents_of", {"task": task_id})]
-
     def lease_tasks(
         self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
     ) -> list[Task]:
@@ -635,96 +486,8 @@ class SqliteTx:
             rows = self._all("finish_leased", {"items": json.dumps(encoded), "now": now})
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
-    def set_lease_expiry(self, task_id: int, expires: float) -> None:
-        self._run("set_lease_expiry", {"id": task_id, "expires": expires})
-
-    def requeue_task(
-        self,
-        task_id: int,
-        agent_id: str | None,
-        seq: int,
-        refund_attempt: bool,
-        error: str | None,
-        now: float,
-    ) -> None:
-        params = {
-            "id": task_id,
-            "agent": agent_id,
-            "seq": seq,
-            "refund": int(refund_attempt),
-            "error": error,
-            "now": now,
-        }
-        self._run("requeue_task", params)
-
-    def bury_task(self, task_id: int, error: str | None, now: float) -> None:
-        self._run("bury_task", {"id": task_id, "error": error, "now": now})
-
-    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
-        params = {"id": task_id, "agent": agent_id, "waiting_on": waiting_on, "now": now}
-        self._run("block_task", params)
-
-    def release_dependents(self, task_id: int) -> list[int]:
-        rows = self._all("release_dependents", {"task": task_id})
-        return sorted(r[0] for r in rows if r[1] == 0)
-
-    def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        self._run("ready_task", {"id": task_id, "agent": agent_id, "seq": seq, "now": now})
-
-    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("bound_tasks", {"agent": agent_id, "limit": limit})
-        return [_candidate(r) for r in rows]
-
-    def move_task(
-        self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
-    ) -> None:
-        params = {"id": task_id, "agent": agent_id, "seq": seq, "stolen": int(stolen), "now": now}
-        self._run("move_task", params)
-
-    def cancel_task(self, task_id: int, now: float) -> None:
-        self._run("cancel_task", {"id": task_id, "now": now})
-
-    def revive_task(
-        self,
-        task_id: int,
-        state: TaskState,
-        agent_id: str | None,
-        seq: int,
-        waiting_on: int,
-        pool_key: float,
-        now: float,
-    ) -> None:
-        params = {
-            "id": task_id,
-            "state": state.value,
-            "agent": agent_id,
-            "seq": seq,
-            "waiting_on": waiting_on,
-            "pool_key": pool_key,
-            "now": now,
-        }
-        self._run("revive_task", params)
-
-    def mark_stalled(self, task_id: int, now: float) -> None:
-        self._run("mark_stalled", {"id": task_id, "now": now})
-
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         self._c.executemany(_Q["set_pool_key"], [{"id": i, "pool_key": k} for i, k in keys.items()])
-
-    def keyed_tasks(self) -> list[tuple[int, int, float]]:
-        return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
-
-    # the event log ---------------------------------------------------------------------
-
-    def append_event(
-        self,
-        at: float,
-        kind: str,
-        task_id: int | None,
-        agent_id: str | None,
-        data: Mapping[str, Any] | None,
-    ) -> None:
-        self._events.append((at, kind, task_id, agent_id, json.dumps(data) if data else None))
 
     def events(
         self, since: int, task_id: int | None, agent_id: str | None, limit: int
@@ -738,28 +501,6 @@ class SqliteTx:
         else:
             rows = self._all("events", {"since": since, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
-
-
-def _agent(row: Sequence[Any]) -> Agent:
-    return Agent(
-        id=row[0],
-        role=row[1],
-        skills=tuple(json.loads(row[2])),
-        domains=tuple(json.loads(row[3])),
-        max_concurrent=row[4],
-        manager=bool(row[5]),
-        ephemeral=bool(row[6]),
-        status=_STATUSES[row[7]],
-        idle_since=row[8],
-        last_seen=row[9],
-        registered_at=row[10],
-        incarnation=row[11],
-        queued=row[12],
-    )
-
-
-def _candidate(row: Sequence[Any]) -> Candidate:
-    return Candidate(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
 
 
 def _refuse_foreign_file(path: Path) -> None:
@@ -777,10 +518,6 @@ def _refuse_foreign_file(path: Path) -> None:
             f"{path} is not a usable shoal fleet (it is not a SQLite database)",
             hint="point --store at a fleet, or at a new file to create one",
         )
-
-
-def _split(skills: str) -> tuple[str, ...]:
-    return tuple(skills.split(",")) if skills else ()
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -37,6 +37,9 @@ a.idle_since, a.last_seen, a.registered_at, a.incarnation,
 
 -- ============================================================ opening a fleet
 
+-- name: schema_exists
+SELECT count(*) FROM pg_namespace WHERE nspname = %(schema)s;
+
 -- name: schema_version
 -- At open: the version of the fleet in this schema (None: not a fleet), and whether the
 -- schema holds other tables (then it belongs to another program).
@@ -222,9 +225,6 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: skillsets
 SELECT id, skills FROM skillsets ORDER BY id;
-
--- name: skillset_id
-SELECT id FROM skillsets WHERE skills = %(skills)s;
 
 -- name: insert_skillset
 -- Two writers may add the same set at once: the second takes the first's id.
