@@ -371,7 +371,7 @@ class Fleet:
         """A task with its dependencies, dependents and latest events."""
         with self.store.read() as tx:
             task = _need_task(tx, task_id)
-            history = tx.events(0, task_id, None, 100_000)[-events:]
+            history = tx.events(0, task_id, None, 100_000)[-events:] if events > 0 else []
             return TaskDetail(
                 task, tuple(tx.deps_of(task_id)), tuple(tx.dependents_of(task_id)), tuple(history)
             )

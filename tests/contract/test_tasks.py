@@ -230,6 +230,7 @@ def test_show_lists_dependencies_dependents_and_history(fleet: Fleet) -> None:
     detail = fleet.show(b.id)
     assert detail.after == (a.id,) and fleet.show(a.id).dependents == (b.id,)
     assert [e.kind for e in detail.events] == ["posted"]
+    assert fleet.show(b.id, events=0).events == ()  # no history asked, none read
 
 
 def test_listing_filters_by_state_and_agent(fleet: Fleet) -> None:
