@@ -540,12 +540,7 @@ class PostgresTx(SqlTx):
 
     def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
         row = self._one("leased_task", {"id": task_id})
-        if row is None:
-            return None
-        task = self._task(row)
-        if task.agent is not None:  # lock order: the task, then its holder (see finish_leased)
-            self._run("lock_holder", {"agent": task.agent})
-        return task, row[-1]
+        return None if row is None else (self._task(row), row[-2])
 
     def task_by_key(self, key: str) -> Task | None:
         self._run("lock_key", {"key": key})

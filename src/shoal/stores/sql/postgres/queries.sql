@@ -141,12 +141,14 @@ SELECT {task} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE;
 
 -- name: leased_task
 -- A task and the token of its lease, locked with its holder's agent row: whoever ends a
--- lease goes on to update that agent, and taking both at once keeps the lock order
--- (task, then agent) that completions use.
-SELECT {t_task}, t.token FROM tasks t WHERE t.id = %(id)s FOR UPDATE OF t;
-
--- name: lock_holder
-SELECT 1 FROM agents WHERE id = %(agent)s FOR UPDATE;
+-- lease goes on to update that agent, and taking both here, in one statement, keeps the
+-- lock order (task, then agent) that completions use.
+WITH leased AS (
+    SELECT {task}, token FROM tasks WHERE id = %(id)s FOR UPDATE
+), holder AS (
+    SELECT 1 FROM agents WHERE id = (SELECT agent_id FROM leased) FOR UPDATE
+)
+SELECT leased.*, (SELECT count(*) FROM holder) FROM leased;
 
 -- name: task_by_key
 SELECT {task} FROM tasks WHERE key = %(key)s;
