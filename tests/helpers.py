@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from shoal import Claim, Fleet, Lease, Task
@@ -39,3 +40,16 @@ def kinds(fleet: Fleet, since: int = 0, **filters: Any) -> list[str]:
 def last_event_id(fleet: Fleet) -> int:
     found = fleet.events(0, limit=1_000_000)
     return found[-1].id if found else 0
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    """Poll ``condition`` (about something another process does) until it returns something
+    true, and return that; fail after ``timeout`` seconds. Only for real processes: a
+    fleet's own time is driven with the manual clock."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)

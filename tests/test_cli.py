@@ -28,7 +28,7 @@ import pytest
 from shoal import Fleet, TaskState, __version__
 from shoal.faces.cli import main
 from shoal.stores import find_fleet
-from tests.helpers import snapshot
+from tests.helpers import snapshot, wait_until
 
 ENV_NAMES = ("SHOAL_STORE", "SHOAL_AGENT", "SHOAL_TOKEN")
 SCRIPT = Path(sys.executable).with_name("shoal")
@@ -111,14 +111,6 @@ def claim_one(shoal: Shoal, agent: str) -> tuple[int, str]:
     result = shoal("claim", "--agent", agent, "--json")
     assert result.code == 0, result
     return result.data["task"]["id"], result.data["lease"]["token"]
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    """Poll ``condition`` until it holds, failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def files_under(folder: Path) -> list[Path]:

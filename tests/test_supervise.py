@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from shoal import Fleet, ManualClock, TaskState
-from tests.workers import SHOAL, pid_alive, running, wait_until
+from tests.helpers import wait_until
+from tests.workers import SHOAL, pid_alive, running
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ import pytest
 
 from shoal import Fleet, TaskState
 from shoal.runtime import TaskContext, Worker
-from tests.workers import pid_alive, running, wait_until
+from tests.helpers import wait_until
+from tests.workers import pid_alive, running
 
 pytestmark = pytest.mark.slow
 
