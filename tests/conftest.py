@@ -3,6 +3,7 @@ its name to STORES and a branch to ``store_url``."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,16 +30,15 @@ def make_url(kind: str, folder: Path) -> str:
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL database for this test session (see tests/pg.py); skips with the reason
     when there is none, or fails if SHOAL_REQUIRE_POSTGRES is set."""
-    try:
-        context = pg.server()
-        url = context.__enter__()
-    except (RuntimeError, OSError, pg.psycopg.Error) as exc:
-        reason = f"no PostgreSQL for the tests: {exc}"
-        if pg.required():
-            pytest.fail(f"{reason} ({pg.ENV_REQUIRE} is set)")
-        pytest.skip(f"{reason}; set {pg.ENV_URL} or install PostgreSQL's initdb/pg_ctl")
-    yield url
-    context.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(pg.server())
+        except (RuntimeError, OSError, pg.psycopg.Error) as exc:
+            reason = f"no PostgreSQL for the tests: {exc}"
+            if pg.required():
+                pytest.fail(f"{reason} ({pg.ENV_REQUIRE} is set)")
+            pytest.skip(f"{reason}; set {pg.ENV_URL} or install PostgreSQL's initdb/pg_ctl")
+        yield url
 
 
 @pytest.fixture

@@ -18,9 +18,12 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
+
+from shoal.stores.postgres import postgres_target
 
 ENV_URL = "SHOAL_TEST_POSTGRES_URL"
 ENV_REQUIRE = "SHOAL_REQUIRE_POSTGRES"
@@ -119,11 +122,14 @@ def fleet_url(server_url: str, schema: str | None = None) -> str:
     return f"{server_url}{joiner}schema={schema}"
 
 
+def schema_conn(fleet_url: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """A plain connection into a test fleet's schema (parsed as the store parses it)."""
+    conninfo, schema, _ = postgres_target(fleet_url)
+    return psycopg.connect(conninfo, autocommit=True, options=f"-c search_path={schema}")
+
+
 def drop_fleet(fleet_url: str) -> None:
     """Remove a test fleet's schema (and its tables)."""
-    base, _, query = fleet_url.partition("?")
-    options = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
-    schema = options.pop("schema")
-    rest = "&".join(f"{k}={v}" for k, v in options.items())
-    with psycopg.connect(f"{base}?{rest}" if rest else base, autocommit=True) as conn:
+    schema = postgres_target(fleet_url)[1]
+    with schema_conn(fleet_url) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from shoal import (
@@ -22,19 +21,6 @@ from shoal import (
 )
 from shoal.errors import exit_code_for
 from tests import pg
-
-
-def _schema_conn(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    """A plain connection into a test fleet's schema."""
-    base, _, query = url.partition("?")
-    options = dict(part.split("=", 1) for part in query.split("&"))
-    schema = options.pop("schema")
-    rest = "&".join(f"{k}={v}" for k, v in options.items())
-    return psycopg.connect(
-        f"{base}?{rest}" if rest else base,
-        autocommit=True,
-        options=f"-c search_path={schema}",
-    )
 
 
 @pytest.fixture
@@ -90,12 +76,12 @@ def test_an_empty_schema_is_not_a_fleet_until_init(postgres_url: str) -> None:
 
 def test_a_schema_of_another_program_is_refused_untouched(postgres_url: str) -> None:
     schema = postgres_url.rsplit("schema=", 1)[1]
-    with _schema_conn(postgres_url) as conn:
+    with pg.schema_conn(postgres_url) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'CREATE TABLE "{schema}".invoices (id int)')
     with pytest.raises(StoreError, match="not a shoal fleet"):
         Fleet.open(postgres_url)
-    with _schema_conn(postgres_url) as conn:
+    with pg.schema_conn(postgres_url) as conn:
         tables = conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchall()
@@ -103,7 +89,7 @@ def test_a_schema_of_another_program_is_refused_untouched(postgres_url: str) -> 
 
 
 def test_a_fleet_from_a_newer_shoal_is_refused(fleet: Fleet, postgres_url: str) -> None:
-    with _schema_conn(postgres_url) as conn:
+    with pg.schema_conn(postgres_url) as conn:
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (99, 'future')")
     with pytest.raises(SchemaMismatch, match="newer") as err:
         Fleet.open(postgres_url)
@@ -141,7 +127,7 @@ def _claim_in_thread(fleet: Fleet, agent: str, wait: float) -> tuple[threading.T
 
 
 def _listening(url: str) -> bool:
-    with _schema_conn(url) as conn:
+    with pg.schema_conn(url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %%'"
             " AND application_name = 'shoal' AND datname = current_database()"
@@ -196,7 +182,7 @@ def test_the_listener_comes_back_after_its_connection_is_killed(
     waiter.register("idle-agent")
     waiter.wait_for_change(0.01)
     assert _listening(postgres_url)
-    with _schema_conn(postgres_url) as conn:
+    with pg.schema_conn(postgres_url) as conn:
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE query LIKE 'LISTEN %%' AND application_name = 'shoal'"
@@ -221,7 +207,7 @@ def test_the_log_never_skips_an_event_committed_out_of_order(
 ) -> None:
     fleet.post("first")
     since = fleet.events()[-1].id
-    slow, fast = _schema_conn(postgres_url), _schema_conn(postgres_url)
+    slow, fast = pg.schema_conn(postgres_url), pg.schema_conn(postgres_url)
     slow.execute("BEGIN")
     slow.execute("INSERT INTO events (at, kind) VALUES (1, 'slow')")  # takes the next id ...
     fast.execute("INSERT INTO events (at, kind) VALUES (2, 'fast')")  # ... this one commits

@@ -362,9 +362,6 @@ class PostgresStore:
 
     # --------------------------------------------------------------- wake-ups
 
-    def notify_channel(self) -> str:
-        return self._channel
-
     def wait_for_change(self, timeout: float) -> bool:
         """Wait for a wake-up on the fleet's channel (see the module docstring)."""
         self._same_process()
