@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from shoal import Fleet, ManualClock, TaskState
+from shoal.errors import StoreUnavailable
+from shoal.runtime.supervisor import Supervisor, SupervisorEvent
 from tests.helpers import wait_until
 from tests.workers import SHOAL, pid_alive, running
 
@@ -104,6 +106,24 @@ def test_supervise_refuses_a_floor_above_its_cap_and_starts_nothing(url: str, fl
     assert proc.returncode == 2
     assert "--min" in proc.stderr
     assert fleet.agents() == []
+
+
+def test_a_store_outage_while_the_supervisor_reads_its_agents_costs_one_pass(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[SupervisorEvent] = []
+    sup = Supervisor(fleet, lambda spec: ["true"], maximum=1, listener=said.append)
+
+    def outage(*_args: object, **_kwargs: object) -> list[object]:
+        raise StoreUnavailable("the store is down")
+
+    monkeypatch.setattr(fleet, "agents", outage)
+    sup.step()  # does not raise
+    assert [e.kind for e in said][-1] == "error"
+    assert "the store is down" in said[-1].text
+    monkeypatch.undo()
+    sup.step()
+    assert sup.slots == {}
 
 
 def test_worker_without_a_command_says_how_to_give_one(url: str, fleet: Fleet) -> None:

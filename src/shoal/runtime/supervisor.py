@@ -158,16 +158,16 @@ class Supervisor:
         now = time.monotonic() if now is None else now
         self._collect(now)
         self._restart_due(now)
-        try:
+        try:  # a store outage costs this pass, not the supervisor (and its workers)
             hub = self.hub.step()
+            for action in hub.actions:
+                self._hub_said(action)
+            self.assessment = hub.assessment
+            self.agents = {a.id: a for a in self.fleet.agents()}
+            self._follow_events()
         except ShoalError as exc:
             self._say("error", f"hub pass failed: {exc.message}")
             return
-        for action in hub.actions:
-            self._hub_said(action)
-        self.assessment = hub.assessment
-        self.agents = {a.id: a for a in self.fleet.agents()}
-        self._follow_events()
         decision = policy.scale_decision(
             recommendation=hub.assessment.recommendation,
             running=len(self.slots),
