@@ -9,8 +9,10 @@ barrier to the last finish, and ratios next to every pair of figures.
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing as mp
+import os
 import queue
 import statistics
 import subprocess
@@ -206,3 +208,37 @@ def git_state(repo: Path) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"git {head}" + (" + uncommitted changes in src/" if dirty else "")
+
+
+def close_report(
+    rows: Sequence[Row],
+    rival: str,
+    problems: dict[str, list[str]],
+    checked: str,
+    json_path: Path | None,
+    meta: dict[str, Any],
+    figures: dict[str, Any],
+    elapsed: float,
+) -> None:
+    """The end of a benchmark's report: warnings or the correctness line (``checked`` says
+    how each side was checked), the target tally, and the figures as JSON if asked."""
+    if problems:
+        say("")
+        for where, found in problems.items():
+            for problem in found:
+                say(f"WARNING ({where}): {problem}")
+    else:
+        say(f"correctness: every run did each task exactly once ({checked})")
+    passed = sum(1 for r in rows if r.passed)
+    say(f"targets: {passed} PASS, {sum(1 for r in rows if r.passed is False)} MISS")
+    if json_path is not None:
+        meta["loadavg_end"] = os.getloadavg()
+        meta["seconds"] = elapsed
+        report = {
+            "meta": meta,
+            "figures": figures,
+            "rows": [r.to_dict(rival) for r in rows],
+            "problems": problems,
+        }
+        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        say(f"figures written to {json_path}")

@@ -42,7 +42,6 @@ work (see ``claims_pg.py``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -70,6 +69,7 @@ from _harness import (
     Processing,
     Progress,
     Row,
+    close_report,
     git_state,
     median_run,
     percentile,
@@ -754,30 +754,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  claim() p50 vs pending: claim() alone, from one process; the task then completed "
         "and one task posted (untimed), so the pending count stays put"
     )
-    if problems:
-        say("")
-        for where, found in problems.items():
-            for problem in found:
-                say(f"WARNING ({where}): {problem}")
-    else:
-        say(
-            "correctness: every run did each task exactly once (shoal: worker reports, state "
-            "counts and the event log; huey: worker reports and an empty queue)"
-        )
-    passed = sum(1 for r in rows if r.passed)
-    say(f"targets: {passed} PASS, {sum(1 for r in rows if r.passed is False)} MISS")
-
-    if args.json is not None:
-        meta["loadavg_end"] = os.getloadavg()
-        meta["seconds"] = elapsed
-        report = {
-            "meta": meta,
-            "figures": figures,
-            "rows": [r.to_dict("huey") for r in rows],
-            "problems": problems,
-        }
-        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        say(f"figures written to {args.json}")
+    checked = (
+        "shoal: worker reports, state counts and the event log; "
+        "huey: worker reports and an empty queue"
+    )
+    close_report(rows, "huey", problems, checked, args.json, meta, figures, elapsed)
     return 0
 
 

@@ -93,6 +93,7 @@ from _harness import (
     BARRIER_TIMEOUT,
     Processing,
     Row,
+    close_report,
     git_state,
     median_run,
     print_table,
@@ -716,29 +717,17 @@ def main(args: argparse.Namespace) -> int:
         "  worker CPU per task: the worker processes' own CPU time over the run / tasks "
         "(the server's share is not included)"
     )
-    if problems:
-        say("")
-        for where, found in problems.items():
-            for problem in found:
-                say(f"WARNING ({where}): {problem}")
-    else:
-        say(
-            "correctness: every run did each task exactly once (shoal: worker reports, state "
-            "counts and the event log; pgqueuer: worker reports, an empty queue table, and one "
-            "'picked' and one 'successful' log row per job)"
-        )
-    passed = sum(1 for r in rows if r.passed)
-    say(f"targets: {passed} PASS, {sum(1 for r in rows if r.passed is False)} MISS")
-
-    if args.json is not None:
-        meta["loadavg_end"] = os.getloadavg()
-        meta["seconds"] = elapsed
-        report = {
-            "meta": meta,
-            "figures": figures,
-            "rows": [r.to_dict("pgqueuer") for r in rows],
-            "problems": problems,
-        }
-        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        say(f"figures written to {args.json}")
+    close_report(
+        rows,
+        "pgqueuer",
+        problems,
+        (
+            "shoal: worker reports, state counts and the event log; pgqueuer: worker reports, "
+            "an empty queue table, and one 'picked' and one 'successful' log row per job"
+        ),
+        args.json,
+        meta,
+        figures,
+        elapsed,
+    )
     return 1 if problems else 0
