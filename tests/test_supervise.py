@@ -108,6 +108,24 @@ def test_supervise_refuses_a_floor_above_its_cap_and_starts_nothing(url: str, fl
     assert fleet.agents() == []
 
 
+def test_supervise_refuses_a_bad_worker_timeout_at_once_instead_of_restarting_workers(
+    url: str, fleet: Fleet
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    for option, value in (("--timeout", "0"), ("--max-concurrent", "0")):
+        proc = subprocess.run(
+            [*SHOAL, "--store", url, "supervise", "--max-agents", "2", option, value, "--", "true"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert option in proc.stderr
+        assert fleet.agents() == []
+
+
 def test_a_store_outage_while_the_supervisor_reads_its_agents_costs_one_pass(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from shoal._checks import positive_duration
 from shoal.errors import BadInput
 from shoal.faces.live import supervisor_view
 from shoal.model import parse_duration
@@ -53,10 +54,11 @@ def _json_option(fn: F) -> F:
     )(fn)
 
 
-def _seconds(value: str | None, what: str) -> float | None:
-    if value is None:
-        return None
-    return parse_duration(value, what)
+def _above_zero(value: str, what: str) -> float:
+    """A duration option that must be above zero (and at most a year)."""
+    seconds = positive_duration(value, what)
+    assert seconds is not None  # the option has a default
+    return seconds
 
 
 def _stamp() -> str:
@@ -192,7 +194,10 @@ def worker_argv(
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
 @click.option("--role", default="worker", show_default=True)
-@click.option("--max-concurrent", default=1, show_default=True, help="Tasks run at once.")
+@click.option(
+    "--max-concurrent", default=1, show_default=True, type=click.IntRange(1),
+    help="Tasks run at once.",
+)  # fmt: skip
 @click.option("--ephemeral", is_flag=True, help="Leave the fleet after idle_timeout without work.")
 @click.option("--timeout", metavar="DURATION", help="Stop and fail a task running this long.")
 @click.option(
@@ -256,8 +261,8 @@ def worker(
         role=role,
         max_concurrent=max_concurrent,
         ephemeral=ephemeral,
-        timeout=_seconds(timeout, "--timeout"),
-        drain=_seconds(drain, "--drain") or 0.0,
+        timeout=positive_duration(timeout, "--timeout"),
+        drain=parse_duration(drain, "--drain"),
         listener=listener,
     )
     runner.run(handle_signals=True)
@@ -278,9 +283,7 @@ def monitor(app: Any, interval: str, once: bool) -> None:
     idle ephemeral agents are terminated, stalled tasks flagged; queued work moves to
     agents idle for a while; the assessment is logged when it changes.
     """
-    every = parse_duration(interval, "--interval")
-    if every <= 0:
-        raise BadInput("--interval must be above 0 seconds")
+    every = _above_zero(interval, "--interval")
     hub = Hub(app.fleet())
     printer = _Printer(app.out, app.json)
 
@@ -312,7 +315,10 @@ def monitor(app: Any, interval: str, once: bool) -> None:
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill every worker has.")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain every worker knows.")
 @click.option("--prefix", help="Agent ids are PREFIX-1, PREFIX-2... (default: host-pid).")
-@click.option("--max-concurrent", default=1, show_default=True, help="Tasks per worker at once.")
+@click.option(
+    "--max-concurrent", default=1, show_default=True, type=click.IntRange(1),
+    help="Tasks per worker at once.",
+)  # fmt: skip
 @click.option("--timeout", metavar="DURATION", help="Per-task timeout of each worker.")
 @click.option("--drain", default="30s", show_default=True, metavar="DURATION")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -348,9 +354,10 @@ def supervise(
             "shoal supervise needs the command its workers run",
             hint="put it after --, e.g. shoal supervise --max-agents 4 -- ./do-task.sh {id}",
         )
+    # Checked here, once: a value a worker refused would crash every worker it started.
+    task_timeout = positive_duration(timeout, "--timeout")
+    drain_s = parse_duration(drain, "--drain")
     fleet = app.fleet()
-    task_timeout = _seconds(timeout, "--timeout")
-    drain_s = _seconds(drain, "--drain") or 0.0
     live = sys.stdout.isatty() and not app.json
     log: deque[Text] = deque(maxlen=12)
     printer = _Printer(app.out, app.json)
