@@ -51,49 +51,29 @@ def _ids(values: tuple[int, ...]) -> str:
     return ", ".join(f"#{i}" for i in values)
 
 
+#: A sentence per field of the reap report, in its order: agents get one action each
+#: (``{agent}``), tasks one action for them all (``{tasks}``).
+_REAP_SAYS = {
+    "expired": "leases expired: {tasks} back to pending",
+    "dead": "leases expired with no attempts left: {tasks} dead",
+    "offline": "{agent} went silent: offline",
+    "returned": "queued work of offline agents back to the pool: {tasks}",
+    "terminated": "{agent} idle (or away) too long: terminated",
+    "stalled": "running well past their expected duration: {tasks}",
+}
+
+
 def reap_actions(report: ReapReport) -> list[HubAction]:
-    """One action per kind of thing reap did."""
+    """One action per kind of thing reap did (per agent, for agents)."""
     actions = []
-    if report.expired:
-        actions.append(
-            HubAction(
-                "expired",
-                f"leases expired: {_ids(report.expired)} back to pending",
-                {"tasks": list(report.expired)},
+    for kind, says in _REAP_SAYS.items():
+        values = getattr(report, kind)
+        if "{agent}" in says:
+            actions += [HubAction(kind, says.format(agent=a), {"agent": a}) for a in values]
+        elif values:
+            actions.append(
+                HubAction(kind, says.format(tasks=_ids(values)), {"tasks": list(values)})
             )
-        )
-    if report.dead:
-        actions.append(
-            HubAction(
-                "dead",
-                f"leases expired with no attempts left: {_ids(report.dead)} dead",
-                {"tasks": list(report.dead)},
-            )
-        )
-    for agent in report.offline:
-        actions.append(HubAction("offline", f"{agent} went silent: offline", {"agent": agent}))
-    if report.returned:
-        actions.append(
-            HubAction(
-                "returned",
-                f"queued work of offline agents back to the pool: {_ids(report.returned)}",
-                {"tasks": list(report.returned)},
-            )
-        )
-    for agent in report.terminated:
-        actions.append(
-            HubAction(
-                "terminated", f"{agent} idle (or away) too long: terminated", {"agent": agent}
-            )
-        )
-    if report.stalled:
-        actions.append(
-            HubAction(
-                "stalled",
-                f"running well past their expected duration: {_ids(report.stalled)}",
-                {"tasks": list(report.stalled)},
-            )
-        )
     return actions
 
 
