@@ -65,6 +65,13 @@ def _stamp() -> str:
     return time.strftime("%H:%M:%S")
 
 
+def _line(kind: str, text: str) -> Text:
+    """A line for people: the time, then the words in the style of their kind."""
+    line = Text(f"{_stamp()}  ", style="dim")
+    line.append(text, style=_STYLE.get(kind, ""))
+    return line
+
+
 class _Printer:
     """One line per happening: text for people, a JSON object per line with --json."""
 
@@ -77,9 +84,7 @@ class _Printer:
             if self.json:
                 click.echo(json.dumps({"at": time.time(), "kind": kind, **data}, default=str))
             else:
-                line = Text(f"{_stamp()}  ", style="dim")
-                line.append(text, style=_STYLE.get(kind, ""))
-                self.console.print(line, soft_wrap=True)
+                self.console.print(_line(kind, text), soft_wrap=True)
 
 
 _STYLE = {
@@ -364,9 +369,7 @@ def supervise(
 
     def listener(event: SupervisorEvent) -> None:
         if live:
-            line = Text(f"{_stamp()}  ", style="dim")
-            line.append(event.text, style=_STYLE.get(event.kind, ""))
-            log.append(line)
+            log.append(_line(event.kind, event.text))
         else:
             printer(event.kind, event.text, event.to_dict())
 

@@ -27,7 +27,8 @@ __all__ = ["Hub", "HubAction", "HubPass"]
 @dataclass(frozen=True, slots=True)
 class HubAction:
     """One thing the hub did: ``kind`` (expired, dead, offline, returned, terminated,
-    stalled, moved, assessed, error), its data, and a sentence for people."""
+    stalled, moved, assessed, error), its data, and a sentence for people. A supervisor
+    reports what it does in the same shape (``SupervisorEvent``)."""
 
     kind: str
     text: str

@@ -57,16 +57,9 @@ class WorkerSpec:
     ephemeral: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class SupervisorEvent:
-    """Something the supervisor did or saw, with a sentence for people."""
-
-    kind: str  # spawned, stopping, exited, crashed, restarting, hub kinds, decision, error
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, **self.data}
+#: Something the supervisor did or saw, with a sentence for people: the hub's actions as
+#: they are, and its own (spawned, restarted, stopping, exited, crashed, killed, hurry, error).
+SupervisorEvent = HubAction
 
 
 @dataclass
@@ -161,7 +154,7 @@ class Supervisor:
         try:  # a store outage costs this pass, not the supervisor (and its workers)
             hub = self.hub.step()
             for action in hub.actions:
-                self._hub_said(action)
+                self._tell(action)
             self.assessment = hub.assessment
             self.agents = {a.id: a for a in self.fleet.agents()}
             self._follow_events()
@@ -355,12 +348,12 @@ class Supervisor:
         if found:
             self._seen_event = found[-1].id
 
-    def _hub_said(self, action: HubAction) -> None:
-        self._say(action.kind, action.text, **action.data)
-
     def _say(self, kind: str, text: str, **data: Any) -> None:
+        self._tell(SupervisorEvent(kind, text, data))
+
+    def _tell(self, event: SupervisorEvent) -> None:
         with suppress(Exception):  # a face that cannot print must not stop the supervisor
-            self.listener(SupervisorEvent(kind, text, data))
+            self.listener(event)
 
     def workers(self) -> Iterable[tuple[WorkerSlot, Agent | None]]:
         """Each worker slot with its agent as the fleet last showed it."""
