@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from shoal import policy
@@ -173,8 +173,9 @@ class Supervisor:
         )
         if decision:
             self.last_change = now
+            wanted = self._wanted_skills() if decision.spawn else ()
             for _ in range(decision.spawn):
-                self._spawn(self._new_spec(), now, why=decision.reason)
+                self._spawn(self._new_spec(wanted), now, why=decision.reason)
             for agent in decision.stop:
                 self._stop(agent, why=decision.reason)
 
@@ -191,9 +192,9 @@ class Supervisor:
 
     # ------------------------------------------------------------------ workers
 
-    def _new_spec(self) -> WorkerSpec:
+    def _new_spec(self, wanted: tuple[str, ...]) -> WorkerSpec:
+        """The next worker, able to take the pending work that asks for ``wanted``."""
         self._count += 1
-        wanted = self._wanted_skills()
         if self.namer is not None:
             spec = self.namer(self._count, wanted)
         else:
@@ -203,8 +204,7 @@ class Supervisor:
                 self.domains,
             )
         # The floor is made of persistent workers; the ones above it leave when idle.
-        ephemeral = len(self.slots) >= self.minimum
-        return WorkerSpec(spec.agent, spec.skills, spec.domains, ephemeral)
+        return replace(spec, ephemeral=len(self.slots) >= self.minimum)
 
     def _wanted_skills(self) -> tuple[str, ...]:
         """The skills the pending work asks for (so a new agent can take it)."""
