@@ -135,8 +135,8 @@ def expand_args(argv: Sequence[str], task: Task, agent: str) -> list[str]:
         "id": task.id,
         "title": task.title,
         "priority": task.priority,
-        "domain": task.domain or "",
-        "skills": ",".join(task.skills),
+        "domain": task.domain,
+        "skills": task.skills,
         "agent": agent,
         "attempt": task.attempts,
         "body": task.body,
@@ -235,11 +235,11 @@ def run_command(
     store: str,
     stop: threading.Event,
     why_stopped: Callable[[], str] | None = None,
-    timeout: float | None = None,
     cwd: Path | None = None,
 ) -> CommandOutcome:
-    """Run ``argv`` for ``task`` and wait for it, or stop it when ``stop`` is set or
-    ``timeout`` seconds pass. ``why_stopped()`` names the reason for a stop (for the error)."""
+    """Run ``argv`` for ``task`` and wait for it, or stop it when ``stop`` is set (by the
+    worker: a timeout, a shutdown, a lost lease). ``why_stopped()`` names the reason for a
+    stop (for the error)."""
     started = time.monotonic()
     args = expand_args(argv, task, agent)
     with tempfile.TemporaryDirectory(prefix=f"shoal-task-{task.id}-") as scratch:
@@ -266,7 +266,6 @@ def run_command(
         ).start()
         out = _Capture(proc.stdout, STDOUT_LIMIT, keep_tail=False)
         err = _Capture(proc.stderr, STDERR_TAIL, keep_tail=True)
-        deadline = None if timeout is None else started + timeout
         stopped: str | None = None
         while True:
             try:
@@ -276,9 +275,6 @@ def run_command(
                 pass
             if stop.is_set():
                 stopped = why_stopped() if why_stopped is not None else "asked to stop"
-            elif deadline is not None and time.monotonic() >= deadline:
-                stopped = f"timed out after {timeout:g}s"
-            if stopped is not None:
                 _stop_group(proc)
                 break
         out.thread.join(timeout=5.0)
