@@ -186,7 +186,6 @@ class _Slot:
 
     ctx: TaskContext
     thread: threading.Thread
-    started: float
     finished: threading.Event = field(default_factory=threading.Event)
 
 
@@ -379,10 +378,10 @@ class Worker:
     def _start(self, task: Task, lease: Lease, source: str, origin: str | None) -> None:
         ctx = TaskContext(self, task, lease, source)
         if source == "steal":
-            self.report.stolen += 1
+            self._tally("stolen")
         self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
         thread = threading.Thread(target=self._run_task, args=(ctx,), daemon=True)
-        slot = _Slot(ctx, thread, time.monotonic())
+        slot = _Slot(ctx, thread)
         with self._lock:
             self._slots[task.id] = slot
         thread.start()
@@ -413,9 +412,10 @@ class Worker:
             if ctx.stopped.is_set():
                 inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
                 break
-        self.report.busy_seconds += time.monotonic() - started
+        seconds = time.monotonic() - started
+        self._tally("busy_seconds", seconds)
         try:
-            self._settle(ctx, box, finished=not inner.is_alive())
+            self._settle(ctx, box, finished=not inner.is_alive(), seconds=round(seconds, 3))
         except ShoalError as exc:
             self._say("error", task=ctx.task.id, error=exc.message)
         finally:
@@ -425,39 +425,37 @@ class Worker:
                 slot.finished.set()
             self._wake.set()
 
-    def _settle(self, ctx: TaskContext, box: dict[str, Any], finished: bool) -> None:
+    def _settle(
+        self, ctx: TaskContext, box: dict[str, Any], finished: bool, seconds: float
+    ) -> None:
         task, lease = ctx.task, ctx.lease
-        seconds = round(time.monotonic() - self._slots[task.id].started, 3)
         try:
             if ctx.deferred:  # the lease ended with the defer (a heartbeat may see it gone)
-                self.report.deferred += 1
+                self._tally("deferred")
                 self._say("deferred", task=task.id)
             elif ctx.stopped.is_set() and ctx.stop_reason.startswith("timed out"):
                 after = self.fleet.fail(lease, ctx.stop_reason)
-                self.report.failed += 1
+                self._tally("failed")
                 self._say("failed", task=task.id, error=ctx.stop_reason, state=after.state.value)
             elif ctx.stopped.is_set() and ctx.stop_reason == "lease lost":
-                self.report.lost += 1
+                self._tally("lost")
                 self._say("lost", task=task.id, error="the lease was lost; handler stopped")
             elif ctx.stopped.is_set() or not finished:
                 self.fleet.release(lease)
-                self.report.released += 1
+                self._tally("released")
                 self._say("released", task=task.id, why=ctx.stop_reason or "shutting down")
-            elif isinstance(box.get("result"), Deferred):
-                self.report.deferred += 1
-                self._say("deferred", task=task.id)
             elif "error" in box:
                 exc = box["error"]
                 error = (
                     str(exc) if isinstance(exc, CommandFailed) else f"{type(exc).__name__}: {exc}"
                 )
                 after = self.fleet.fail(lease, error[-4000:])
-                self.report.failed += 1
+                self._tally("failed")
                 self._say("failed", task=task.id, error=error, state=after.state.value)
             else:
                 self._complete(ctx, box.get("result"), seconds)
         except LeaseLost as exc:
-            self.report.lost += 1
+            self._tally("lost")
             self._say("lost", task=task.id, error=exc.message)
 
     def _complete(self, ctx: TaskContext, result: Any, seconds: float) -> None:
@@ -465,11 +463,16 @@ class Worker:
             outcome = self.fleet.complete(ctx.lease, result)
         except BadInput as exc:  # a result that is not JSON: the task failed, say why
             after = self.fleet.fail(ctx.lease, f"the result could not be stored: {exc.message}")
-            self.report.failed += 1
+            self._tally("failed")
             self._say("failed", task=ctx.task.id, error=exc.message, state=after.state.value)
             return
-        self.report.done += 1
+        self._tally("done")
         self._say("done", task=ctx.task.id, seconds=seconds, already=outcome.already_done)
+
+    def _tally(self, counter: str, amount: float = 1) -> None:
+        """Add to one of the report's counters (task threads settle at the same time)."""
+        with self._lock:
+            setattr(self.report, counter, getattr(self.report, counter) + amount)
 
     def _collect(self) -> None:
         """Forget tasks whose threads have settled them."""
@@ -493,8 +496,9 @@ class Worker:
         if len(self._signals_seen) > 1:
             self._say("signal", signal=self._signals_seen[-1], again=True)
         self._aborting.set()  # what is left is stopped and released by its own thread
+        deadline = time.monotonic() + STOP_GRACE + 10.0  # for them all, not each in turn
         for slot in list(self._slots.values()):
-            slot.finished.wait(STOP_GRACE + 10.0)
+            slot.finished.wait(max(0.0, deadline - time.monotonic()))
         self._collect()
 
     # ------------------------------------------------------------------ heartbeats
@@ -506,7 +510,7 @@ class Worker:
             with self._lock:
                 before = {i: s for i, s in self._slots.items() if not s.finished.is_set()}
             try:
-                settings = self.fleet.settings()
+                settings = self._settings()
                 ttls = [settings.lease_ttl, settings.heartbeat_timeout]
                 ttls += [s.ctx.task.lease_ttl for s in before.values() if s.ctx.task.lease_ttl]
                 interval = min(ttls) / 3
