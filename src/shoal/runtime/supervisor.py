@@ -45,6 +45,8 @@ __all__ = ["Supervisor", "SupervisorEvent", "WorkerSlot", "WorkerSpec"]
 
 #: Steals kept for the live view.
 RECENT_STEALS = 8
+#: Events read from the fleet's log at a time.
+EVENT_PAGE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,18 +337,13 @@ class Supervisor:
 
     def _follow_events(self) -> None:
         """Keep the latest steals for the live view (from the fleet's own log)."""
-        if self._seen_event == 0:  # start from now: skip the history
-            while batch := self.fleet.events(self._seen_event, limit=10_000):
-                self._seen_event = batch[-1].id
-                if len(batch) < 10_000:
-                    return
-            return
-        found = self.fleet.events(self._seen_event, limit=10_000)
-        for event in found:
-            if event.kind == "stolen":
-                self.steals.append(event)
-        if found:
-            self._seen_event = found[-1].id
+        history = self._seen_event == 0  # start from now: skip the history
+        while batch := self.fleet.events(self._seen_event, limit=EVENT_PAGE):
+            if not history:
+                self.steals.extend(event for event in batch if event.kind == "stolen")
+            self._seen_event = batch[-1].id
+            if len(batch) < EVENT_PAGE:
+                return
 
     def _say(self, kind: str, text: str, **data: Any) -> None:
         self._tell(SupervisorEvent(kind, text, data))
