@@ -28,7 +28,7 @@ from rich.console import Console
 
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
-from shoal.faces import render
+from shoal.faces import posting, render
 from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
 from shoal.fleet import Fleet
@@ -235,8 +235,8 @@ def add(
     key: str | None,
 ) -> None:
     """Post a task to the pool (or to an agent's queue with --to)."""
-    existing = app.fleet().by_key(key) if key is not None else None
-    task = app.fleet().post(
+    task, created = posting.post(
+        app.fleet(),
         title,
         body=sys.stdin.read() if body == "-" else body,
         payload=_json_arg(payload, "payload", text_ok=False),
@@ -252,16 +252,9 @@ def add(
         max_attempts=max_attempts,
         key=key,
     )
-    if existing is not None and existing.id == task.id:
-        app.emit(
-            {**task.to_dict(), "created": False},
-            f"task {task.id} already exists for key {key!r}; nothing added",
-        )
-        return
-    where = f"agent {task.agent}'s queue" if task.agent else "the pool"
+    message = posting.post_message(task, created, key)
     app.emit(
-        {**task.to_dict(), "created": True},
-        f"task {task.id} {task.state.value} in {where}: {task.title}",
+        {**task.to_dict(), "created": created}, f"{message}: {task.title}" if created else message
     )
 
 

@@ -48,6 +48,7 @@ from pydantic import Field
 
 from shoal import __version__
 from shoal.errors import LeaseLost, ShoalError, UnknownTask
+from shoal.faces import posting
 from shoal.faces.mcp_errors import ForeignAgent, NoAgent, NoToken, describe
 from shoal.faces.mcp_models import (
     AgentInfo,
@@ -585,8 +586,8 @@ def build_server(desk: FleetDesk) -> MCPServer:
 
         Subtasks: pass parent= (the task you hold) to keep them with you, after= to order them.
         """
-        existing = fleet.by_key(key) if key is not None else None
-        task = fleet.post(
+        task, created = posting.post(
+            fleet,
             title,
             body=body,
             payload=payload,
@@ -602,15 +603,10 @@ def build_server(desk: FleetDesk) -> MCPServer:
             max_attempts=max_attempts,
             key=key,
         )
-        if existing is not None and existing.id == task.id:
-            return TaskResult(
-                task=TaskInfo.of(task),
-                created=False,
-                message=f"task {task.id} already exists for key {key!r}; nothing added",
-            )
-        where = f"agent {task.agent}'s queue" if task.agent else "the pool"
         return TaskResult(
-            task=TaskInfo.of(task), message=f"task {task.id} {task.state.value} in {where}"
+            task=TaskInfo.of(task),
+            created=created,
+            message=posting.post_message(task, created, key),
         )
 
     @tool(read_only=True)
