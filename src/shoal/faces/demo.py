@@ -191,7 +191,7 @@ def run_demo(
     def namer(count: int, _wanted: tuple[str, ...]) -> WorkerSpec:
         name, domains, skills, *_ = crew[(count - 1) % len(crew)]
         if count > len(crew):  # a crashed-and-gone crew member's place, taken anew
-            name = f"{name}{count // len(crew) + 1}"
+            name = f"{name}{(count - 1) // len(crew) + 1}"
         return WorkerSpec(name, skills, domains)
 
     command = _sleep_command()
