@@ -58,27 +58,7 @@ class TaskInfo(BaseModel):
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:
-        return cls(
-            id=task.id,
-            title=task.title,
-            state=task.state.value,
-            priority=task.priority,
-            body=task.body,
-            payload=task.payload,
-            skills=list(task.skills),
-            domain=task.domain,
-            agent=task.agent,
-            pinned=task.pinned,
-            stolen=task.stolen,
-            parent=task.parent,
-            attempts=task.attempts,
-            max_attempts=task.max_attempts,
-            lease_expires=task.lease_expires,
-            result=task.result,
-            error=task.error,
-            created_at=task.created_at,
-            finished_at=task.finished_at,
-        )
+        return cls.model_validate(task.to_dict())
 
 
 class LeaseInfo(BaseModel):
@@ -177,19 +157,7 @@ class AgentInfo(BaseModel):
 
     @classmethod
     def of(cls, agent: Agent) -> AgentInfo:
-        return cls(
-            id=agent.id,
-            role=agent.role,
-            skills=list(agent.skills),
-            domains=list(agent.domains),
-            max_concurrent=agent.max_concurrent,
-            manager=agent.manager,
-            ephemeral=agent.ephemeral,
-            status=agent.status.value,
-            idle_since=agent.idle_since,
-            last_seen=agent.last_seen,
-            queued=agent.queued,
-        )
+        return cls.model_validate(agent.to_dict())
 
 
 class RegistrationResult(BaseModel):
@@ -227,20 +195,7 @@ class AssessmentInfo(BaseModel):
 
     @classmethod
     def of(cls, a: Assessment) -> AssessmentInfo:
-        return cls(
-            workload=a.workload,
-            recommendation=a.recommendation,
-            reason=a.reason,
-            pending=a.pending,
-            in_progress=a.in_progress,
-            blocked=a.blocked,
-            live_agents=a.live_agents,
-            idle_agents=a.idle_agents,
-            working_agents=a.working_agents,
-            max_agents=a.max_agents,
-            missing_skills=list(a.missing_skills),
-            unservable=a.unservable,
-        )
+        return cls.model_validate(a.to_dict())
 
 
 class TaskList(BaseModel):
