@@ -7,17 +7,21 @@ the chart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from shoal.errors import BadInput
-from shoal.sim import POLICIES, WORKLOADS, Result, simulate
+from shoal.sim import POLICIES, WORKLOADS, simulate_all
 from shoal.sim.metrics import summarize
+from shoal.sim.policies import get as get_policy
+from shoal.sim.workloads import get as get_workload
 
 __all__ = ["comparison_table", "parse_sets", "sim_command"]
 
@@ -121,27 +125,15 @@ def sim_command(
     as_json = as_json or bool(getattr(ctx.obj, "json", False))  # `shoal --json sim` too
     names = list(workloads) or list(WORKLOADS)
     for name in names:
-        if name not in WORKLOADS:
-            raise BadInput(
-                f"there is no workload called {name!r}", hint=f"pick from: {', '.join(WORKLOADS)}"
-            )
-    chosen = list(policies) or list(POLICIES)
-    for name in chosen:
-        if name not in POLICIES:
-            raise BadInput(
-                f"there is no policy called {name!r}", hint=f"pick from: {', '.join(POLICIES)}"
-            )
+        get_workload(name)  # every name is checked before anything runs
+    chosen = [get_policy(name) for name in policies or POLICIES]
     if seeds and seed_count:
         raise BadInput("give --seed or --seeds, not both")
     seed_list = list(range(seed_count)) if seed_count else list(seeds) or [0]
     settings = parse_sets(sets)
-    results: list[Result] = []
-    for workload in names:
-        for seed in seed_list:
-            for policy in chosen:
-                results.append(
-                    simulate(workload, policy, seed, agents=agents, tasks=tasks, settings=settings)
-                )
+    results = list(
+        simulate_all(names, chosen, seed_list, agents=agents, tasks=tasks, settings=settings)
+    )
     runs = [r.metrics for r in results]
     rows = summarize(runs)
     chart = None
@@ -152,19 +144,11 @@ def sim_command(
         chart = str(draw(first, png))
     if as_json:
         data = {"runs": [m.to_dict() for m in runs], "summary": rows, "png": chart}
-        click.echo(_dumps(data))
+        click.echo(json.dumps(data, indent=2))
         return
-    from rich.console import Console
-
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=132)
     console.print(comparison_table(rows, title=f"seeds: {', '.join(map(str, seed_list))}"))
     if chart:
         console.print(f"Gantt chart: {chart}")
-
-
-def _dumps(data: Any) -> str:
-    import json
-
-    return json.dumps(data, indent=2)

@@ -15,7 +15,7 @@ trace), which ``shoal.sim.gantt.draw`` turns into a chart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from shoal.sim.engine import Segment, Simulation, Trace
@@ -36,6 +36,7 @@ __all__ = [
     "compare",
     "run",
     "simulate",
+    "simulate_all",
 ]
 
 
@@ -82,6 +83,25 @@ def run(
     return simulate(workload, policy, seed, agents=agents, tasks=tasks, settings=settings).metrics
 
 
+def simulate_all(
+    workloads: Iterable[str],
+    policies: Iterable[str | Policy],
+    seeds: Iterable[int],
+    *,
+    agents: int | None = None,
+    tasks: int | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> Iterator[Result]:
+    """Every workload under every policy for every seed, in that order, one ``Result`` at a
+    time. Each workload is built once per seed and run under every policy."""
+    chosen = [get_policy(p) if isinstance(p, str) else p for p in policies]
+    for name in workloads:
+        for seed in seeds:
+            work = build(name, seed, agents=agents, tasks=tasks)
+            for policy in chosen:
+                yield simulate(work, policy, seed, settings=settings)
+
+
 def compare(
     workloads: Iterable[str],
     policies: Iterable[str],
@@ -91,11 +111,6 @@ def compare(
     tasks: int | None = None,
     settings: Mapping[str, object] | None = None,
 ) -> list[Metrics]:
-    """Every workload under every policy for every seed, in that order."""
-    chosen = [get_policy(p) for p in policies]
-    out = []
-    for name in workloads:
-        for seed in seeds:
-            work = build(name, seed, agents=agents, tasks=tasks)
-            out += [measure(Simulation(work, p, seed, settings).run()) for p in chosen]
-    return out
+    """The metrics of every workload under every policy for every seed, in that order."""
+    runs = simulate_all(workloads, policies, seeds, agents=agents, tasks=tasks, settings=settings)
+    return [r.metrics for r in runs]

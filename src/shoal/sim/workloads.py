@@ -44,6 +44,7 @@ __all__ = [
     "affinity",
     "build",
     "forkjoin",
+    "get",
     "lognormal",
     "overnight",
     "pareto",
@@ -336,16 +337,22 @@ WORKLOADS: dict[str, WorkloadMaker] = {
 }
 
 
-def build(
-    name: str, seed: int = 0, *, agents: int | None = None, tasks: int | None = None
-) -> Workload:
-    """The workload called ``name`` for ``seed``; ``agents`` and ``tasks`` resize it."""
+def get(name: str) -> WorkloadMaker:
+    """The maker of the workload called ``name``, or a clear error listing the ones there are."""
     maker = WORKLOADS.get(name)
     if maker is None:
         raise BadInput(
             f"there is no workload called {name!r}",
             hint=f"pick one of: {', '.join(WORKLOADS)}",
         )
+    return maker
+
+
+def build(
+    name: str, seed: int = 0, *, agents: int | None = None, tasks: int | None = None
+) -> Workload:
+    """The workload called ``name`` for ``seed``; ``agents`` and ``tasks`` resize it."""
+    maker = get(name)
     for what, value in (("agents", agents), ("tasks", tasks)):
         if value is not None and not 1 <= value <= 100_000:
             raise BadInput(f"{what} must be between 1 and 100000, not {value}")
