@@ -74,9 +74,12 @@ class Trace:
     idle_while_waiting: float = 0.0  # agent-seconds free while some task waited
     waiting_time: float = 0.0  # seconds during which some task waited
     makespan: float = 0.0
-    tasks: int = 0
     wall: float = 0.0
-    polls: int = 0
+
+    @property
+    def tasks(self) -> int:
+        """How many tasks the workload has (each is done once per run)."""
+        return len(self.workload.tasks)
 
 
 @dataclass(slots=True)
@@ -85,7 +88,6 @@ class _Run:
     spec: TaskSpec
     join: bool
     lease: Lease
-    segment: int
 
 
 @dataclass(slots=True)
@@ -125,7 +127,7 @@ class Simulation:
         self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
         for spec in workload.agents:
             self.fleet.register(spec.id, domains=spec.domains)
-        self.trace = Trace(workload, policy, seed, tasks=len(workload.tasks))
+        self.trace = Trace(workload, policy, seed)
         self._calendar: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._now = 0.0  # seconds from the start
@@ -180,7 +182,6 @@ class Simulation:
                 agent_id, gen = payload
                 agent = self.agents[agent_id]
                 if gen == agent.poll_gen and agent.running is None:
-                    self.trace.polls += 1
                     self._try_claim(agent)
         self.trace.makespan = max((s.end for s in self.trace.segments), default=0.0)
         self.trace.wall = time.perf_counter() - began
@@ -267,9 +268,8 @@ class Simulation:
             return
         free = [a for a in self.agents.values() if a.running is None]
         self.rng.shuffle(free)
-        for agent in free:
-            if agent.running is None:
-                self._try_claim(agent)
+        for agent in free:  # a claim starts work for its own agent only: the rest stay free
+            self._try_claim(agent)
 
     # ------------------------------------------------------------------ agents
 
@@ -317,7 +317,7 @@ class Simulation:
                 warmup,
             )
         )
-        agent.running = _Run(task.id, spec, join, lease, len(self.trace.segments) - 1)
+        agent.running = _Run(task.id, spec, join, lease)
         self._free -= 1
         self._less_waiting(1)
         self._at(self._now + duration + warmup, _FINISH, agent.id)
@@ -335,8 +335,8 @@ class Simulation:
         done = self.fleet.complete(run.lease, then_claim=then_claim)
         self._done += 1
         if done.released:
-            self._posted(list(done.released), [self._spec[i] for i in done.released],
-                         [self._now] * len(done.released))  # fmt: skip
+            for task_id in done.released:  # ready now; their specs are known since posting
+                self._ready_at[task_id] = self._now
             self._more_waiting(len(done.released))
         if then_claim:
             self._take(agent, done.next)

@@ -65,8 +65,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 def measure(trace: Trace) -> Metrics:
     """The metrics of a finished run."""
     workload = trace.workload
-    bound = workload.lower_bound()
     agents = len(workload.agents)
+    work, span = workload.work, workload.span
+    bound = max(work / agents, span)  # workload.lower_bound(), without working both out again
     tagged = [s for s in trace.segments if s.in_domain is not None]
     own = sum(1 for s in tagged if s.in_domain) / len(tagged) if tagged else None
     waiting = trace.waiting_time * agents
@@ -79,8 +80,8 @@ def measure(trace: Trace) -> Metrics:
         makespan=trace.makespan,
         lower_bound=bound,
         ratio=trace.makespan / bound if bound else 0.0,
-        work=workload.work,
-        span=workload.span,
+        work=work,
+        span=span,
         idle_while_waiting=trace.idle_while_waiting / waiting if waiting else 0.0,
         idle_to_work_p50=percentile(trace.gaps, 50),
         idle_to_work_p99=percentile(trace.gaps, 99),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shoal.errors import BadInput
 
@@ -87,12 +87,11 @@ class Workload:
     start: float = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     warmup: float = 0.0  # seconds added to a task run by an agent outside its domain
     description: str = ""
-    roots: tuple[int, ...] = field(default=())  # tasks posted from outside (arrival not None)
 
-    def __post_init__(self) -> None:
-        if not self.roots:
-            roots = tuple(i for i, t in enumerate(self.tasks) if t.arrival is not None)
-            object.__setattr__(self, "roots", roots)
+    @property
+    def roots(self) -> tuple[int, ...]:
+        """The tasks posted from outside (arrival not None), by index."""
+        return tuple(i for i, t in enumerate(self.tasks) if t.arrival is not None)
 
     @property
     def work(self) -> float:
