@@ -453,11 +453,7 @@ def register(
         manager=manager,
         ephemeral=ephemeral,
     )
-    verb = "registered" if reg.created else "updated"
-    app.emit(
-        reg.to_dict(),
-        f"agent {agent} {verb} as {reg.agent.role}. Active agents: {reg.live}/{reg.max_agents}",
-    )
+    app.emit(reg.to_dict(), render.registration_text(reg))
 
 
 @cli.command("set-status", short_help="Set an agent's status (e.g. terminated).")

@@ -28,7 +28,8 @@ def run_mcp(
     port: int,
     err: Console,
 ) -> None:
-    """Register ``agent`` (if given) as ``spec`` describes, then serve until told to stop."""
+    """Register ``agent`` (if given) with ``spec`` (``Fleet.register``'s keywords), then serve
+    until told to stop."""
     if agent is None:
         given = [name for name in _NEEDS_AGENT if spec.get(name)]
         if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
@@ -47,15 +48,7 @@ def run_mcp(
             hint="pip install 'shoal[mcp]'",
         ) from None
     if agent is not None:
-        reg = fleet.register(
-            agent,
-            role=spec.get("role", "worker"),
-            skills=spec.get("skills", ()),
-            domains=spec.get("domains", ()),
-            max_concurrent=spec.get("max_concurrent", 1),
-            manager=bool(spec.get("manager")),
-            ephemeral=bool(spec.get("ephemeral")),
-        )
+        reg = fleet.register(agent, **spec)
         err.print(
             f"shoal mcp: acting as agent {agent} ({reg.agent.role}"
             f"{', manager' if reg.agent.manager else ''}); "

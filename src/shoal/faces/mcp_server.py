@@ -48,7 +48,7 @@ from pydantic import Field
 
 from shoal import __version__
 from shoal.errors import LeaseLost, ShoalError, UnknownTask
-from shoal.faces import posting
+from shoal.faces import posting, render
 from shoal.faces.mcp_errors import ForeignAgent, NoAgent, NoToken, describe
 from shoal.faces.mcp_models import (
     AgentInfo,
@@ -372,14 +372,12 @@ def build_server(desk: FleetDesk) -> MCPServer:
             ephemeral=ephemeral,
         )
         desk.adopt(_session(ctx), who)
-        verb = "registered" if reg.created else "updated"
         return RegistrationResult(
             agent=AgentInfo.of(reg.agent),
             created=reg.created,
             live=reg.live,
             max_agents=reg.max_agents,
-            message=f"agent {who} {verb} as {reg.agent.role}. "
-            f"Active agents: {reg.live}/{reg.max_agents}",
+            message=render.registration_text(reg),
         )
 
     tool()(register_agent)

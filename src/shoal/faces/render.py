@@ -21,6 +21,7 @@ from shoal.model import (
     FleetStatus,
     Move,
     ReapReport,
+    Registration,
     Task,
     TaskDetail,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "moves_table",
     "print_error",
     "reap_text",
+    "registration_text",
     "settings_table",
     "status_view",
     "task_panel",
@@ -237,6 +239,15 @@ def assessment_panel(a: Assessment, now: float) -> Panel:
         lines.append(f"Spawn with skills: {', '.join(a.missing_skills)}")
     title = f"workload assessment ({ago(a.at, now)})"
     return Panel(Text.from_markup("\n".join(lines)), title=title, title_align="left")
+
+
+def registration_text(reg: Registration) -> str:
+    """What the CLI and the MCP server say after ``Fleet.register``."""
+    verb = "registered" if reg.created else "updated"
+    return (
+        f"agent {reg.agent.id} {verb} as {reg.agent.role}. "
+        f"Active agents: {reg.live}/{reg.max_agents}"
+    )
 
 
 def claim_text(claim: Claim) -> Text:
