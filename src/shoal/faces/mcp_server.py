@@ -66,7 +66,7 @@ from shoal.faces.mcp_models import (
 )
 from shoal.faces.mcp_summary import fleet_summary
 from shoal.fleet import Fleet
-from shoal.model import Claim, Lease, TaskState
+from shoal.model import Claim, FleetStatus, Lease, TaskState
 
 __all__ = ["INSTRUCTIONS", "MAX_WAIT", "FleetDesk", "build_server", "serve"]
 
@@ -639,10 +639,10 @@ def build_server(desk: FleetDesk) -> MCPServer:
         agent) or maintain. It only recommends; managers act on it."""
         return AssessmentInfo.of(fleet.assess())
 
-    def state_now(you: str | None) -> tuple[str, dict[str, Any]]:
+    def state_now(you: str | None) -> tuple[str, FleetStatus]:
         status = fleet.status()
         ready = fleet.ready(limit=5)
-        return fleet_summary(status, ready, you, fleet.url), status.to_dict()
+        return fleet_summary(status, ready, you, fleet.url), status
 
     @tool(read_only=True)
     def read_state(ctx: Context) -> Annotated[CallToolResult, StateResult]:
@@ -654,7 +654,7 @@ def build_server(desk: FleetDesk) -> MCPServer:
         except NoAgent:
             you = None
         summary, status = state_now(you)
-        data = StateResult(summary=summary, you=you, status=status)
+        data = StateResult(summary=summary, you=you, status=status.to_dict())
         return CallToolResult(
             content=[TextContent(type="text", text=summary)],
             structured_content=data.model_dump(mode="json"),
