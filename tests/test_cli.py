@@ -527,7 +527,7 @@ def test_claim_with_nothing_to_do_exits_1(shoal: Shoal, fleet: Fleet) -> None:
     assert "empty" in human.text
     as_json = shoal("claim", "--agent", "ada", "--json")
     assert as_json.code == 1, as_json
-    assert as_json.data == {"claimed": [], "reason": "empty"}
+    assert as_json.data == {"claimed": [], "reason": "empty", "retry_at": None}
     assert as_json.err == ""
     assert fleet.agent("ada").status.value == "idle"
 
@@ -546,7 +546,7 @@ def test_claim_n_takes_several_tasks_and_then_the_agent_is_busy(shoal: Shoal, fl
 
     busy = shoal("claim", "--agent", "ada", "--json")
     assert busy.code == 1, busy
-    assert busy.data == {"claimed": [], "reason": "busy"}
+    assert busy.data == {"claimed": [], "reason": "busy", "retry_at": None}
     assert len(fleet.tasks(state="pending")) == 1
 
 

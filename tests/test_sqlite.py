@@ -215,6 +215,10 @@ PARAMS = {
     "items": '[[1, "t", null]]',
     "token": "t",
     "result": None,
+    "own_domains": '["d"]',
+    "local_since": 0.0,
+    "domain_since": 0.0,
+    "reserved": '[["e", 1]]',
 }
 
 
@@ -229,9 +233,12 @@ def plan(store: SqliteStore, name: str) -> str:
     ("name", "index"),
     [
         ("queue_head", "tasks_queue"),
+        ("queue_head_longest", "tasks_queue"),
         ("pool_best", "tasks_pool"),
         ("pool_best_in_domain", "tasks_pool_domain"),
+        ("pool_longest", "tasks_pool_longest"),
         ("steal_tail", "tasks_queue"),
+        ("steal_tail_longest", "tasks_queue"),
         ("expired_leases", "tasks_expiry"),
         ("held_leases", "tasks_held"),
         ("claim_context", "tasks_held"),

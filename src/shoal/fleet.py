@@ -33,15 +33,21 @@ The claim cascade
 3. Pool, best score. Tasks that belong to no one, ranked by priority, domain affinity and
    age (see ``policy``), over the tasks whose skills the agent has. Two indexed look-ups
    per skill set, whatever the size of the pool.
-4. Steal, tail. Only when 2 and 3 gave nothing: from the busiest compatible victim (queue
-   deeper than ``busy_threshold``; ties broken at random) take the lowest-priority, oldest
-   eligible tasks -- the ones the victim would reach last. The anti-thrashing rules bound
-   it: only priority numbers >= ``steal_min_priority``, never a task stolen before, never a
-   pinned one, skills and domain must fit (or the task is simple: priority >=
+4. Steal, tail. Only when 2 and 3 gave nothing: from the busiest victim at work (more than
+   ``steal_threshold`` tasks queued -- 0 by default, so an agent that runs dry takes even a
+   busy peer's only queued task; ties broken at random) take one task, the lowest-priority
+   oldest eligible one -- the one the victim would reach last. The anti-thrashing rules
+   bound it: only priority numbers >= ``steal_min_priority``, never a task stolen before,
+   never a pinned one, skills and domain must fit (or the task is simple: priority >=
    ``cross_domain_priority``, no skills), and at most ``max_steals_per_agent`` per thief and
    ``max_steals_per_cycle`` fleet-wide per ``rebalance_interval``.
 5. Nothing: the agent is marked ``idle`` (reason ``empty``). A caller may wait for a change
    in the fleet and ask again (``claim(..., wait=seconds)``).
+
+Steps 3 and 4 pass over work the locality rules keep for its own domain for a while
+(``domain_wait``: an idle agent of that domain is about to take it; ``locality_wait``: delay
+scheduling), and say in the claim when the first of it is free to take (``retry_at``). With
+``order = longest_first`` every step ranks equal priorities longest expected first.
 
 The orderings that must hold: a task leaves ``pending`` only inside one write transaction
 that also writes its lease and its event (so no task is handed out twice and every change
@@ -281,22 +287,29 @@ class Fleet:
         """Post many tasks in one transaction; returns their ids in order.
 
         Each mapping holds ``post``'s arguments (``title`` and any keywords). All are checked
-        before anything is written, and either all are posted or none.
+        before anything is written, and either all are posted or none. A batch is one moment:
+        an owner takes the tasks it puts in its queue in the order they are listed (the first
+        at the head), as a claim from the pool would, and thieves take the last-listed first.
         """
         drafts = [draft_of(spec, i) for i, spec in enumerate(tasks)]
         ids: list[int] = []
         with self.store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
-            for draft in drafts:
+            # Queue places, largest (the head) for the first listed.
+            places = tx.next_seqs(len(drafts))[::-1] if len(drafts) > 1 else [None] * len(drafts)
+            for draft, place in zip(drafts, places, strict=True):
                 if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
                     ids.append(existing.id)
                 else:
-                    ids.append(self._insert(tx, draft, now, settings))
+                    ids.append(self._insert(tx, draft, now, settings, place))
         return ids
 
-    def _insert(self, tx: StoreTx, draft: NewTask, now: float, settings: Settings) -> int:
-        """Route, block and insert one checked task, with its event."""
+    def _insert(
+        self, tx: StoreTx, draft: NewTask, now: float, settings: Settings, place: int | None = None
+    ) -> int:
+        """Route, block and insert one checked task, with its event; a queue-bound task goes
+        to ``place`` in its queue (default: the head)."""
         dest = draft.agent
         if dest is not None:
             agent = self._live_agent(tx, dest)
@@ -342,7 +355,8 @@ class Fleet:
             created_at=now,
             pool_key=policy.pool_key(draft.priority, now, settings.aging),
             # A place in a queue matters only in a queue; the pool orders by pool_key.
-            seq=tx.next_seq() if dest is not None else 0,
+            seq=(place if place is not None else tx.next_seq()) if dest is not None else 0,
+            ready_at=None if waiting else now,
         )
         task_id = tx.insert_task(new)
         if draft.after:
@@ -401,20 +415,22 @@ class Fleet:
         with self.store.read() as tx:
             settings = tx.load_settings()
             skillsets = tx.skillsets()
+            longest = policy.longest_first(settings)
             if agent is not None:
                 who = self._live_agent(tx, agent)
-                own = tx.queue_head(who.id, limit)
+                own = tx.queue_head(who.id, limit, longest)
                 eligible = policy.eligible_skillsets(skillsets, who.skills)
-                pool: list[Candidate] = []
-                for domain in (None, *who.domains):
-                    pool += tx.pool_best(eligible, domain, limit)
-                order = own + policy.rank_pool(pool, who.domains, settings.aging, limit)
+                pool = _pool_candidates(tx, who, eligible, limit, longest, policy.NOTHING_HELD)
+                order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
             else:
-                order = tx.pool_best(sorted(skillsets), None, limit)
-                for owner, _ in tx.queue_depths():
+                everyone = Agent("", status=AgentStatus.IDLE)
+                every = sorted(skillsets)
+                pool = _pool_candidates(tx, everyone, every, limit, longest, policy.NOTHING_HELD)
+                order = policy.rank_pool(pool, (), settings.aging, limit, longest)
+                for queue in tx.queue_depths():
                     if len(order) >= limit:
                         break
-                    order += tx.queue_head(owner, limit - len(order))
+                    order += tx.queue_head(queue.agent, limit - len(order), longest)
             ids = [c.id for c in order[:limit]]
             found = tx.get_tasks(ids)
             return [found[i] for i in ids]
@@ -596,7 +612,10 @@ class Fleet:
             remaining = deadline - time.monotonic()
             if claim or claim.reason == "busy" or remaining <= 0:
                 return claim
-            self.store.wait_for_change(min(remaining, 1.0))
+            pause = min(remaining, 1.0)
+            if claim.retry_at is not None:  # work passed over is free to take then
+                pause = min(pause, max(0.0, claim.retry_at - self.clock.now()))
+            self.store.wait_for_change(pause)
 
     def _claim(self, tx: StoreTx, agent_id: str, n: int, now: float, strict: bool) -> Claim | None:
         """The cascade, inside the caller's transaction.
@@ -619,24 +638,25 @@ class Fleet:
         if room == 0:  # step 1: at capacity
             self._touch(tx, agent, now, AgentStatus.WORKING)
             return Claim(reason="busy")
+        longest = policy.longest_first(settings)
+        holds = _Holds(tx, agent, settings, now, context.skillsets)
         # step 2: own queue, head
-        picked = [(t, "queue") for t in tx.queue_head(agent.id, room)] if agent.queued else []
+        own = tx.queue_head(agent.id, room, longest) if agent.queued else []
+        picked = [(t, "queue") for t in own]
         if len(picked) < room:  # step 3: the pool, best score
             eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
             want = room - len(picked)
             if eligible:
-                candidates = tx.pool_best(eligible, None, want)
-                if candidates:
-                    for domain in agent.domains:
-                        candidates += tx.pool_best(eligible, domain, want)
-                    best = policy.rank_pool(candidates, agent.domains, settings.aging, want)
-                    picked += [(t, "pool") for t in best]
+                candidates = holds.pick(
+                    lambda held: _pool_candidates(tx, agent, eligible, want, longest, held)
+                )
+                best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
+                picked += [(t, "pool") for t in best]
         if not picked:  # step 4: steal, only when the own queue and the pool gave nothing
-            stolen = self._steal(tx, agent, room, now, settings, context.skillsets)
-            picked = [(t, "steal") for t in stolen]
+            picked = [(t, "steal") for t in self._steal(tx, agent, now, settings, holds)]
         if not picked:  # step 5: nothing -- idle
             self._touch(tx, agent, now, AgentStatus.IDLE)
-            return Claim(reason="empty")
+            return Claim(reason="empty", retry_at=holds.retry_at)
         return self._lease(tx, agent, picked, now, settings)
 
     def _lease(
@@ -674,36 +694,23 @@ class Fleet:
         )
 
     def _steal(
-        self,
-        tx: StoreTx,
-        thief: Agent,
-        want: int,
-        now: float,
-        settings: Settings,
-        skillsets: Mapping[int, tuple[str, ...]],
+        self, tx: StoreTx, thief: Agent, now: float, settings: Settings, holds: _Holds
     ) -> list[Candidate]:
-        """Step 4: tail tasks from the busiest compatible victims, within the caps."""
-        budget = min(
-            want,
-            policy.steal_budget(
-                tx.window_thieves(now - settings.rebalance_interval), thief.id, settings
-            ),
-        )
-        if budget <= 0:
-            return []
-        rules = policy.steal_filter(thief, settings, skillsets)
+        """Step 4: one tail task from the busiest eligible victim, within the caps."""
+        rules = policy.steal_filter(thief, settings, holds.skillsets)
         if not rules.skillsets:
             return []
-        depths = tx.queue_depths()
-        depth = dict(depths)
-        taken: list[Candidate] = []
-        for victim in policy.order_victims(depths, thief.id, settings.busy_threshold, self.rng):
-            # Never rob a queue below the threshold: that agent is not overloaded any more.
-            take = min(budget - len(taken), depth[victim] - settings.busy_threshold)
-            taken += tx.steal_tail(victim, rules, take)
-            if len(taken) >= budget:
-                break
-        return taken
+        victims = policy.claim_victims(tx.queue_depths(), thief.id, settings, self.rng)
+        if not victims:
+            return []
+        window = tx.window_thieves(now - settings.rebalance_interval)
+        if policy.steal_budget(window, thief.id, settings) <= 0:
+            return []
+        for victim in victims:
+            taken = holds.pick(functools.partial(_steal_tail, tx, victim, rules))
+            if taken:
+                return taken
+        return []
 
     # ------------------------------------------------------------------ finishing work
 
@@ -923,7 +930,7 @@ class Fleet:
         if not idle:
             return []
         window = tx.window_thieves(now - settings.rebalance_interval)
-        depth = dict(tx.queue_depths())
+        depth = {queue.agent: queue.depth for queue in tx.queue_depths()}
         skillsets = tx.skillsets()
         moves: list[Move] = []
         for thief in idle:
@@ -935,7 +942,7 @@ class Fleet:
                 depth.items(), thief.id, settings.busy_threshold, self.rng
             ):
                 take = min(budget, depth[victim] - settings.busy_threshold)
-                for task in tx.steal_tail(victim, rules, take):
+                for task in tx.steal_tail(victim, rules, policy.NOTHING_HELD, take):
                     tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
                     data = {"from": victim, "by": "rebalance"}
                     tx.append_event(now, "stolen", task.id, thief.id, data)
@@ -1271,6 +1278,86 @@ class Fleet:
             if current not in seen:
                 seen.add(current)
                 frontier += tx.deps_of(current)
+
+
+class _Holds:
+    """The locality rules for one claim, worked out only when some candidate could be held.
+
+    Most claims meet no task of another domain that is young enough to hold, and pay
+    nothing: a candidate query runs with nothing held, and only if a candidate might be held
+    are the rules made (asking the store which agents are idle, when ``domain_wait`` is on)
+    and the query run again with them. ``retry_at`` remembers when the first task passed
+    over is free to take.
+    """
+
+    def __init__(
+        self,
+        tx: StoreTx,
+        agent: Agent,
+        settings: Settings,
+        now: float,
+        skillsets: Mapping[int, tuple[str, ...]],
+    ) -> None:
+        self.tx, self.agent, self.settings, self.now = tx, agent, settings, now
+        self.skillsets = skillsets
+        self.retry_at: float | None = None
+        self._rules: policy.Locality | None = None
+
+    def _made(self) -> policy.Locality:
+        if self._rules is None:
+            settings, reserved = self.settings, frozenset[tuple[str, int]]()
+            if settings.domain_wait > 0:
+                idle = self.tx.idle_agents()
+                reserved = policy.reserved_for(idle, self.agent.id, self.skillsets)
+            self._rules = policy.locality(self.agent, settings, self.now, reserved)
+        return self._rules
+
+    def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
+        """``fetch(held)`` with the holds that apply to what it finds."""
+        found = fetch(policy.NOTHING_HELD)
+        ready = [policy.ready_time(c.ready_at, c.created_at) for c in found]
+        agent, settings, now = self.agent, self.settings, self.now
+        if not any(
+            policy.might_hold(c.domain, at, agent, settings, now)
+            for c, at in zip(found, ready, strict=True)
+        ):
+            return found
+        rules = self._made()
+        ends = [rules.free_at(c.domain, c.skillset, at) for c, at in zip(found, ready, strict=True)]
+        held = [end for end in ends if end is not None]
+        if not held:
+            return found
+        first = min(held)
+        self.retry_at = first if self.retry_at is None else min(self.retry_at, first)
+        return fetch(rules)
+
+
+def _steal_tail(
+    tx: StoreTx, victim: str, rules: policy.StealFilter, held: policy.Locality
+) -> list[Candidate]:
+    """Step 4's look-up: the one task a thief would take from ``victim``'s tail."""
+    return tx.steal_tail(victim, rules, held, 1)
+
+
+def _pool_candidates(
+    tx: StoreTx,
+    agent: Agent,
+    eligible: Sequence[int],
+    want: int,
+    longest: bool,
+    held: policy.Locality,
+) -> list[Candidate]:
+    """Step 3's look-ups: the top of the pool by static key among the skill sets the agent
+    can do, then within each of its domains (for the domain bonus), and with ``longest``
+    the top by priority and expected duration. Unranked; ``policy.rank_pool`` merges them."""
+    found = tx.pool_best(eligible, None, want, held)
+    if not found:  # nothing that is not held: the other look-ups are subsets of this one
+        return found
+    for domain in agent.domains:
+        found += tx.pool_best(eligible, domain, want, held)
+    if longest:
+        found += tx.pool_longest(eligible, want, held)
+    return found
 
 
 def _need_task(tx: StoreTx, task_id: int) -> Task:

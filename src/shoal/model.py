@@ -34,6 +34,7 @@ __all__ = [
     "Lease",
     "Move",
     "NewTask",
+    "QueueDepth",
     "ReapReport",
     "Registration",
     "Task",
@@ -213,6 +214,9 @@ class Task:
     claimed_at: float | None = None
     finished_at: float | None = None
     stalled_at: float | None = None
+    #: When it last became ready to run (posted pending, freed by its dependencies, or back
+    #: to pending after a release, failure or expiry); None while it is blocked.
+    ready_at: float | None = None
 
     @property
     def in_pool(self) -> bool:
@@ -245,6 +249,7 @@ class Task:
             "updated_at": self.updated_at,
             "claimed_at": self.claimed_at,
             "finished_at": self.finished_at,
+            "ready_at": self.ready_at,
             "stalled": self.stalled_at is not None,
         }
 
@@ -262,6 +267,17 @@ class Candidate(NamedTuple):
     created_at: float
     lease_ttl: float | None
     attempts: int
+    skillset: int  # the id of the skill set it requires
+    expected_duration: float | None
+    ready_at: float | None
+
+
+class QueueDepth(NamedTuple):
+    """An agent with pending tasks in its queue: a possible victim of a steal."""
+
+    agent: str
+    depth: int  # pending tasks in its queue
+    status: AgentStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +303,7 @@ class NewTask:
     pool_key: float
     seq: int
     after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
+    ready_at: float | None = None  # created_at if it is posted pending; None if blocked
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +385,10 @@ class Claim:
     ``reason`` is None when something was claimed, ``"busy"`` when the agent is at its
     max_concurrent, and ``"empty"`` when nothing it can do is waiting. ``sources`` says for
     each lease where the task came from: ``queue``, ``pool`` or ``steal``; ``origins`` whose
-    queue it was in (None for the pool), so a steal names its victim.
+    queue it was in (None for the pool), so a steal names its victim. ``retry_at`` is set
+    when the claim passed over work it may take later (another domain's task, left to that
+    domain's agents for ``domain_wait`` or ``locality_wait``): the moment the first of it is
+    free to take, so a waiting agent knows when to ask again.
     """
 
     leases: tuple[Lease, ...] = ()
@@ -376,6 +396,7 @@ class Claim:
     sources: tuple[str, ...] = ()
     reason: str | None = None
     origins: tuple[str | None, ...] = ()
+    retry_at: float | None = None
 
     def __bool__(self) -> bool:
         return bool(self.leases)
@@ -390,6 +411,7 @@ class Claim:
                 for t, lease, s in zip(self.tasks, self.leases, self.sources, strict=True)
             ],
             "reason": self.reason,
+            "retry_at": self.retry_at,
         }
 
 

@@ -23,27 +23,50 @@ domain bonus is agent-dependent and adds ``15 * W`` to the key of tasks in the a
 domains. So the best pool task is the better of two indexed look-ups: the top key overall,
 and the top key among the agent's domains plus the bonus. With ``aging == 0`` W is made so
 large that age only breaks ties (oldest first).
+
+Longest first
+-------------
+With ``order = longest_first`` every step ranks tasks of equal priority by their
+``expected_duration``, longest first, and tasks without one after those that have one: the
+owner at its queue's head, a thief at the tail, and the pool (where, within a priority, the
+score -- domain bonus and age -- then breaks ties). On a batch whose lengths are known
+roughly, starting the long tasks first keeps one of them from starting last and holding up
+the end (the longest-processing-time rule); it gives up the owner's newest-first order,
+which fork-join work relies on.
+
+Locality
+--------
+Two settings keep domain work with its domain's agents without leaving anyone idle for
+long. ``domain_wait``: a task of another domain, ready for less than that, is passed over
+while an idle agent of its domain could take it -- that agent is about to. ``locality_wait``
+(delay scheduling, off by default): a task of another domain is passed over until it has
+been ready that long, whoever is idle. Neither ever holds back a task without a domain or
+one of the claimer's own domains. ``Locality`` carries the rule as data a store can query.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from shoal.model import Agent, AgentStatus, Assessment, Task, TaskState
+from shoal.model import Agent, AgentStatus, Assessment, QueueDepth, Task, TaskState
 from shoal.settings import Settings
 
 __all__ = [
     "DOMAIN_BONUS",
+    "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
+    "Locality",
     "Ranked",
     "ScaleDecision",
     "StealFilter",
     "assess",
     "can_do",
     "claim_room",
+    "claim_victims",
     "domain_bonus_key",
     "eligible_skillsets",
     "idle_expired",
@@ -54,10 +77,16 @@ __all__ = [
     "is_stalled",
     "is_zombie",
     "lease_expiry",
+    "locality",
+    "longest_first",
+    "might_hold",
     "order_victims",
     "poll_delay",
     "pool_key",
+    "queue_order",
     "rank_pool",
+    "ready_time",
+    "reserved_for",
     "restart_delay",
     "return_queue",
     "scale_decision",
@@ -66,6 +95,7 @@ __all__ = [
     "state_after_failure",
     "steal_budget",
     "steal_filter",
+    "tail_order",
     "task_max_attempts",
 ]
 
@@ -109,24 +139,58 @@ class Ranked(Protocol):
     def created_at(self) -> float: ...
     @property
     def domain(self) -> str | None: ...
+    @property
+    def expected_duration(self) -> float | None: ...
 
 
 R = TypeVar("R", bound=Ranked)
 
 
-def rank_pool(candidates: Iterable[R], domains: Sequence[str], aging: float, n: int) -> list[R]:
-    """The ``n`` best of ``candidates`` for an agent with ``domains``: by score, then by id."""
+def longest_first(settings: Settings) -> bool:
+    """Whether tasks of equal priority go longest expected first (the ``order`` setting)."""
+    return settings.order == "longest_first"
+
+
+def _length_rank(expected: float | None) -> tuple[int, float]:
+    """Longest expected first; tasks without an estimate after every task with one."""
+    return (1, 0.0) if expected is None else (0, -expected)
+
+
+def rank_pool(
+    candidates: Iterable[R], domains: Sequence[str], aging: float, n: int, longest: bool = False
+) -> list[R]:
+    """The ``n`` best of ``candidates`` for an agent with ``domains``: by score, then by id
+    (with ``longest``: by priority, then longest expected, then score)."""
     bonus = domain_bonus_key(aging)
-    seen: dict[int, tuple[float, R]] = {}
+    seen: dict[int, tuple[tuple[Any, ...], R]] = {}
     for task in candidates:
         if task.id in seen:
             continue
         key = pool_key(task.priority, task.created_at, aging)
         if task.domain is not None and task.domain in domains:
             key += bonus
-        seen[task.id] = (key, task)
-    ranked = sorted(seen.values(), key=lambda kt: (-kt[0], kt[1].id))
+        rank: tuple[Any, ...] = (-key, task.id)
+        if longest:
+            rank = (task.priority, *_length_rank(task.expected_duration), *rank)
+        seen[task.id] = (rank, task)
+    ranked = sorted(seen.values(), key=lambda rt: rt[0])
     return [task for _, task in ranked[:n]]
+
+
+def queue_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
+    """Sort key of an owner's queue, head first: highest priority, then newest (largest
+    ``seq``) -- or, with ``longest``, longest expected before newest."""
+    if longest:
+        return (priority, *_length_rank(expected), -seq)
+    return (priority, -seq)
+
+
+def tail_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
+    """Sort key of a queue seen by a thief, tail first: lowest priority, then oldest -- or,
+    with ``longest``, longest expected before oldest."""
+    if longest:
+        return (-priority, *_length_rank(expected), seq)
+    return (-priority, seq)
 
 
 def can_do(agent_skills: Iterable[str], task_skills: Iterable[str]) -> bool:
@@ -164,6 +228,7 @@ class StealFilter:
     domains: tuple[str, ...]
     skillsets: tuple[int, ...]
     free_skillset: int | None  # id of the empty skill set, if it exists
+    longest: bool = False  # the order setting: longest expected first among equals
 
     def matches(self, task: Task) -> bool:
         if task.state is not TaskState.PENDING or task.agent is None:
@@ -189,7 +254,22 @@ def steal_filter(
         domains=thief.domains,
         skillsets=tuple(eligible_skillsets(skillsets, thief.skills)),
         free_skillset=free,
+        longest=longest_first(settings),
     )
+
+
+def claim_victims(
+    depths: Iterable[QueueDepth], thief: str, settings: Settings, rng: random.Random
+) -> list[str]:
+    """The agents a claim may steal from, busiest first: at work (holding a lease) with more
+    than ``steal_threshold`` tasks queued.
+
+    An agent at work will not reach its queue's tail for a while, so even its only queued
+    task is better started now by an agent that ran dry. An agent that is not at work (idle,
+    or between tasks) is about to claim its own queue: taking from it would only race it.
+    """
+    working = [(q.agent, q.depth) for q in depths if q.status is AgentStatus.WORKING]
+    return order_victims(working, thief, settings.steal_threshold, rng)
 
 
 def order_victims(
@@ -204,6 +284,96 @@ def order_victims(
     rng.shuffle(busy)
     busy.sort(key=lambda ad: -ad[1])  # stable: ties keep their shuffled order
     return [agent for agent, _ in busy]
+
+
+# --- locality: domain first, delay scheduling ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Locality:
+    """Which tasks of other domains one claimer passes over for now (module docstring).
+
+    A task is held when it has a domain that is not one of ``domains`` (the claimer's) and
+    it became ready after ``local_since`` (``locality_wait`` ago), or after ``domain_since``
+    (``domain_wait`` ago) while an idle agent of its domain can do it: ``reserved`` lists
+    the (domain, skill set id) pairs idle agents can take. ``math.inf`` turns a rule off.
+    """
+
+    domains: tuple[str, ...]
+    local_since: float = math.inf
+    domain_since: float = math.inf
+    reserved: frozenset[tuple[str, int]] = frozenset()
+    locality_wait: float = 0.0
+    domain_wait: float = 0.0
+
+    def holds(self, domain: str | None, skillset: int, ready_at: float) -> bool:
+        if domain is None or domain in self.domains:
+            return False
+        if ready_at > self.local_since:
+            return True
+        return ready_at > self.domain_since and (domain, skillset) in self.reserved
+
+    def free_at(self, domain: str | None, skillset: int, ready_at: float) -> float | None:
+        """When a held task stops being held by this rule (None: it is not held)."""
+        if not self.holds(domain, skillset, ready_at):
+            return None
+        ends = [ready_at + self.locality_wait] if ready_at > self.local_since else []
+        if ready_at > self.domain_since and (domain, skillset) in self.reserved:
+            ends.append(ready_at + self.domain_wait)
+        return max(ends)
+
+
+def ready_time(ready_at: float | None, created_at: float) -> float:
+    """When a pending task became ready (a task from before ``ready_at`` was kept: posted)."""
+    return created_at if ready_at is None else ready_at
+
+
+#: Holds nothing: for claims before anything is known to be held, and for previews.
+NOTHING_HELD = Locality(())
+
+
+def locality(
+    agent: Agent,
+    settings: Settings,
+    now: float,
+    reserved: frozenset[tuple[str, int]] = frozenset(),
+) -> Locality:
+    """The locality rules of ``settings`` for a claim by ``agent`` at ``now``."""
+    local, domain = settings.locality_wait, settings.domain_wait
+    return Locality(
+        domains=agent.domains,
+        local_since=now - local if local > 0 else math.inf,
+        domain_since=now - domain if domain > 0 and reserved else math.inf,
+        reserved=reserved,
+        locality_wait=local,
+        domain_wait=domain,
+    )
+
+
+def might_hold(
+    domain: str | None, ready_at: float, agent: Agent, settings: Settings, now: float
+) -> bool:
+    """Could the locality rules hold this task back from ``agent``? (Cheap, before asking
+    which agents are idle: only a task of another domain, ready for less than the longer
+    wait, can be held.)"""
+    if domain is None or domain in agent.domains:
+        return False
+    wait = max(settings.locality_wait, settings.domain_wait)
+    return wait > 0 and ready_at > now - wait
+
+
+def reserved_for(
+    idle: Iterable[Agent], claimer: str, skillsets: Mapping[int, tuple[str, ...]]
+) -> frozenset[tuple[str, int]]:
+    """The (domain, skill set id) pairs some idle agent other than ``claimer`` could take:
+    the work that domain first leaves to them."""
+    pairs: set[tuple[str, int]] = set()
+    for agent in idle:
+        if agent.id == claimer or agent.status is not AgentStatus.IDLE or not agent.domains:
+            continue
+        for sid in eligible_skillsets(skillsets, agent.skills):
+            pairs.update((domain, sid) for domain in agent.domains)
+    return frozenset(pairs)
 
 
 def steal_budget(window: Sequence[str], thief: str, settings: Settings) -> int:

@@ -17,7 +17,10 @@ from typing import Any
 from shoal.errors import InvalidSetting
 from shoal.model import parse_duration, parse_priority
 
-__all__ = ["SETTINGS", "Setting", "Settings", "parse_setting"]
+__all__ = ["ORDERS", "SETTINGS", "Setting", "Settings", "format_setting", "parse_setting"]
+
+#: The values of the ``order`` setting: how tasks of equal priority are ranked.
+ORDERS = ("priority", "longest_first")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +28,11 @@ class Setting:
     """How one setting is read, checked and explained. Its default is on ``Settings``."""
 
     name: str
-    kind: str  # "duration" | "count" | "priority" | "number"
+    kind: str  # "duration" | "count" | "priority" | "number" | "choice"
     minimum: float
     help: str
     maximum: float = math.inf
+    choices: tuple[str, ...] = ()  # the words a "choice" setting accepts
 
 
 SETTINGS: dict[str, Setting] = {
@@ -43,13 +47,23 @@ SETTINGS: dict[str, Setting] = {
         Setting("aging", "number", 0, "score points a pool task gains per minute of waiting"),
         Setting("rebalance_interval", "duration", 1, "rebalance period; also the steal window"),
         Setting("idle_min_for_rebalance", "duration", 0, "idle time before rebalance feeds"),
-        Setting("busy_threshold", "count", 0, "queue depth above which an agent is a victim"),
+        Setting("busy_threshold", "count", 0, "queue depth above which the rebalance robs"),
+        Setting("steal_threshold", "count", 0, "queue depth above which a claim may steal"),
         Setting("steal_min_priority", "priority", 1, "only priority numbers >= this are stolen", 9),
         Setting(
             "cross_domain_priority", "priority", 1, "priority >= this, no skills: any domain", 9
         ),
         Setting("max_steals_per_agent", "count", 0, "steals per thief per window"),
         Setting("max_steals_per_cycle", "count", 0, "steals fleet-wide per window"),
+        Setting("domain_wait", "duration", 0, "others leave new work to its idle domain agents"),
+        Setting("locality_wait", "duration", 0, "ready time before others take domain work"),
+        Setting(
+            "order",
+            "choice",
+            0,
+            "equal priorities: newest (priority) or longest expected first",
+            choices=ORDERS,
+        ),
         Setting("poll_base", "duration", 0.01, "first wait of an agent polling for work"),
         Setting("poll_max", "duration", 0.01, "longest wait of a polling agent"),
         Setting("poll_backoff_after", "count", 1, "empty polls before the wait doubles"),
@@ -73,10 +87,14 @@ class Settings:
     rebalance_interval: float = 300.0
     idle_min_for_rebalance: float = 120.0
     busy_threshold: int = 5
+    steal_threshold: int = 0
     steal_min_priority: int = 5
     cross_domain_priority: int = 8
     max_steals_per_agent: int = 3
     max_steals_per_cycle: int = 10
+    domain_wait: float = 120.0
+    locality_wait: float = 0.0
+    order: str = "priority"
     poll_base: float = 1.0
     poll_max: float = 60.0
     poll_backoff_after: int = 3
@@ -116,6 +134,8 @@ def parse_setting(name: str, value: object) -> Any:
         close = difflib.get_close_matches(name, SETTINGS, n=1)
         hint = f"did you mean {close[0]}?" if close else "see `shoal config get` for the list"
         raise InvalidSetting(f"there is no setting called {name!r}", hint=hint)
+    if spec.kind == "choice":
+        return _parse_choice(spec, value)
     try:
         if spec.kind == "duration":
             number: float = parse_duration(value, name)
@@ -149,6 +169,21 @@ def parse_setting(name: str, value: object) -> Any:
             f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}"
         )
     return int(number) if spec.kind in ("count", "priority") else float(number)
+
+
+def _parse_choice(spec: Setting, value: object) -> str:
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word not in spec.choices:
+        raise InvalidSetting(
+            f"{spec.name} must be one of {', '.join(spec.choices)}, not {value!r}",
+            hint=f"{spec.name}: {spec.help}",
+        )
+    return word
+
+
+def format_setting(value: object) -> str:
+    """A setting's value for people: numbers without trailing zeros, words as they are."""
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
 def _describe(spec: Setting) -> str:

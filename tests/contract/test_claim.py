@@ -172,29 +172,56 @@ def test_claim_many_fills_from_queue_then_pool(fleet: Fleet) -> None:
 
 @pytest.fixture
 def crew(fleet: Fleet) -> Fleet:
-    """victim 'iris' (research) and thieves in several domains, all with room."""
+    """victim 'iris' (research, at work) and thieves in several domains, all with room."""
     fleet.register("iris", domains=["research"], skills=["web"], max_concurrent=1)
     fleet.register("loom", domains=["ci"], skills=["shell"], max_concurrent=5)
     fleet.register("spark", domains=["research", "code"], skills=["web"], max_concurrent=5)
+    fleet.set_status("iris", "working")
     return fleet
 
 
-def test_steal_only_when_the_queue_is_deep_enough(crew: Fleet) -> None:
+def test_a_dry_agent_steals_even_a_single_queued_task(crew: Fleet) -> None:
+    """steal_threshold 0: iris is at work, so her one queued task is better started now."""
+    only = crew.post("only", to="iris", priority=9, domain="research").id
+    task, _ = one(crew.claim("spark"))
+    assert task.id == only and task.stolen and task.agent == "spark"
+    assert crew.events(task=only)[-1].data == {"source": "steal", "attempt": 1, "from": "iris"}
+    assert crew.agent("iris").queued == 0
+
+
+def test_steal_threshold_keeps_short_queues_to_their_owner(crew: Fleet) -> None:
+    crew.configure(steal_threshold=5)
     post_many(crew, 5, to="iris", priority=9, domain="research")
-    assert crew.claim("spark").reason == "empty"  # 5 is not more than busy_threshold
+    assert crew.claim("spark").reason == "empty"  # 5 is not more than steal_threshold
     crew.post("one more", to="iris", priority=9, domain="research")
     task, _ = one(crew.claim("spark"))
     assert task.stolen and task.agent == "spark"
     assert crew.claim("spark", 1).reason == "empty"  # back at 5: stop
 
 
-def test_a_steal_takes_the_tail_lowest_priority_oldest(crew: Fleet) -> None:
+def test_busy_threshold_is_for_the_rebalance_only(crew: Fleet) -> None:
+    crew.configure(busy_threshold=50)
+    crew.post("only", to="iris", priority=9, domain="research")
+    assert crew.claim("spark").sources == ("steal",)
+
+
+def test_an_owner_that_is_not_at_work_is_not_robbed(crew: Fleet) -> None:
+    """An idle (or waiting) owner is about to claim its queue itself: a thief would only race
+    it for a task routed to it."""
+    routed = crew.post("for iris", to="iris", priority=9, domain="research").id
+    for status in ("idle", "waiting"):
+        crew.set_status("iris", status)
+        assert crew.claim("spark").reason == "empty"
+    assert one(crew.claim("iris"))[0].id == routed
+
+
+def test_a_steal_takes_one_task_from_the_tail_lowest_priority_oldest(crew: Fleet) -> None:
     crew.post("p5", to="iris", priority=5, domain="research")
     old9 = crew.post("old p9", to="iris", priority=9, domain="research").id
     crew.post("new p9", to="iris", priority=9, domain="research")
     post_many(crew, 4, to="iris", priority=7, domain="research")
-    task, _ = one(crew.claim("spark"))
-    assert task.id == old9
+    claim = crew.claim("spark", 5)
+    assert [t.id for t in claim.tasks] == [old9]  # one task per claim, whatever room it has
     assert crew.events(task=old9)[-1].data["from"] == "iris"
     assert crew.claim("spark").sources == ("steal",)
 
@@ -223,11 +250,14 @@ def test_a_thief_needs_the_skills(crew: Fleet) -> None:
 
 
 def test_domain_affinity_with_the_cross_domain_exception(crew: Fleet) -> None:
+    crew.set_status("spark", "working")  # no idle research agent to leave them to
     post_many(crew, 4, to="iris", priority=6, domain="research")  # domain work
     simple = post_many(crew, 3, to="iris", priority=8, domain="research")  # simple
     assert crew.claim("loom").tasks[0].id == simple[0]  # ci agent: only simple work
-    one(crew.claim("loom"))  # and one more (7 - 1 = 6 > 5)
-    assert crew.claim("loom").reason == "empty"  # back at the threshold
+    assert crew.claim("loom").tasks[0].id == simple[1]
+    assert crew.claim("loom").tasks[0].id == simple[2]
+    assert crew.claim("loom").reason == "empty"  # the cap: 3 steals per thief per window
+    assert crew.agent("iris").queued == 4  # research work, for research agents only
 
 
 def test_cross_domain_needs_no_skills(crew: Fleet) -> None:
@@ -243,12 +273,12 @@ def test_tasks_without_a_domain_are_anyones(crew: Fleet) -> None:
 
 
 def test_a_stolen_task_is_never_stolen_again(crew: Fleet) -> None:
-    crew.configure(busy_threshold=0)
     crew.post("only", to="iris", priority=9, domain="research")
     task, lease = one(crew.claim("spark"))
     crew.defer(lease, [crew.post("blocker").id])  # back to spark's queue, later
     crew.complete(one(crew.claim("spark"))[1])
     assert crew.get(task.id).agent == "spark" and crew.get(task.id).stolen
+    crew.set_status("spark", "working")
     crew.register("loom2", domains=["research"], max_concurrent=5)
     assert crew.claim("loom2").reason == "empty"  # spark has it queued, but it was stolen
 
@@ -266,6 +296,7 @@ def test_steal_caps_fleet_wide(open_fleet: Callable[..., Fleet]) -> None:
     fleet = open_fleet()
     fleet.configure(max_agents=20, max_steals_per_cycle=4)
     fleet.register("iris", domains=["research"])
+    fleet.set_status("iris", "working")
     post_many(fleet, 30, to="iris", priority=9, domain="research")
     thieves = [f"t{i}" for i in range(5)]
     for name in thieves:
@@ -274,14 +305,14 @@ def test_steal_caps_fleet_wide(open_fleet: Callable[..., Fleet]) -> None:
     assert results == [None, None, None, None, "empty"]
 
 
-def test_busiest_victim_first_and_batch_stays_above_threshold(crew: Fleet) -> None:
+def test_the_busiest_victim_is_robbed_first(crew: Fleet) -> None:
     crew.register("forge", domains=["research"], max_concurrent=1)
-    post_many(crew, 7, to="iris", priority=9, domain="research")
-    post_many(crew, 9, to="forge", priority=9, domain="research")
-    claim = crew.claim("spark", 5)
-    assert len(claim.leases) == 3  # per-thief cap
-    assert {crew.events(task=t.id)[-1].data["from"] for t in claim.tasks} == {"forge"}
-    assert crew.agent("forge").queued == 6
+    crew.set_status("forge", "working")
+    post_many(crew, 2, to="iris", priority=9, domain="research")
+    post_many(crew, 4, to="forge", priority=9, domain="research")
+    origins = [crew.claim("spark").origins[0] for _ in range(2)]
+    assert origins == ["forge", "forge"]  # 4 > 2, then 3 > 2
+    assert crew.agent("forge").queued == crew.agent("iris").queued == 2
 
 
 def test_equal_victims_are_chosen_at_random(
@@ -295,6 +326,7 @@ def test_equal_victims_are_chosen_at_random(
         fleet.configure(max_agents=100)
         for v in ("a", "b"):
             fleet.register(prefix + v, domains=[prefix + "x"])
+            fleet.set_status(prefix + v, "working")
             post_many(fleet, 6, to=prefix + v, priority=6, domain=prefix + "x")
         fleet.register(prefix + "thief", domains=[prefix + "x"])
         task, lease = one(fleet.claim(prefix + "thief"))

@@ -79,6 +79,7 @@ def test_rebalance_shares_the_window_with_claim_time_steals(
 ) -> None:
     fleet.register("victim", domains=["x"])
     fleet.register("thief", domains=["x"], max_concurrent=5)
+    fleet.set_status("victim", "working")
     post_many(fleet, 20, to="victim", domain="x", priority=9)
     for _ in range(2):
         assert fleet.claim("thief").sources == ("steal",)
@@ -279,6 +280,7 @@ def test_settings_change_at_run_time_and_are_shared(open_fleet: object) -> None:
 
 def test_a_shoal_agent_steals_the_moment_it_runs_dry(night: Fleet) -> None:
     """Where rebalance makes loom wait minutes, a claim steals at once."""
+    night.set_status("iris", "working")
     claim = night.claim("loom")
     assert claim.sources == ("steal",)
     assert claim.tasks[0].priority == 8 and claim.tasks[0].id == 1

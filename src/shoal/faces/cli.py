@@ -330,12 +330,13 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     """
     if not agent:
         raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
-    result = app.fleet().claim(agent, n, wait=wait)
+    fleet = app.fleet()
+    result = fleet.claim(agent, n, wait=wait)
     data = result.to_dict()
     if app.json and n == 1 and result:
         # One task: also at the top level, so agents can read .task.id and .lease.token.
         data = {**data, **data["claimed"][0]}
-    app.emit(data, render.claim_text(result))
+    app.emit(data, render.claim_text(result, fleet.clock.now()))
     if not result:
         sys.exit(EXIT_NOTHING)
 
@@ -567,11 +568,11 @@ def config_get(app: App, name: str | None) -> None:
     if name is None:
         app.emit(settings.to_dict(), render.settings_table(settings))
         return
-    from shoal.settings import parse_setting
+    from shoal.settings import format_setting, parse_setting
 
     parse_setting(name, getattr(settings, name, 0))  # refuses unknown names with a hint
     value = getattr(settings, name)
-    app.emit({name: value}, f"{value:g}")
+    app.emit({name: value}, format_setting(value))
 
 
 @config.command("set", context_settings={"ignore_unknown_options": True})
@@ -581,8 +582,11 @@ def config_get(app: App, name: str | None) -> None:
 @pass_app
 def config_set(app: App, name: str, value: str) -> None:
     """Change a setting, e.g. `shoal config set lease_ttl 15m`."""
+    from shoal.settings import format_setting
+
     settings = app.fleet().configure(**{name: value})
-    app.emit({name: getattr(settings, name)}, f"{name} = {getattr(settings, name):g}")
+    new = getattr(settings, name)
+    app.emit({name: new}, f"{name} = {format_setting(new)}")
 
 
 @cli.command("mcp", short_help="Serve the fleet to LLM agents over MCP.")

@@ -53,7 +53,11 @@ class TaskInfo(BaseModel):
     lease_expires: float | None = Field(description="Unix time the current lease ends")
     result: Any = None
     error: str | None
+    expected_duration: float | None = Field(description="seconds it is expected to run")
     created_at: float
+    ready_at: float | None = Field(
+        description="Unix time it last became ready to run (None while blocked)"
+    )
     finished_at: float | None
 
     @classmethod
@@ -88,6 +92,10 @@ class ClaimResult(BaseModel):
     reason: str | None = Field(
         default=None, description="why nothing was claimed: empty (no work you can do) or busy"
     )
+    retry_at: float | None = Field(
+        default=None,
+        description="Unix time work passed over for its own domain's agents is free to take",
+    )
     waited_seconds: float = 0.0
     next_step: str
 
@@ -105,7 +113,18 @@ class ClaimResult(BaseModel):
                     "arrives, or (if you are not a manager) set_agent_status terminated to free "
                     "your place when assess_workload says terminate_idle."
                 )
-            return cls(claimed=False, reason=claim.reason, waited_seconds=waited, next_step=step)
+            if claim.retry_at is not None:
+                step += (
+                    " Work of other domains is being left to their own agents for now; it is "
+                    "free to take at retry_at."
+                )
+            return cls(
+                claimed=False,
+                reason=claim.reason,
+                retry_at=claim.retry_at,
+                waited_seconds=waited,
+                next_step=step,
+            )
         task, lease = claim.tasks[0], claim.leases[0]
         return cls(
             claimed=True,

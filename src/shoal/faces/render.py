@@ -25,7 +25,7 @@ from shoal.model import (
     Task,
     TaskDetail,
 )
-from shoal.settings import SETTINGS, Settings
+from shoal.settings import SETTINGS, Settings, format_setting
 
 __all__ = [
     "agents_table",
@@ -128,6 +128,10 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         ("attempts", f"{t.attempts}" + (f" of {t.max_attempts}" if t.max_attempts else "")),
         ("created", ago(t.created_at, now)),
     ]
+    if t.ready_at is not None:
+        rows.append(("ready", ago(t.ready_at, now)))
+    if t.expected_duration is not None:
+        rows.append(("expected", _span(t.expected_duration)))
     if t.lease_expires is not None:
         rows.append(("lease expires", ago(t.lease_expires, now)))
     if detail.after:
@@ -250,9 +254,16 @@ def registration_text(reg: Registration) -> str:
     )
 
 
-def claim_text(claim: Claim) -> Text:
+def claim_text(claim: Claim, now: float) -> Text:
     if not claim:
-        return Text(f"nothing claimed: {claim.reason}", style="yellow")
+        text = Text(f"nothing claimed: {claim.reason}", style="yellow")
+        if claim.retry_at is not None:
+            text.append(
+                f"; work of other domains is left to their own agents, free to take "
+                f"{ago(claim.retry_at, now)}",
+                style="yellow",
+            )
+        return text
     out = Text()
     for task, lease, source in zip(claim.tasks, claim.leases, claim.sources, strict=True):
         out.append(f"claimed task {task.id}", style="bold green")
@@ -321,7 +332,9 @@ def settings_table(settings: Settings) -> Table:
         value = getattr(settings, name)
         default = getattr(defaults, name)
         style = "bold" if value != default else ""
-        table.add_row(name, Text(f"{value:g}", style=style), f"{default:g}", spec.help)
+        table.add_row(
+            name, Text(format_setting(value), style=style), format_setting(default), spec.help
+        )
     return table
 
 

@@ -340,6 +340,8 @@ class Worker:
                 continue
             empty += 1
             delay = policy.poll_delay(empty, settings)
+            if claim.retry_at is not None:  # work passed over is free to take then
+                delay = min(delay, max(0.0, claim.retry_at - self.fleet.clock.now()))
             if self._slots:
                 idle_from = None
             else:

@@ -24,8 +24,9 @@ from typing import Any
 from shoal import policy as rules
 from shoal.clock import ManualClock
 from shoal.fleet import Fleet
-from shoal.model import Claim, Lease, Move
+from shoal.model import Claim, Lease, Move, TaskState
 from shoal.settings import Settings
+from shoal.sim.eligibility import CAUSES, Snapshot, classify
 from shoal.sim.policies import Policy
 from shoal.sim.workloads import TaskSpec, Workload
 
@@ -73,6 +74,10 @@ class Trace:
     steals: int = 0
     idle_while_waiting: float = 0.0  # agent-seconds free while some task waited
     waiting_time: float = 0.0  # seconds during which some task waited
+    eligible_idle: float = 0.0  # agent-seconds free while a task the agent could take waited
+    eligible_gaps: list[float] = field(default_factory=list)  # such spells, until work came
+    #: eligible_idle by what held the work back (see shoal.sim.eligibility)
+    held_by: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
     makespan: float = 0.0
     wall: float = 0.0
 
@@ -96,6 +101,7 @@ class _Agent:
     domains: tuple[str, ...]
     running: _Run | None = None
     gap_from: float | None = None  # since when it has been free while work waited
+    eligible_from: float | None = None  # ... while work it could take waited
     poll_gen: int = 0  # a poll scheduled under an older generation is void
     empty_polls: int = 0
     said_idle: bool = False
@@ -121,7 +127,7 @@ class Simulation:
                 "lease_ttl": _LONG_LEASE,
                 "max_agents": len(workload.agents),
                 **policy.settings,
-                **(settings or {}),
+                **((settings or {}) if policy.tunable else {}),
             }
         )
         self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
@@ -135,6 +141,7 @@ class Simulation:
         self._ready_at: dict[int, float] = {}
         self._deferred: set[int] = set()
         self._moved: set[int] = set()
+        self._steals: list[tuple[float, str]] = []  # (fleet time, thief): the caps' window
         self._hub: list[tuple[int, float]] = []  # (spec index, arrived at): waiting to be routed
         self._waiting = 0  # tasks ready to run and not running (at the hub, in queues, pool)
         self._free = len(self.agents)
@@ -194,8 +201,49 @@ class Simulation:
         if dt > 0 and self._waiting > 0:
             self.trace.idle_while_waiting += self._free * dt
             self.trace.waiting_time += dt
+            if self._free:
+                self._count_eligible(when)
         self._now = when
         self.clock.set(self.workload.start + when)
+
+    def _count_eligible(self, until: float) -> None:
+        """Free agents from now to ``until``: which of them could have taken waiting work,
+        and what held it back (``shoal.sim.eligibility``)."""
+        start = self.workload.start
+        pending = self.fleet.tasks(state=TaskState.PENDING, limit=1_000_000)
+        depths: dict[str, int] = {}
+        for task in pending:
+            if task.agent is not None:
+                depths[task.agent] = depths.get(task.agent, 0) + 1
+        snap = Snapshot(
+            now=start + self._now,
+            settings=self.settings,
+            pending=pending,
+            depths=depths,
+            hub=[self.workload.tasks[i].home for i, _ in self._hub],
+            agents={a.id: a for a in self.fleet.agents()},
+            steals=self._steals,
+            own_queue_only=self.policy.own_queue_only,
+        )
+        for agent in self.agents.values():
+            if agent.running is not None:
+                continue
+            held = classify(agent.id, snap)
+            if held is None:
+                self._end_eligible(agent)
+                continue
+            if agent.eligible_from is None:
+                agent.eligible_from = self._now
+            self.trace.eligible_idle += until - self._now
+            for cause, seconds in held.split(snap.now, start + until):
+                self.trace.held_by[cause] += seconds
+
+    def _end_eligible(self, agent: _Agent) -> None:
+        """An agent's spell of being free while work it could take waited is over."""
+        if agent.eligible_from is not None:
+            if self._now > agent.eligible_from:
+                self.trace.eligible_gaps.append(self._now - agent.eligible_from)
+            agent.eligible_from = None
 
     # ------------------------------------------------------------------ work waiting
 
@@ -211,6 +259,7 @@ class Simulation:
         if self._waiting == 0:  # the work ran out before these free agents got any of it
             for agent in self.agents.values():
                 self._end_gap(agent)
+                self._end_eligible(agent)
 
     def _end_gap(self, agent: _Agent) -> None:
         """An agent's spell of being free while work waited is over; note how long it was."""
@@ -257,6 +306,7 @@ class Simulation:
         for move in moves:
             self.trace.moves.append(TimedMove(self._now, move))
             self._moved.add(move.task_id)
+            self._steals.append((self.clock.now(), move.to_agent))
         if moves:
             self._wake()
         assert self.policy.rebalance_interval is not None
@@ -288,6 +338,8 @@ class Simulation:
             agent.poll_gen += 1
             if self.policy.polls:
                 delay = rules.poll_delay(agent.empty_polls, self.settings)
+                if claim is not None and claim.retry_at is not None:  # a hold runs out then
+                    delay = min(delay, max(0.0, claim.retry_at - self.clock.now()))
                 self._at(self._now + delay, _POLL, (agent.id, agent.poll_gen))
             return
         task, lease, source = claim.tasks[0], claim.leases[0], claim.sources[0]
@@ -301,8 +353,10 @@ class Simulation:
         warmup = self.workload.warmup if in_domain is False else 0.0
         if source == "steal":
             self.trace.steals += 1
+            self._steals.append((self.clock.now(), agent.id))
         self.trace.waits.append(self._now - self._ready_at[task.id])
         self._end_gap(agent)
+        self._end_eligible(agent)
         self.trace.segments.append(
             Segment(
                 agent.id,
@@ -360,4 +414,7 @@ class Simulation:
 
 
 def _post_args(spec: TaskSpec, to: str | None) -> dict[str, Any]:
-    return {"title": spec.title, "priority": spec.priority, "domain": spec.domain, "to": to}
+    args = {"title": spec.title, "priority": spec.priority, "domain": spec.domain, "to": to}
+    if spec.estimate is not None:
+        args["expected_duration"] = spec.estimate
+    return args

@@ -7,10 +7,20 @@
 * ``idle_to_work`` p50/p99 -- over every spell an agent sat free while work waited somewhere
   (an agent that got its next task at once has no spell), how long until it held work
   again -- or until the waiting work ran out without it (0 when there was no such spell).
+* ``eligible_idle_while_waiting`` -- the same share, counting only time an agent was free
+  while a task *it could take* waited (see ``shoal.sim.eligibility``); ``held_by`` splits
+  it by what held the work back (threshold, caps, domain_wait, locality_wait, latency),
+  each as a share of the same agent-time, so they add up to it.
+* ``eligible_idle_to_work`` p50/p99 -- over every spell an agent sat free while work it
+  could take waited, how long until it held work (or that work was gone).
 * ``wait`` p50/p99 -- from a task being ready (arrived, spawned, or its children done) to
   being claimed.
 * ``steals`` (taken at claim time, from ``Claim.sources``) and ``moved`` (by the rebalance);
   ``own_domain`` -- the share of task runs done by an agent of the task's domain.
+
+``summarize`` gives the mean of each figure over the seeds of a workload and policy, and,
+when ``pull`` ran on the same seeds, on how many of them the policy's makespan beat pull's
+(``beat_pull``, paired by seed).
 """
 
 from __future__ import annotations
@@ -42,6 +52,10 @@ class Metrics:
     idle_while_waiting: float
     idle_to_work_p50: float
     idle_to_work_p99: float
+    eligible_idle_while_waiting: float
+    eligible_idle_to_work_p50: float
+    eligible_idle_to_work_p99: float
+    held_by: dict[str, float]
     wait_p50: float
     wait_p99: float
     steals: int
@@ -50,7 +64,15 @@ class Metrics:
     wall_seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {k: _rounded(v) for k, v in asdict(self).items()}
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -85,6 +107,10 @@ def measure(trace: Trace) -> Metrics:
         idle_while_waiting=trace.idle_while_waiting / waiting if waiting else 0.0,
         idle_to_work_p50=percentile(trace.gaps, 50),
         idle_to_work_p99=percentile(trace.gaps, 99),
+        eligible_idle_while_waiting=trace.eligible_idle / waiting if waiting else 0.0,
+        eligible_idle_to_work_p50=percentile(trace.eligible_gaps, 50),
+        eligible_idle_to_work_p99=percentile(trace.eligible_gaps, 99),
+        held_by={k: (v / waiting if waiting else 0.0) for k, v in trace.held_by.items()},
         wait_p50=percentile(trace.waits, 50),
         wait_p99=percentile(trace.waits, 99),
         steals=trace.steals,
@@ -95,22 +121,36 @@ def measure(trace: Trace) -> Metrics:
 
 
 def summarize(runs: Sequence[Metrics]) -> list[dict[str, Any]]:
-    """One row per (workload, policy): the mean of each figure over its seeds."""
+    """One row per (workload, policy): the mean of each figure over its seeds, and how
+    often it beat pull (module docstring)."""
     groups: dict[tuple[str, str], list[Metrics]] = {}
     for m in runs:
         groups.setdefault((m.workload, m.policy), []).append(m)
     rows = []
     for (workload, policy), ms in groups.items():
 
-        def mean(name: str, ms: list[Metrics] = ms) -> float | None:
-            values = [getattr(m, name) for m in ms if getattr(m, name) is not None]
-            return sum(values) / len(values) if values else None
+        def mean(values: Sequence[float | None]) -> float | None:
+            known = [v for v in values if v is not None]
+            return sum(known) / len(known) if known else None
 
         row: dict[str, Any] = {"workload": workload, "policy": policy, "seeds": len(ms)}
         for name in _SUMMED:
-            row[name] = mean(name)
+            row[name] = mean([getattr(m, name) for m in ms])
+        row["held_by"] = {cause: mean([m.held_by[cause] for m in ms]) for cause in ms[0].held_by}
+        pull = {m.seed: m.ratio for m in groups.get((workload, "pull"), [])}
+        paired = [m for m in ms if m.seed in pull]
+        row["beat_pull"] = (
+            None
+            if policy == "pull" or not paired
+            else sum(1 for m in paired if m.ratio < pull[m.seed] - _SAME)
+        )
+        row["paired_with_pull"] = len(paired)
         rows.append(row)
     return rows
+
+
+#: Makespan ratios closer than this are a tie, not a win (float noise in the simulation).
+_SAME = 1e-9
 
 
 _SUMMED = (
@@ -122,6 +162,9 @@ _SUMMED = (
     "idle_while_waiting",
     "idle_to_work_p50",
     "idle_to_work_p99",
+    "eligible_idle_while_waiting",
+    "eligible_idle_to_work_p50",
+    "eligible_idle_to_work_p99",
     "wait_p50",
     "wait_p99",
     "steals",

@@ -16,7 +16,12 @@
   agent's queue, domain work to the pool, children to their spawner's queue), and each
   claim takes the own queue's head, else the best pool task, else steals from the tail of
   the busiest queue within the default caps. An idle agent wakes the moment work appears
-  (the store's change notification) and otherwise polls by the fleet's default backoff.
+  (the store's change notification), and otherwise polls by the fleet's default backoff --
+  or at the moment work it passed over for its own domain's agents is free to take.
+
+The three baselines are run as the documents describe them, whatever the run asks: fleet
+settings given to a run (``shoal sim --set``) tune ``shoal`` only, so a tuned shoal is
+always compared against the same push, rebalance and pull.
 """
 
 from __future__ import annotations
@@ -51,23 +56,39 @@ class Policy:
     polls: bool = False
     #: Fleet settings for the run (on top of the simulator's own: long leases).
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Settings given to a run apply (only shoal: the baselines are not tuned).
+    tunable: bool = False
 
 
 _NO_STEALS = {"max_steals_per_agent": 0, "max_steals_per_cycle": 0}
+#: The baselines know nothing of shoal's locality rules.
+_NO_LOCALITY = {"domain_wait": 0}
 
 #: The four policies, in the order the standard comparison shows them.
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("push", routed=True, own_queue_only=True, settings=dict(_NO_STEALS)),
-        Policy("push+rebalance", routed=True, own_queue_only=True, rebalance_interval=300.0),
+        Policy("push", routed=True, own_queue_only=True, settings={**_NO_STEALS, **_NO_LOCALITY}),
+        Policy(
+            "push+rebalance",
+            routed=True,
+            own_queue_only=True,
+            rebalance_interval=300.0,
+            settings=dict(_NO_LOCALITY),
+        ),
         Policy(
             "pull",
             pool_only=True,
             polls=True,
-            settings={**_NO_STEALS, "poll_base": 300, "poll_max": 1800, "poll_backoff_after": 3},
+            settings={
+                **_NO_STEALS,
+                **_NO_LOCALITY,
+                "poll_base": 300,
+                "poll_max": 1800,
+                "poll_backoff_after": 3,
+            },
         ),
-        Policy("shoal", honours_queues=True, wakes=True, polls=True),
+        Policy("shoal", honours_queues=True, wakes=True, polls=True, tunable=True),
     )
 }
 

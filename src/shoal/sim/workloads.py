@@ -19,7 +19,10 @@ The workloads:
   an hour of work. New work arrives through the night, addressed to domains. Half of the
   research backlog is simple (priority 8, no skills: anyone may do it).
 * ``lognormal`` / ``pareto`` -- a batch dealt out in equal counts to every agent at once;
-  durations are unknown ahead and skewed (lognormal), or heavy-tailed (Pareto, alpha 1.5).
+  durations are skewed (lognormal), or heavy-tailed (Pareto, alpha 1.5). Each task is
+  posted with an ``expected_duration`` that is off by a lognormal error (sigma 0.5: half
+  the estimates are more than 40% off), as a person's or a model's guess would be; only
+  ``order = longest_first`` reads it.
 * ``affinity`` -- a day of work arriving as a Poisson stream at 80% of the fleet's
   capacity, over four domains with two agents each and a skewed mix (35/25/20/20). Running
   a task outside one's domain costs a fixed warm-up.
@@ -75,6 +78,7 @@ class TaskSpec:
     queued: bool = False  # dealt to ``home``'s queue (True) or addressed to a domain (False)
     children: tuple[int, ...] = ()  # indices of the tasks it spawns when ``duration`` is done
     join: float = 0.0  # work after its children are done
+    estimate: float | None = None  # the expected_duration it is posted with
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,14 +201,26 @@ def overnight(seed: int = 0, *, agents: int | None = None, tasks: int | None = N
 # ---------------------------------------------------------------------- batches
 
 
+#: How far a batch task's estimate is off: its true length times exp(N(0, sigma)).
+ESTIMATE_ERROR = 0.5
+
+
 def _batch(
     name: str, draw: Callable[[random.Random], float], seed: int, agents: int, tasks: int
 ) -> Workload:
     rng = random.Random(f"{name}-{seed}")
+    guess = random.Random(f"{name}-{seed}-estimates")  # apart, so lengths stay those of rng
     crew = tuple(AgentSpec(f"a{i:02d}") for i in range(agents))
+    lengths = [draw(rng) for _ in range(tasks)]
     specs = tuple(
-        TaskSpec(f"{name} {n + 1}", draw(rng), home=crew[n % agents].id, queued=True)
-        for n in range(tasks)
+        TaskSpec(
+            f"{name} {n + 1}",
+            length,
+            home=crew[n % agents].id,
+            queued=True,
+            estimate=_lognormal(guess, length, ESTIMATE_ERROR),
+        )
+        for n, length in enumerate(lengths)
     )
     what = f"{tasks} tasks dealt evenly to {agents} agents at once"
     return Workload(name, crew, specs, description=what)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from shoal.model import Agent, AgentStatus, Candidate, Task, TaskState
+from shoal.model import Agent, AgentStatus, Candidate, QueueDepth, Task, TaskState
 from shoal.settings import Settings
 
 __all__ = ["SqlTx", "agent_of", "candidate_of", "split_skills"]
@@ -80,6 +80,9 @@ class SqlTx:
     def next_seq(self) -> int:
         return int(self._one("next_seq")[0])
 
+    def next_seqs(self, count: int) -> list[int]:
+        return sorted(int(r[0]) for r in self._all("next_seqs", {"count": count}))
+
     def get_meta(self, key: str) -> str | None:
         row = self._one("get_meta", {"key": key})
         return None if row is None else str(row[0])
@@ -112,8 +115,11 @@ class SqlTx:
             },
         )
 
-    def queue_depths(self) -> list[tuple[str, int]]:
-        return [(r[0], int(r[1])) for r in self._all("queue_depths")]
+    def queue_depths(self) -> list[QueueDepth]:
+        return [QueueDepth(r[0], int(r[1]), _STATUSES[r[2]]) for r in self._all("queue_depths")]
+
+    def idle_agents(self) -> list[Agent]:
+        return [agent_of(r) for r in self._all("idle_agents")]
 
     # tasks: reads ---------------------------------------------------------------------
 
@@ -150,6 +156,7 @@ class SqlTx:
             row[23],  # claimed_at
             row[24],  # finished_at
             row[25],  # stalled_at
+            row[26],  # ready_at
         )
 
     def get_task(self, task_id: int) -> Task | None:
@@ -199,8 +206,9 @@ class SqlTx:
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
 
-    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("queue_head", {"agent": agent_id, "limit": limit})
+    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
+        name = "queue_head_longest" if longest else "queue_head"
+        rows = self._all(name, {"agent": agent_id, "limit": limit})
         return [candidate_of(r) for r in rows]
 
     def deps_of(self, task_id: int) -> list[int]:
@@ -327,7 +335,20 @@ def agent_of(row: Sequence[Any]) -> Agent:
 
 def candidate_of(row: Sequence[Any]) -> Candidate:
     """A candidate from the columns of the ``candidate`` fragment."""
-    return Candidate(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7], row[8])
+    return Candidate(
+        row[0],  # id
+        row[1],  # title
+        row[2],  # priority
+        row[3],  # domain
+        row[4],  # agent
+        bool(row[5]),  # pinned
+        row[6],  # created_at
+        row[7],  # lease_ttl
+        row[8],  # attempts
+        row[9],  # skillset
+        row[10],  # expected_duration
+        row[11],  # ready_at
+    )
 
 
 def split_skills(skills: str) -> tuple[str, ...]:

@@ -21,8 +21,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shoal.model import Agent, Candidate, Event, NewTask, Task, TaskState
-from shoal.policy import StealFilter
+from shoal.model import Agent, Candidate, Event, NewTask, QueueDepth, Task, TaskState
+from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 
 __all__ = ["Capabilities", "ClaimContext", "NewTask", "Store", "StoreTx"]
@@ -64,6 +64,10 @@ class StoreTx(Protocol):
         """A number larger than any before it: a task's place in a queue (head = largest)."""
         ...
 
+    def next_seqs(self, count: int) -> list[int]:
+        """``count`` such numbers at once, in increasing order."""
+        ...
+
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
 
@@ -83,8 +87,12 @@ class StoreTx(Protocol):
         the skill sets and the settings -- all a claim reads before choosing, in one go."""
         ...
 
-    def queue_depths(self) -> list[tuple[str, int]]:
-        """(agent, pending tasks in its queue) for every agent with a non-empty queue."""
+    def queue_depths(self) -> list[QueueDepth]:
+        """Every agent with a non-empty queue: how many pending tasks, and its status."""
+        ...
+
+    def idle_agents(self) -> list[Agent]:
+        """The agents whose status is idle (for domain first: who is about to take work)."""
         ...
 
     # tasks: reads
@@ -127,8 +135,9 @@ class StoreTx(Protocol):
         ...
 
     # the claim cascade's candidate queries (step names as in fleet.py)
-    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
-        """Step 1, own queue head: highest priority first, newest (largest seq) first."""
+    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
+        """Step 1, own queue head: highest priority first, newest (largest seq) first; with
+        ``longest``, longest expected before newest (``policy.queue_order``)."""
         ...
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
@@ -136,15 +145,23 @@ class StoreTx(Protocol):
         ...
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int
+        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
     ) -> list[Candidate]:
         """Step 2, pool: the top pool tasks by static key among ``skillsets`` (and ``domain``
-        if given), best first."""
+        if given), best first, leaving out those ``held`` holds back."""
         ...
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
-        """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow -- lowest
-        priority first, oldest (smallest seq) first."""
+    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+        """Step 2, pool, longest first: pool tasks with an expected duration among
+        ``skillsets``, by priority, then longest, then static key; ``held`` as above."""
+        ...
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int
+    ) -> list[Candidate]:
+        """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow and ``held``
+        does not hold back -- lowest priority first, oldest (smallest seq) first; with
+        ``rules.longest``, longest expected before oldest (``policy.tail_order``)."""
         ...
 
     def window_thieves(self, since: float) -> list[str]:
@@ -181,7 +198,8 @@ class StoreTx(Protocol):
         error: str | None,
         now: float,
     ) -> None:
-        """claimed -> pending in ``agent_id``'s queue (None: the pool); the lease ends."""
+        """claimed -> pending in ``agent_id``'s queue (None: the pool); the lease ends.
+        Like every transition to pending, it sets ``ready_at`` to ``now``."""
         ...
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
@@ -189,7 +207,8 @@ class StoreTx(Protocol):
         ...
 
     def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
-        """claimed -> blocked, to come back to ``agent_id``'s queue (a deferred continuation)."""
+        """claimed -> blocked, to come back to ``agent_id``'s queue (a deferred continuation);
+        not ready any more (``ready_at`` None)."""
         ...
 
     def release_dependents(self, task_id: int) -> list[int]:

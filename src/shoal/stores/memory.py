@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shoal.model import Agent, Candidate, Event, Task, TaskState
-from shoal.policy import StealFilter
+from shoal import policy
+from shoal.model import Agent, AgentStatus, Candidate, Event, QueueDepth, Task, TaskState
+from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
@@ -59,12 +60,14 @@ class _Index:
     ``placed`` answers "the pending tasks of this queue", "the pool", "this agent's leases";
     ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task as
     ``(-pool_key, id)`` in sorted lists, per skill set and per (skill set, domain), so the
-    best pool tasks are the heads of a few lists.
+    best pool tasks are the heads of a few lists; ``longest`` holds the pool tasks that have
+    an expected duration per skill set, by priority and then longest first.
     """
 
     placed: dict[_Placed, set[int]] = field(default_factory=dict)
     state: dict[TaskState, set[int]] = field(default_factory=dict)
     pool: dict[_PoolSlot, list[tuple[float, int]]] = field(default_factory=dict)
+    longest: dict[int, list[tuple[int, float, float, int]]] = field(default_factory=dict)
 
     def ids(self, agent: str | None, state: TaskState) -> set[int]:
         return self.placed.get((agent, state), _EMPTY)
@@ -87,6 +90,8 @@ class _Index:
         self.state.setdefault(t.state, set()).add(task_id)
         for slot in _pool_slots(row):
             bisect.insort(self.pool.setdefault(slot, []), (-row.pool_key, task_id))
+        if _longest_slot(row):
+            bisect.insort(self.longest.setdefault(row.skillset, []), _longest_key(row, task_id))
 
     def _drop(self, task_id: int, row: _Row) -> None:
         t = row.task
@@ -96,10 +101,24 @@ class _Index:
             keys = self.pool[slot]
             at = bisect.bisect_left(keys, (-row.pool_key, task_id))
             del keys[at]
+        if _longest_slot(row):
+            longest = self.longest[row.skillset]
+            del longest[bisect.bisect_left(longest, _longest_key(row, task_id))]
 
 
 def _index_fields(row: _Row) -> tuple[object, ...]:
-    return (row.task.agent, row.task.state, row.pool_key, row.skillset, row.task.domain)
+    t = row.task
+    return (t.agent, t.state, row.pool_key, row.skillset, t.domain, t.expected_duration)
+
+
+def _longest_slot(row: _Row) -> bool:
+    """In the pool, with an expected duration: ranked by ``longest`` too."""
+    t = row.task
+    return t.state is TaskState.PENDING and t.agent is None and t.expected_duration is not None
+
+
+def _longest_key(row: _Row, task_id: int) -> tuple[int, float, float, int]:
+    return (row.task.priority, -(row.task.expected_duration or 0.0), -row.pool_key, task_id)
 
 
 def _pool_slots(row: _Row) -> list[_PoolSlot]:
@@ -246,10 +265,13 @@ class _MemoryTx:
         self.d.settings = settings
 
     def next_seq(self) -> int:
+        return self.next_seqs(1)[0]
+
+    def next_seqs(self, count: int) -> list[int]:
         old = self.d.seq
         self._record(lambda: setattr(self.d, "seq", old))
-        self.d.seq = old + 1
-        return self.d.seq
+        self.d.seq = old + count
+        return list(range(old + 1, old + count + 1))
 
     def get_meta(self, key: str) -> str | None:
         return self.d.meta.get(key)
@@ -287,12 +309,16 @@ class _MemoryTx:
         )
         return ClaimContext(agent, held, due, dict(self.d.skillsets), self.d.settings)
 
-    def queue_depths(self) -> list[tuple[str, int]]:
+    def queue_depths(self) -> list[QueueDepth]:
+        agents = self.d.agents
         return sorted(
-            (agent, len(ids))
+            QueueDepth(agent, len(ids), agents[agent].status)
             for (agent, state), ids in self.d.index.placed.items()
             if state is _PENDING and agent is not None and ids
         )
+
+    def idle_agents(self) -> list[Agent]:
+        return [a for a in self.list_agents() if a.status is AgentStatus.IDLE]
 
     # tasks: reads ----------------------------------------------------------------------
 
@@ -320,7 +346,8 @@ class _MemoryTx:
         self, state: TaskState | None, agent: str | None, limit: int, before: int | None
     ) -> list[Task]:
         out: list[Task] = []
-        for task_id in sorted(self.d.tasks, reverse=True):
+        ids = self.d.tasks if state is None else self.d.index.in_state(state)
+        for task_id in sorted(ids, reverse=True):
             task = self.d.tasks[task_id].task
             if before is not None and task_id >= before:
                 continue
@@ -372,28 +399,52 @@ class _MemoryTx:
 
     # candidate queries -----------------------------------------------------------------
 
-    def queue_head(self, agent_id: str, limit: int) -> list[Candidate]:
+    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
         rows = self._rows(self.d.index.ids(agent_id, _PENDING))
-        rows.sort(key=lambda r: (r.task.priority, -r.seq))
+        rows.sort(key=lambda r: policy.queue_order(*_order_fields(r), longest))
         return [_candidate(r) for r in rows[:limit]]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         return dict(self.d.skillsets)
 
+    def _unheld(self, keys: list[Any], held: Locality, limit: int) -> list[Any]:
+        """The first ``limit`` entries of a sorted pool list (task id last) not held back."""
+        out = []
+        for entry in keys:
+            if not _held(self.d.tasks[entry[-1]], held):
+                out.append(entry)
+                if len(out) >= limit:
+                    break
+        return out
+
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int
+        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
     ) -> list[Candidate]:
         # The head of each skill set's list is its best task: merge the heads, keep the best.
         pool = self.d.index.pool
         best: list[tuple[float, int]] = []
         for sid in set(skillsets):
-            best += pool.get((sid, domain), [])[:limit]
+            best += self._unheld(pool.get((sid, domain), []), held, limit)
         best.sort()
         return [_candidate(self.d.tasks[task_id]) for _, task_id in best[:limit]]
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
-        rows = [r for r in self._rows(self.d.index.ids(victim, _PENDING)) if rules.matches(r.task)]
-        rows.sort(key=lambda r: (-r.task.priority, r.seq))
+    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+        longest = self.d.index.longest
+        best: list[tuple[int, float, float, int]] = []
+        for sid in set(skillsets):
+            best += self._unheld(longest.get(sid, []), held, limit)
+        best.sort()
+        return [_candidate(self.d.tasks[entry[-1]]) for entry in best[:limit]]
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int
+    ) -> list[Candidate]:
+        rows = [
+            r
+            for r in self._rows(self.d.index.ids(victim, _PENDING))
+            if rules.matches(r.task) and not _held(r, held)
+        ]
+        rows.sort(key=lambda r: policy.tail_order(*_order_fields(r), rules.longest))
         return [_candidate(r) for r in rows[:limit]]
 
     def window_thieves(self, since: float) -> list[str]:
@@ -438,6 +489,7 @@ class _MemoryTx:
             waiting_on=task.waiting_on,
             created_at=task.created_at,
             updated_at=task.created_at,
+            ready_at=task.ready_at,
         )
         row = _Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
@@ -532,6 +584,7 @@ class _MemoryTx:
             attempts=task.attempts - 1 if refund_attempt else task.attempts,
             error=error if error is not None else task.error,
             updated_at=now,
+            ready_at=now,
         )
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
@@ -555,6 +608,7 @@ class _MemoryTx:
             lease_expires=None,
             attempts=task.attempts - 1,
             updated_at=now,
+            ready_at=None,
         )
 
     def release_dependents(self, task_id: int) -> list[int]:
@@ -568,7 +622,7 @@ class _MemoryTx:
         return sorted(freed)
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now)
+        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now, ready_at=now)
 
     def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
         index = self.d.index
@@ -611,6 +665,7 @@ class _MemoryTx:
             stalled_at=None,
             lease_expires=None,
             updated_at=now,
+            ready_at=now if state is _PENDING else None,
         )
 
     def mark_stalled(self, task_id: int, now: float) -> None:
@@ -675,7 +730,19 @@ def _candidate(row: _Row) -> Candidate:
         t.created_at,
         t.lease_ttl,
         t.attempts,
+        row.skillset,
+        t.expected_duration,
+        t.ready_at,
     )
+
+
+def _order_fields(row: _Row) -> tuple[int, float | None, int]:
+    return (row.task.priority, row.task.expected_duration, row.seq)
+
+
+def _held(row: _Row, held: Locality) -> bool:
+    t = row.task
+    return held.holds(t.domain, row.skillset, policy.ready_time(t.ready_at, t.created_at))
 
 
 def _by_id(row: _Row) -> int:

@@ -67,7 +67,7 @@ from shoal.errors import (
     WriteConflict,
 )
 from shoal.model import Agent, Candidate, Event, Task, TaskState
-from shoal.policy import StealFilter
+from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqltx import SqlTx, agent_of, candidate_of, split_skills
@@ -556,16 +556,22 @@ class PostgresTx(SqlTx):
         return dict(cache)
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int
+        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
     ) -> list[Candidate]:
         params: dict[str, Any] = {"skillsets": list(skillsets), "limit": limit}
         if domain is None:
-            rows = self._all("pool_best", params)
+            rows = self._all("pool_best", {**params, **_unheld(held)})
         else:
             rows = self._all("pool_best_in_domain", {**params, "domain": domain})
         return [candidate_of(r) for r in rows]
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
+    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+        params = {"skillsets": list(skillsets), "limit": limit, **_unheld(held)}
+        return [candidate_of(r) for r in self._all("pool_longest", params)]
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int
+    ) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
             return []
         params = {
@@ -576,8 +582,10 @@ class PostgresTx(SqlTx):
             "cross_domain_priority": rules.cross_domain_priority,
             "free_skillset": rules.free_skillset,
             "limit": limit,
+            **_unheld(held),
         }
-        return [candidate_of(r) for r in self._all("steal_tail", params)]
+        name = "steal_tail_longest" if rules.longest else "steal_tail"
+        return [candidate_of(r) for r in self._all(name, params)]
 
     def window_thieves(self, since: float) -> list[str]:
         if not self._stole:  # take the steal turn once; it is held until commit
@@ -618,6 +626,7 @@ class PostgresTx(SqlTx):
                 "pool_key": task.pool_key,
                 "seq": task.seq,
                 "created_at": task.created_at,
+                "ready_at": task.ready_at,
             },
         )
         if task.state is TaskState.PENDING:
@@ -680,6 +689,18 @@ class PostgresTx(SqlTx):
         else:
             rows = self._all("events", {"since": since, "until": until, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
+
+
+def _unheld(held: Locality) -> dict[str, Any]:
+    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``."""
+    pairs = sorted(held.reserved)
+    return {
+        "own_domains": list(held.domains),
+        "local_since": held.local_since,
+        "domain_since": held.domain_since,
+        "reserved_domains": [domain for domain, _ in pairs],
+        "reserved_skillsets": [skillset for _, skillset in pairs],
+    }
 
 
 def _first_line(exc: BaseException) -> str:

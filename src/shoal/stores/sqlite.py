@@ -43,7 +43,7 @@ from shoal.errors import (
     StoreUnavailable,
 )
 from shoal.model import Agent, Candidate, Event, Task
-from shoal.policy import StealFilter
+from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqltx import SqlTx, agent_of, candidate_of, split_skills
@@ -368,6 +368,10 @@ class SqliteTx(SqlTx):
         rows = self._all("held_leases", {"agent": agent_id})
         return [(self._task(r), r[-1]) for r in rows]
 
+    def next_seqs(self, count: int) -> list[int]:
+        last = int(self._one("next_seqs", {"count": count})[0])
+        return list(range(last - count + 1, last + 1))
+
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         rows = self._all("skillsets")
         cache = self._s._skillsets
@@ -377,12 +381,14 @@ class SqliteTx(SqlTx):
         return dict(cache)
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int
+        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
     ) -> list[Candidate]:
         rows: list[Any] = []
+        unheld = _unheld(held)
         for skillset in skillsets:
             if domain is None:
-                rows += self._all("pool_best", {"skillset": skillset, "limit": limit})
+                params = {"skillset": skillset, "limit": limit, **unheld}
+                rows += self._all("pool_best", params)
             else:
                 params = {"skillset": skillset, "domain": domain, "limit": limit}
                 rows += self._all("pool_best_in_domain", params)
@@ -390,7 +396,19 @@ class SqliteTx(SqlTx):
             rows.sort(key=lambda r: (-r[-1], r[0]))
         return [candidate_of(r) for r in rows[:limit]]
 
-    def steal_tail(self, victim: str, rules: StealFilter, limit: int) -> list[Candidate]:
+    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+        found = []
+        unheld = _unheld(held)
+        for skillset in skillsets:
+            rows = self._all("pool_longest", {"skillset": skillset, "limit": limit, **unheld})
+            found += [candidate_of(r) for r in rows]
+        if len(skillsets) > 1:  # within a priority the static key is the age: oldest first
+            found.sort(key=lambda c: (c.priority, -(c.expected_duration or 0.0), c.created_at))
+        return found[:limit]
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int
+    ) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
             return []
         params = {
@@ -401,8 +419,10 @@ class SqliteTx(SqlTx):
             "cross_domain_priority": rules.cross_domain_priority,
             "free_skillset": rules.free_skillset,
             "limit": limit,
+            **_unheld(held),
         }
-        return [candidate_of(r) for r in self._all("steal_tail", params)]
+        name = "steal_tail_longest" if rules.longest else "steal_tail"
+        return [candidate_of(r) for r in self._all(name, params)]
 
     def window_thieves(self, since: float) -> list[str]:
         self.flush_events()
@@ -442,6 +462,7 @@ class SqliteTx(SqlTx):
                 "pool_key": task.pool_key,
                 "seq": task.seq,
                 "created_at": task.created_at,
+                "ready_at": task.ready_at,
             },
         )
         return int(cursor.lastrowid or 0)
@@ -501,6 +522,16 @@ class SqliteTx(SqlTx):
         else:
             rows = self._all("events", {"since": since, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
+
+
+def _unheld(held: Locality) -> dict[str, Any]:
+    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``."""
+    return {
+        "own_domains": json.dumps(list(held.domains)),
+        "local_since": held.local_since,
+        "domain_since": held.domain_since,
+        "reserved": json.dumps(sorted(held.reserved)),
+    }
 
 
 def _refuse_foreign_file(path: Path) -> None:

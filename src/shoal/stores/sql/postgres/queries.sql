@@ -14,18 +14,32 @@
 -- The columns of a task, in the order PostgresTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
-error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at
 
 -- fragment: t_task
 -- The same, of a table aliased t.
 t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.agent_id,
 t.pinned, t.stolen, t.parent_id, t.key, t.attempts, t.max_attempts, t.lease_ttl,
 t.expected_duration, t.lease_expires, t.result, t.error, t.waiting_on, t.created_at,
-t.updated_at, t.claimed_at, t.finished_at, t.stalled_at
+t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
-id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts
+id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts, skillset,
+expected_duration, ready_at
+
+-- fragment: unheld
+-- policy.Locality as a condition: leave out a task of a domain the claimer does not have
+-- (own_domains) that became ready after local_since (locality_wait), or after domain_since
+-- (domain_wait) while an idle agent of its domain can do it (the pairs of
+-- reserved_domains and reserved_skillsets). A rule that is off comes as infinity.
+NOT (domain IS NOT NULL
+     AND NOT domain = ANY(%(own_domains)s::text[])
+     AND (coalesce(ready_at, created_at) > %(local_since)s::float8
+          OR (coalesce(ready_at, created_at) > %(domain_since)s::float8
+              AND (domain, skillset) IN (
+                  SELECT * FROM unnest(%(reserved_domains)s::text[],
+                                       %(reserved_skillsets)s::int[])))))
 
 -- fragment: agent
 -- The columns of an agent, in the order PostgresTx reads them; queued is counted on the
@@ -75,6 +89,10 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 -- A queue position larger than any before it: a sequence, so no writer waits for another.
 SELECT nextval('task_seq');
 
+-- name: next_seqs
+-- %(count)s positions at once (a batch of posts).
+SELECT nextval('task_seq') FROM generate_series(1, %(count)s);
+
 
 -- ============================================================ agents
 
@@ -120,10 +138,18 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
 FROM agents a WHERE a.id = %(id)s;
 
 -- name: queue_depths
--- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue).
-SELECT agent_id, count(*) FROM tasks
-WHERE state = 'pending' AND agent_id IS NOT NULL
-GROUP BY agent_id ORDER BY agent_id;
+-- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue),
+-- and their status.
+SELECT q.agent_id, q.depth, a.status FROM (
+    SELECT agent_id, count(*) AS depth FROM tasks
+    WHERE state = 'pending' AND agent_id IS NOT NULL
+    GROUP BY agent_id
+) AS q JOIN agents a ON a.id = q.agent_id
+ORDER BY q.agent_id;
+
+-- name: idle_agents
+-- Domain first: who is idle, and so about to take work of their domains.
+SELECT {agent} FROM agents a WHERE a.status = 'idle' ORDER BY a.id;
 
 
 -- ============================================================ tasks: reads
@@ -225,6 +251,15 @@ ORDER BY priority, seq DESC
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
+-- name: queue_head_longest
+-- Step 1 with order = longest_first: within a priority, longest expected first (tasks
+-- without an estimate last), then newest. tasks_queue gives the priorities in order.
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = %(agent)s
+ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
 -- name: skillsets
 SELECT id, skills FROM skillsets ORDER BY id;
 
@@ -242,11 +277,11 @@ LIMIT 1;
 -- name: pool_best
 -- Step 2, pool: the best static keys of each skill set the agent can do, one index range
 -- each (tasks_pool), merged; pool_key rides along for the merge. Rows other claimers are
--- taking are skipped.
+-- taking are skipped, and so are tasks the locality rules hold back.
 SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
-    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id AND {unheld}
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -268,9 +303,25 @@ CROSS JOIN LATERAL (
 ORDER BY c.pool_key DESC, c.id
 LIMIT %(limit)s;
 
+-- name: pool_longest
+-- Step 2 with order = longest_first: pool tasks with an expected duration, by priority,
+-- then longest, then static key (tasks_pool_longest), per skill set, merged.
+SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
+CROSS JOIN LATERAL (
+    SELECT {candidate}, pool_key FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
+      AND skillset = s.id AND {unheld}
+    ORDER BY priority, expected_duration DESC, pool_key DESC, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS c
+ORDER BY c.priority, c.expected_duration DESC, c.pool_key DESC, c.id
+LIMIT %(limit)s;
+
 -- name: steal_tail
 -- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first (tasks_queue
--- read backwards) -- under the eligibility rules of policy.StealFilter.
+-- read backwards) -- under the eligibility rules of policy.StealFilter, and not held back by
+-- the locality rules.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(victim)s
   AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
@@ -279,7 +330,24 @@ WHERE state = 'pending' AND agent_id = %(victim)s
        OR domain = ANY(%(domains)s::text[])
        OR (priority >= %(cross_domain_priority)s
            AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
+  AND {unheld}
 ORDER BY priority DESC, seq
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: steal_tail_longest
+-- Step 3 with order = longest_first: the same tail, longest expected first within the
+-- lowest priority (then oldest).
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = %(victim)s
+  AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
+  AND skillset = ANY(%(skillsets)s::int[])
+  AND (domain IS NULL
+       OR domain = ANY(%(domains)s::text[])
+       OR (priority >= %(cross_domain_priority)s
+           AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
+  AND {unheld}
+ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
@@ -297,11 +365,11 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at)
+                   pool_key, seq, created_at, updated_at, ready_at)
 VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s, %(state)s,
         %(agent)s, %(pinned)s, %(parent)s, %(key)s, %(max_attempts)s, %(lease_ttl)s,
         %(expected_duration)s, %(waiting_on)s, %(pool_key)s, %(seq)s, %(created_at)s,
-        %(created_at)s)
+        %(created_at)s, %(ready_at)s)
 RETURNING id;
 
 -- name: add_deps
@@ -351,8 +419,10 @@ SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finishe
 UPDATE tasks SET lease_expires = %(expires)s WHERE id = %(id)s;
 
 -- name: requeue_task
+-- claimed -> pending in a queue (or the pool), ready again now; a release refunds the attempt.
 UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, lease_expires = NULL,
-    attempts = attempts - %(refund)s, error = coalesce(%(error)s, error), updated_at = %(now)s
+    attempts = attempts - %(refund)s, error = coalesce(%(error)s, error), updated_at = %(now)s,
+    ready_at = %(now)s
 WHERE id = %(id)s;
 
 -- name: bury_task
@@ -361,8 +431,9 @@ UPDATE tasks SET state = 'dead', lease_expires = NULL, error = coalesce(%(error)
 WHERE id = %(id)s;
 
 -- name: block_task
+-- claimed -> blocked (a deferred continuation): not ready until what it waits on is done.
 UPDATE tasks SET state = 'blocked', agent_id = %(agent)s, waiting_on = %(waiting_on)s,
-    lease_expires = NULL, attempts = attempts - 1, updated_at = %(now)s
+    lease_expires = NULL, attempts = attempts - 1, updated_at = %(now)s, ready_at = NULL
 WHERE id = %(id)s;
 
 -- name: release_dependents
@@ -374,7 +445,9 @@ WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = %
 RETURNING id, waiting_on;
 
 -- name: ready_task
-UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, updated_at = %(now)s
+-- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now.
+UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, updated_at = %(now)s,
+    ready_at = %(now)s
 WHERE id = %(id)s;
 
 -- name: bound_tasks
@@ -402,7 +475,8 @@ WHERE id = %(id)s;
 UPDATE tasks SET state = %(state)s, agent_id = %(agent)s, seq = %(seq)s,
     waiting_on = %(waiting_on)s, pool_key = %(pool_key)s,
     attempts = 0, error = NULL, result = NULL, finished_at = NULL, stalled_at = NULL,
-    lease_expires = NULL, updated_at = %(now)s
+    lease_expires = NULL, updated_at = %(now)s,
+    ready_at = CASE WHEN %(state)s = 'pending' THEN %(now)s::float8 END
 WHERE id = %(id)s;
 
 -- name: mark_stalled

@@ -6,11 +6,24 @@
 -- The columns of a task, in the order SqliteTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
-error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
-id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts
+id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts, skillset,
+expected_duration, ready_at
+
+-- fragment: unheld
+-- policy.Locality as a condition: leave out a task of a domain the claimer does not have
+-- (:own_domains) that became ready after :local_since (locality_wait), or after
+-- :domain_since (domain_wait) while an idle agent of its domain can do it (:reserved, a
+-- JSON list of [domain, skill set id]). A rule that is off comes as infinity.
+NOT (domain IS NOT NULL
+     AND domain NOT IN (SELECT value FROM json_each(:own_domains))
+     AND (coalesce(ready_at, created_at) > :local_since
+          OR (coalesce(ready_at, created_at) > :domain_since
+              AND EXISTS (SELECT 1 FROM json_each(:reserved) AS r
+                          WHERE r.value ->> 0 = domain AND r.value ->> 1 = skillset))))
 
 -- fragment: agent
 -- The columns of an agent, in the order SqliteTx reads them.
@@ -38,6 +51,10 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 -- name: next_seq
 -- A queue position larger than any before it (the head of a queue is the largest).
 UPDATE counters SET value = value + 1 WHERE name = 'seq' RETURNING value;
+
+-- name: next_seqs
+-- :count positions at once (a batch of posts): the last of them; the others precede it.
+UPDATE counters SET value = value + :count WHERE name = 'seq' RETURNING value;
 
 
 -- ============================================================ agents
@@ -73,8 +90,12 @@ SELECT {agent},
 FROM agents WHERE id = :id;
 
 -- name: queue_depths
--- Candidate victims for a steal: agents with pending tasks in their queue.
-SELECT id, queued FROM agents WHERE queued > 0 ORDER BY id;
+-- Candidate victims for a steal: agents with pending tasks in their queue, and their status.
+SELECT id, queued, status FROM agents WHERE queued > 0 ORDER BY id;
+
+-- name: idle_agents
+-- Domain first: who is idle, and so about to take work of their domains.
+SELECT {agent} FROM agents WHERE status = 'idle' ORDER BY id;
 
 
 -- ============================================================ tasks: reads
@@ -157,6 +178,15 @@ WHERE state = 'pending' AND agent_id = :agent
 ORDER BY priority, seq DESC
 LIMIT :limit;
 
+-- name: queue_head_longest
+-- Step 1 with order = longest_first: within a priority, longest expected first (tasks
+-- without an estimate last), then newest. tasks_queue gives the priorities in order; each
+-- priority's tasks are sorted as they are read.
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = :agent
+ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
+LIMIT :limit;
+
 -- name: skillsets
 SELECT id, skills FROM skillsets ORDER BY id;
 
@@ -169,24 +199,35 @@ INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 -- name: pool_best
 -- Step 2, pool: the best static keys of one skill set (tasks_pool index). The store runs it
 -- once per skill set the agent can do and merges; pool_key rides along for the merge.
+-- Tasks the locality rules hold back are passed over.
 SELECT {candidate}, pool_key FROM tasks
-WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset
+WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND {unheld}
 ORDER BY pool_key DESC, id
 LIMIT :limit;
 
 -- name: pool_best_in_domain
 -- Step 2, pool, domain bonus: the same within one of the agent's domains
--- (tasks_pool_domain index).
+-- (tasks_pool_domain index). Its own domain's work is never held back.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
 ORDER BY pool_key DESC, id
+LIMIT :limit;
+
+-- name: pool_longest
+-- Step 2 with order = longest_first: pool tasks with an expected duration, by priority,
+-- then longest, then static key (tasks_pool_longest index); the locality rules as above.
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
+  AND skillset = :skillset AND {unheld}
+ORDER BY priority, expected_duration DESC, pool_key DESC, id
 LIMIT :limit;
 
 -- name: steal_tail
 -- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first
 -- (tasks_queue index, read backwards) -- under the eligibility rules of policy.StealFilter:
 -- priority >= the minimum, never stolen, not pinned, a skill set the thief can do, and the
--- thief's domain (or no domain), or else simple work: high priority number and no skills.
+-- thief's domain (or no domain), or else simple work: high priority number and no skills;
+-- and not held back by the locality rules.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :victim
   AND priority >= :min_priority AND stolen = 0 AND pinned = 0
@@ -194,7 +235,22 @@ WHERE state = 'pending' AND agent_id = :victim
   AND (domain IS NULL
        OR domain IN (SELECT value FROM json_each(:domains))
        OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
+  AND {unheld}
 ORDER BY priority DESC, seq
+LIMIT :limit;
+
+-- name: steal_tail_longest
+-- Step 3 with order = longest_first: the same tail, longest expected first within the
+-- lowest priority (then oldest).
+SELECT {candidate} FROM tasks
+WHERE state = 'pending' AND agent_id = :victim
+  AND priority >= :min_priority AND stolen = 0 AND pinned = 0
+  AND skillset IN (SELECT value FROM json_each(:skillsets))
+  AND (domain IS NULL
+       OR domain IN (SELECT value FROM json_each(:domains))
+       OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
+  AND {unheld}
+ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT :limit;
 
 -- name: window_thieves
@@ -207,10 +263,10 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at)
+                   pool_key, seq, created_at, updated_at, ready_at)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at);
+        :pool_key, :seq, :created_at, :created_at, :ready_at);
 
 -- name: add_dep
 INSERT INTO deps (task_id, depends_on) VALUES (:task, :depends_on);
@@ -268,9 +324,10 @@ RETURNING id, agent_id, has_dependents;
 UPDATE tasks SET lease_expires = :expires WHERE id = :id;
 
 -- name: requeue_task
--- claimed -> pending in a queue (or the pool); a release refunds the attempt.
+-- claimed -> pending in a queue (or the pool), ready again now; a release refunds the attempt.
 UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, lease_expires = NULL,
-    attempts = attempts - :refund, error = coalesce(:error, error), updated_at = :now
+    attempts = attempts - :refund, error = coalesce(:error, error), updated_at = :now,
+    ready_at = :now
 WHERE id = :id;
 
 -- name: bury_task
@@ -281,9 +338,9 @@ WHERE id = :id;
 
 -- name: block_task
 -- claimed -> blocked: a deferred continuation, bound for its agent's queue; the attempt is
--- refunded.
+-- refunded, and it is not ready until what it waits on is done.
 UPDATE tasks SET state = 'blocked', agent_id = :agent, waiting_on = :waiting_on,
-    lease_expires = NULL, attempts = attempts - 1, updated_at = :now
+    lease_expires = NULL, attempts = attempts - 1, updated_at = :now, ready_at = NULL
 WHERE id = :id;
 
 -- name: release_dependents
@@ -293,8 +350,9 @@ WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = :
 RETURNING id, waiting_on;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for (or the pool).
-UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, updated_at = :now
+-- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now.
+UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, updated_at = :now,
+    ready_at = :now
 WHERE id = :id;
 
 -- name: bound_tasks
@@ -325,7 +383,8 @@ WHERE id = :id;
 UPDATE tasks SET state = :state, agent_id = :agent, seq = :seq, waiting_on = :waiting_on,
     pool_key = :pool_key,
     attempts = 0, error = NULL, result = NULL, finished_at = NULL, stalled_at = NULL,
-    lease_expires = NULL, updated_at = :now
+    lease_expires = NULL, updated_at = :now,
+    ready_at = CASE WHEN :state = 'pending' THEN :now END
 WHERE id = :id;
 
 -- name: mark_stalled
