@@ -1,6 +1,7 @@
 """The reference and the real store must agree: random operation sequences, run on a memory
 fleet and a SQLite fleet side by side, give the same results, errors, tasks, agents and
-events -- and keep the invariants of ARCHITECTURE.md after every step."""
+events -- and keep the invariants of ARCHITECTURE.md after every step. Every claim is also
+checked against the steal and locality rules in force when it was made."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from shoal import Fleet, Lease, ManualClock, ShoalError
-from shoal.model import AgentStatus, TaskState
+from shoal import Fleet, Lease, ManualClock, ShoalError, policy
+from shoal.model import Agent, AgentStatus, Claim, TaskState
 
 AGENTS = ["ada", "bob", "cy", "dee", "eve"]
 SKILLS = ["py", "web"]
@@ -112,6 +113,7 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
         pinned=st.booleans(),
         after=st.lists(st.integers(1, 30), max_size=2),
         parent=st.none() | st.integers(1, 30),
+        expected=st.none() | st.integers(1, 7200),
     )
     def post(
         self,
@@ -122,6 +124,7 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
         pinned: bool,
         after: list[int],
         parent: int | None,
+        expected: int | None,
     ) -> None:
         results = self.both(
             lambda f: f.post(
@@ -133,15 +136,37 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
                 pinned=pinned and to is not None,
                 after=after,
                 parent=parent,
+                expected_duration=expected,
             )
         )
         if results[0] is not None:
             self.tasks += 1
 
-    @rule(count=st.integers(2, 6), priority=st.integers(5, 9), to=names)
-    def post_a_backlog(self, count: int, priority: int, to: str) -> None:
-        specs = [{"title": f"bulk {i}", "priority": priority, "to": to} for i in range(count)]
+    @rule(count=st.integers(2, 6), priority=st.integers(5, 9), to=names, domain=domain_or_none)
+    def post_a_backlog(self, count: int, priority: int, to: str, domain: str | None) -> None:
+        specs = [
+            {"title": f"bulk {i}", "priority": priority, "to": to, "domain": domain}
+            for i in range(count)
+        ]
         self.both(lambda f: f.post_many(specs))
+
+    @rule(
+        steal_threshold=st.integers(0, 3),
+        domain_wait=st.sampled_from([0, 60, 120]),
+        locality_wait=st.sampled_from([0, 30, 300]),
+        order=st.sampled_from(["priority", "longest_first"]),
+    )
+    def tune_the_claim(
+        self, steal_threshold: int, domain_wait: int, locality_wait: int, order: str
+    ) -> None:
+        self.both(
+            lambda f: f.configure(
+                steal_threshold=steal_threshold,
+                domain_wait=domain_wait,
+                locality_wait=locality_wait,
+                order=order,
+            )
+        )
 
     @rule(victim=names, thief=names, count=st.integers(3, 6), priority=st.integers(5, 9))
     def a_backlog_and_a_thief(self, victim: str, thief: str, count: int, priority: int) -> None:
@@ -152,14 +177,53 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
         self.both(lambda f: f.post_many(specs))
         self.claim(thief, 1)
 
+    @rule(domain=st.sampled_from(DOMAINS), agent=names, to=st.none() | names)
+    def domain_work_and_a_claim(self, domain: str, agent: str, to: str | None) -> None:
+        """Make the locality rules matter: new work of one domain, then anyone claims."""
+        self.both(lambda f: f.post("domain work", domain=domain, to=to, priority=8))
+        self.claim(agent, 1)
+
     @rule(agent=names, n=st.integers(1, 3))
     def claim(self, agent: str, n: int) -> None:
+        fleet = self.fleets[1]
+        before = {a.id: a for a in fleet.agents()}
         claims = self.both(lambda f: f.claim(agent, n))
         self.remember(claims)
         if claims[1]:  # I3: a claim never takes an agent past its max_concurrent
-            fleet = self.fleets[1]
             held = fleet.tasks(state="claimed", agent=agent, limit=1000)
             assert len(held) <= fleet.agent(agent).max_concurrent
+            self.obeys_the_claim_rules(claims[1], before[agent], before)
+
+    def obeys_the_claim_rules(self, claim: Claim, thief: Agent, before: dict[str, Agent]) -> None:
+        """Every task a claim took from the pool or by a steal was one the rules allowed:
+        one steal at most, from an agent at work with more than steal_threshold queued, of a
+        task never stolen before, not pinned, and one the locality rules did not hold."""
+        fleet, now = self.fleets[1], self.clock.now()
+        settings = fleet.settings()
+        assert claim.sources.count("steal") <= 1
+        idle = [a for a in before.values() if a.status is AgentStatus.IDLE and a.id != thief.id]
+        for task, source, origin in zip(claim.tasks, claim.sources, claim.origins, strict=True):
+            if source == "queue":
+                continue
+            if source == "steal":
+                assert origin is not None and before[origin].status is AgentStatus.WORKING
+                depth_then = fleet.agent(origin).queued + 1  # what it had before this steal
+                assert depth_then > settings.steal_threshold
+                assert not task.pinned and task.priority >= settings.steal_min_priority
+                stolen = [e for e in fleet.events(task=task.id) if e.kind == "stolen"]
+                assert len(stolen) == 1  # I4: this was its first steal
+            if task.domain is None or task.domain in thief.domains:
+                continue
+            ready = policy.ready_time(task.ready_at, task.created_at)
+            if settings.locality_wait > 0:
+                assert ready <= now - settings.locality_wait, "taken inside locality_wait"
+            if settings.domain_wait > 0 and ready > now - settings.domain_wait:
+                waiting_for_it = [
+                    a.id
+                    for a in idle
+                    if task.domain in a.domains and policy.can_do(a.skills, task.skills)
+                ]
+                assert not waiting_for_it, f"taken from idle {waiting_for_it} within domain_wait"
 
     @precondition(lambda self: self.leases)
     @rule(index=st.integers(0, 10_000), then_claim=st.integers(0, 2))

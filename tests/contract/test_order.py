@@ -1,0 +1,101 @@
+"""The order equal priorities are taken in -- newest first, or longest expected first -- and
+the settings that steer the claim, checked the same way on every store."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal import Fleet, InvalidSetting
+from tests.helpers import one, snapshot
+
+
+def claim_all(fleet: Fleet, agent: str) -> list[str]:
+    """Claim and complete tasks one by one until none is left; their titles in order."""
+    titles = []
+    while claim := fleet.claim(agent):
+        task, lease = one(claim)
+        titles.append(task.title)
+        fleet.complete(lease)
+    return titles
+
+
+def test_an_owner_takes_newest_first_by_default(fleet: Fleet) -> None:
+    fleet.register("ada")
+    for title, minutes in (("short", 5), ("long", 60), ("unknown", None), ("medium", 20)):
+        fleet.post(title, to="ada", expected_duration=None if minutes is None else minutes * 60)
+    fleet.post("urgent", to="ada", priority=2)
+    assert claim_all(fleet, "ada") == ["urgent", "medium", "unknown", "long", "short"]
+
+
+def test_longest_first_within_a_priority_then_unknown_lengths(fleet: Fleet) -> None:
+    fleet.configure(order="longest_first")
+    fleet.register("ada")
+    for title, minutes in (("short", 5), ("long", 60), ("unknown", None), ("medium", 20)):
+        fleet.post(title, to="ada", expected_duration=None if minutes is None else minutes * 60)
+    fleet.post("urgent but quick", to="ada", priority=2, expected_duration=1)
+    assert claim_all(fleet, "ada") == ["urgent but quick", "long", "medium", "short", "unknown"]
+
+
+def test_longest_first_in_the_pool(fleet: Fleet) -> None:
+    fleet.configure(order="longest_first")
+    fleet.register("ada")
+    fleet.post("unknown")
+    fleet.post("short", expected_duration="5m")
+    fleet.post("long", expected_duration="1h")
+    fleet.post("later", priority=7, expected_duration="9h")
+    fleet.post("urgent", priority=3)
+    assert claim_all(fleet, "ada") == ["urgent", "long", "short", "unknown", "later"]
+
+
+def test_longest_first_for_thieves_within_the_lowest_priority(fleet: Fleet) -> None:
+    fleet.configure(order="longest_first")
+    fleet.register("iris")
+    fleet.register("loom")
+    fleet.set_status("iris", "working")
+    for title, priority, minutes in (("p6 long", 6, 90), ("p9 short", 9, 5), ("p9 long", 9, 50)):
+        fleet.post(title, to="iris", priority=priority, expected_duration=minutes * 60)
+    assert claim_all(fleet, "loom") == ["p9 long", "p9 short", "p6 long"]
+
+
+def test_a_batch_is_taken_in_the_order_it_was_listed(fleet: Fleet) -> None:
+    """An owner works its queue newest first, and a batch posted in one call is one moment:
+    its tasks come in the order listed, the way a claim from the pool takes them; thieves
+    take the last-listed first."""
+    fleet.register("ada")
+    fleet.register("bob")
+    fleet.post_many([{"title": f"step {i}", "to": "ada"} for i in (1, 2, 3, 4)])
+    fleet.set_status("ada", "working")
+    assert one(fleet.claim("bob"))[0].title == "step 4"  # the tail: last listed
+    assert claim_all(fleet, "ada") == ["step 1", "step 2", "step 3"]
+    fleet.post_many([{"title": f"pooled {i}"} for i in (1, 2)])
+    assert claim_all(fleet, "ada") == ["pooled 1", "pooled 2"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"steal_threshold": -1}, "steal_threshold must be at least 0"),
+        ({"steal_threshold": "many"}, "steal_threshold must be a whole number"),
+        ({"domain_wait": "soon"}, "domain_wait must be a duration"),
+        ({"locality_wait": -5}, "locality_wait must be"),
+        ({"order": "fastest"}, "order must be one of priority, longest_first"),
+        ({"order": 1}, "order must be one of priority, longest_first"),
+    ],
+)
+def test_bad_claim_settings_are_refused_and_change_nothing(
+    fleet: Fleet, changes: dict[str, object], says: str
+) -> None:
+    before = snapshot(fleet)
+    with pytest.raises(InvalidSetting, match=says) as err:
+        fleet.configure(**changes)
+    assert err.value.hint
+    assert snapshot(fleet) == before
+
+
+def test_claim_settings_are_read_in_their_own_words(fleet: Fleet) -> None:
+    settings = fleet.configure(
+        steal_threshold="2", domain_wait="90s", locality_wait="20m", order=" Longest_First "
+    )
+    assert (settings.steal_threshold, settings.domain_wait, settings.locality_wait) == (2, 90, 1200)
+    assert settings.order == "longest_first"
+    assert fleet.settings().order == "longest_first"  # stored, and read back
