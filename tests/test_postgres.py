@@ -4,11 +4,13 @@ writers side by side, and a server restart in the middle of the work."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from shoal import (
@@ -20,6 +22,7 @@ from shoal import (
     StoreUnavailable,
 )
 from shoal.errors import exit_code_for
+from shoal.stores._sql import load_queries
 from tests import pg
 
 
@@ -317,3 +320,55 @@ def _restart_scenario(cluster: pg.PrivateCluster) -> None:
     after.close()
     setup.close()
     print(f"\n  restart: {len(failures)} calls failed retryably; {len(stranded)} leases stranded")
+
+
+# ---------------------------------------------------------------- query plans
+
+PLAN_PARAMS = {
+    "id": "a",
+    "agent": "a",
+    "victim": "v",
+    "now": 0.0,
+    "limit": 5,
+    "domain": "d",
+    "skillsets": [1, 2],
+    "domains": ["d"],
+    "min_priority": 5,
+    "cross_domain_priority": 8,
+    "free_skillset": 1,
+    "own_domains": ["d"],
+    "local_since": 0.0,
+    "domain_since": 0.0,
+    "reserved_domains": ["e"],
+    "reserved_skillsets": [1],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("queue_head", "tasks_queue"),
+        ("queue_head_longest", "tasks_queue"),
+        ("pool_best", "tasks_pool"),
+        ("pool_best_in_domain", "tasks_pool_domain"),
+        ("pool_longest", "tasks_pool_longest"),
+        ("steal_tail", "tasks_queue"),
+        ("steal_tail_longest", "tasks_queue"),
+        ("expired_leases", "tasks_expiry"),
+    ],
+)
+def test_claim_path_queries_read_their_partial_index(
+    fleet: Fleet, postgres_url: str, name: str, index: str
+) -> None:
+    """A claim's cost must not grow with the tasks: with sequential scans priced out (the
+    test table is tiny, so the planner would rightly scan it), every step reads an index
+    and none scans the tasks table."""
+    sql = load_queries("postgres")[name]
+    wanted = set(re.findall(r"%\(([a-z_]+)\)s", sql))
+    with pg.schema_conn(postgres_url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        cursor = psycopg.ClientCursor(conn)
+        cursor.execute(f"EXPLAIN {sql}", {k: PLAN_PARAMS[k] for k in wanted})
+        text = "\n".join(row[0] for row in cursor.fetchall())
+    assert index in text, text
+    assert not re.search(r"Seq Scan on tasks\b", text), text

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from shoal import sim
+from shoal import InvalidSetting, sim
 from shoal.sim.engine import Segment, Trace
+from shoal.sim.metrics import summarize
 from shoal.sim.workloads import build
 
 REBALANCE, IDLE_MIN = 300.0, 120.0  # the defaults: rebalance_interval, idle_min_for_rebalance
@@ -68,16 +69,58 @@ def test_shoal_gives_the_agent_that_runs_dry_work_at_that_moment() -> None:
     assert following[0].source in ("pool", "steal")
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_fork_join_finishes_within_work_over_agents_plus_critical_path(seed: int) -> None:
-    workload = build("forkjoin", seed)
-    bound = workload.work / len(workload.agents) + workload.span
-    # Fork-join work is stolen from short queues: busy_threshold 0 (the default 5 keeps a
-    # spawner's queue of up to 5 children to itself; see the README's figures).
-    metrics = sim.run(workload, "shoal", seed, settings={"busy_threshold": 0})
-    assert metrics.tasks == len(workload.tasks)
-    assert metrics.makespan <= bound
-    assert metrics.steals > 0
+def test_fork_join_finishes_within_work_over_agents_plus_critical_path() -> None:
+    """With the defaults: a dry agent steals even one queued child (steal_threshold 0)."""
+    ratios = []
+    for seed in range(10):
+        workload = build("forkjoin", seed)
+        bound = workload.work / len(workload.agents) + workload.span
+        metrics = sim.run(workload, "shoal", seed)
+        assert metrics.tasks == len(workload.tasks)
+        assert metrics.makespan <= bound, seed
+        assert metrics.steals > 0
+        ratios.append(metrics.ratio)
+    assert sum(ratios) / len(ratios) <= 1.10
+
+
+def test_overnight_no_agent_sits_idle_next_to_work_it_could_take() -> None:
+    for seed in range(10):
+        m = sim.run("overnight", "shoal", seed)
+        assert m.eligible_idle_while_waiting <= 0.01, seed
+        assert m.eligible_idle_to_work_p99 <= 60, seed
+
+
+def test_the_causes_of_idleness_are_named_and_add_up() -> None:
+    push = sim.run("overnight", "push", 0)
+    assert push.held_by["caps"] > 0  # push never steals: its caps are 0
+    assert push.held_by["threshold"] > 0  # ... and short queues are kept (busy_threshold)
+    pull = sim.run("overnight", "pull", 0)
+    assert pull.held_by["latency"] > 0  # pull's agents only notice work when they poll
+    assert pull.held_by["caps"] == pull.held_by["threshold"] == 0
+    for m in (push, pull):
+        assert sum(m.held_by.values()) == pytest.approx(m.eligible_idle_while_waiting)
+        assert m.eligible_idle_while_waiting <= m.idle_while_waiting + 1e-9
+    held = sim.run("affinity", "shoal", 0, settings={"locality_wait": "20m"})
+    assert held.held_by["locality_wait"] > 0  # delay scheduling idles agents on purpose
+    assert held.own_domain is not None and held.own_domain >= 0.85
+
+
+def test_longest_first_with_rough_estimates_beats_a_shared_queue() -> None:
+    for workload in ("lognormal", "pareto"):
+        runs = sim.compare([workload], ["pull", "shoal"], range(10),
+                           settings={"order": "longest_first"})  # fmt: skip
+        (pull, shoal) = summarize(runs)
+        assert shoal["policy"] == "shoal" and shoal["ratio"] <= 1.02
+        assert shoal["beat_pull"] >= 9 and shoal["paired_with_pull"] == 10
+
+
+def test_settings_given_to_a_run_tune_shoal_only() -> None:
+    plain = sim.run("lognormal", "pull", 1, agents=4, tasks=60)
+    asked = sim.run("lognormal", "pull", 1, agents=4, tasks=60,
+                    settings={"order": "longest_first", "steal_threshold": 3})  # fmt: skip
+    assert {**plain.to_dict(), "wall_seconds": 0} == {**asked.to_dict(), "wall_seconds": 0}
+    with pytest.raises(InvalidSetting, match="order must be one of"):
+        sim.run("lognormal", "pull", 1, agents=4, tasks=60, settings={"order": "fastest"})
 
 
 def test_a_run_is_the_same_for_the_same_seed_and_differs_for_another() -> None:
@@ -150,6 +193,10 @@ def test_the_command_shows_a_table(tmp_path: Path) -> None:
         (["overnight", "--agents", "9"], "takes no --agents"),
         (["lognormal", "--set", "busy_threshold"], "name=value"),
         (["lognormal", "--set", "busy=1"], "no setting called 'busy'"),
+        (["lognormal", "-p", "pull", "--set", "busy=1"], "no setting called 'busy'"),
+        (["lognormal", "--set", "order=fastest"], "order must be one of priority, longest_first"),
+        (["lognormal", "--set", "steal_threshold=-1"], "steal_threshold must be at least 0"),
+        (["lognormal", "--set", "domain_wait=soon"], "domain_wait must be a duration"),
     ],
 )
 def test_bad_input_is_refused_with_a_hint(tmp_path: Path, args: list[str], says: str) -> None:

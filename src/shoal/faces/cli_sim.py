@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shoal.errors import BadInput
+from shoal.settings import Settings
 from shoal.sim import POLICIES, WORKLOADS, simulate_all
 from shoal.sim.metrics import summarize
 from shoal.sim.policies import get as get_policy
@@ -43,40 +44,66 @@ def _minutes(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f}"
 
 
+def _held_by(causes: dict[str, float | None], total: float | None) -> str:
+    """The main cause of eligible idleness and its share of agent-time: ``caps 27%``."""
+    if not total:
+        return "-"
+    share, cause = max((v or 0.0, k) for k, v in causes.items())
+    return f"{cause} {share:.0%}"
+
+
+def _spread(low: float | None, high: float | None) -> str:
+    """Two durations (p50/p99) in minutes."""
+    return f"{_minutes(low)}/{_minutes(high)}"
+
+
 def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """The comparison as a rich table: one row per workload and policy (means over seeds)."""
     table = Table(
         title=title,
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
         title_justify="left",
-        caption="makespan ÷ max(T1/P, T_inf); idle: share of agent-time free while work "
-        "waited; idle→work and wait in minutes; means over seeds",
+        caption="hours: makespan, ÷ bound: over max(T1/P, T_inf); vs pull: seeds with a "
+        "shorter makespan than pull's; idle: share of agent-time free while work waited, "
+        "eligible: while work it could take waited, held by: what mostly kept that work from "
+        "it; idle→work (eligible spells) and wait: p50/p99 in minutes; domain: task runs in "
+        "their own domain; means over seeds",
         caption_justify="left",
     )
-    for name, justify in (
-        ("workload", "left"),
-        ("policy", "left"),
-        ("makespan h", "right"),
-        ("÷ bound", "right"),
-        ("idle", "right"),
-        ("idle→work p50/p99", "right"),
-        ("wait p50/p99", "right"),
-        ("stolen", "right"),
-        ("moved", "right"),
-        ("in domain", "right"),
+    for name in (
+        "workload",
+        "policy",
+        "hours",
+        "÷ bound",
+        "vs pull",
+        "idle",
+        "eligible",
+        "held by",
+        "idle→work",
+        "wait",
+        "stolen",
+        "moved",
+        "domain",
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        justify = "left" if name in ("workload", "policy", "held by") else "right"
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     last = None
     for row in rows:
         own = row["own_domain"]
+        beat = row.get("beat_pull")
         table.add_row(
             row["workload"] if row["workload"] != last else "",
             row["policy"],
             f"{row['makespan'] / 3600:.2f}",
             f"{row['ratio']:.3f}",
+            "-" if beat is None else f"{beat}/{row['paired_with_pull']}",
             f"{row['idle_while_waiting']:.0%}",
-            f"{_minutes(row['idle_to_work_p50'])} / {_minutes(row['idle_to_work_p99'])}",
-            f"{_minutes(row['wait_p50'])} / {_minutes(row['wait_p99'])}",
+            f"{row['eligible_idle_while_waiting']:.1%}",
+            _held_by(row["held_by"], row["eligible_idle_while_waiting"]),
+            _spread(row["eligible_idle_to_work_p50"], row["eligible_idle_to_work_p99"]),
+            _spread(row["wait_p50"], row["wait_p99"]),
             f"{row['steals']:.1f}",
             f"{row['moved']:.1f}",
             "-" if own is None else f"{own:.0%}",
@@ -95,7 +122,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -
 @click.option("--agents", type=int, help="Resize the fleet (not overnight).")
 @click.option("--tasks", type=int, help="Resize the work (not overnight).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-              help="A fleet setting for every run, e.g. --set busy_threshold=0.")  # fmt: skip
+              help="A fleet setting for shoal's runs (the baselines are not tuned), "
+                   "e.g. --set order=longest_first.")  # fmt: skip
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a Gantt chart of the first seed (needs shoal[sim]).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for agents and scripts).")
@@ -114,13 +142,15 @@ def sim_command(
 ) -> None:
     """Run WORKLOADs (default all: overnight lognormal pareto affinity forkjoin) under each
     policy (push, push+rebalance, pull, shoal) on the real Fleet, in virtual time, and show
-    makespan against the lower bound max(T1/P, T_inf), idleness while work waited, how long
-    idle agents waited for work, task waits, steals and moves, and work done in its domain.
+    makespan against the lower bound max(T1/P, T_inf) and on how many seeds it beat pull,
+    idleness while work waited (and while work the idle agent could take waited, with what
+    held it back), how long idle agents waited for work, task waits, steals and moves, and
+    work done in its domain.
 
     \b
     shoal sim overnight --png overnight.png
-    shoal sim lognormal pareto --seeds 3 --agents 32 --tasks 4000
-    shoal sim forkjoin -p shoal --set busy_threshold=0 --json
+    shoal sim lognormal pareto --seeds 10 --set order=longest_first
+    shoal sim affinity -p shoal -p pull --seeds 10 --set locality_wait=20m --json
     """
     as_json = as_json or bool(getattr(ctx.obj, "json", False))  # `shoal --json sim` too
     names = list(workloads) or list(WORKLOADS)
@@ -131,6 +161,7 @@ def sim_command(
         raise BadInput("give --seed or --seeds, not both")
     seed_list = list(range(seed_count)) if seed_count else list(seeds) or [0]
     settings = parse_sets(sets)
+    Settings().replace(**settings)  # checked before anything runs
     results = list(
         simulate_all(names, chosen, seed_list, agents=agents, tasks=tasks, settings=settings)
     )

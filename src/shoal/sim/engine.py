@@ -122,6 +122,7 @@ class Simulation:
         self.clock = ManualClock(workload.start)
         self.rng = random.Random(f"sim-{seed}")
         self.fleet = Fleet.open("memory://", clock=self.clock, rng=random.Random(seed))
+        Settings().replace(**(settings or {}))  # refused alike, whichever policy runs
         self.settings: Settings = self.fleet.configure(
             **{
                 "lease_ttl": _LONG_LEASE,
