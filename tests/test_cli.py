@@ -532,6 +532,19 @@ def test_claim_with_nothing_to_do_exits_1(shoal: Shoal, fleet: Fleet) -> None:
     assert fleet.agent("ada").status.value == "idle"
 
 
+def test_a_claim_that_passes_over_another_domains_work_says_until_when(
+    shoal: Shoal, fleet: Fleet
+) -> None:
+    fleet.register("iris", domains=["research"])  # idle: the paper is left to her
+    fleet.register("loom", domains=["ci"])
+    paper = fleet.post("paper", domain="research")
+    human = shoal("claim", "--agent", "loom")
+    assert human.code == 1, human
+    assert "left to their own agents, free to take in 2m" in human.text
+    as_json = shoal("claim", "--agent", "loom", "--json")
+    assert as_json.data["retry_at"] == pytest.approx(paper.created_at + 120, abs=5)
+
+
 def test_claim_n_takes_several_tasks_and_then_the_agent_is_busy(shoal: Shoal, fleet: Fleet) -> None:
     fleet.register("ada", max_concurrent=3)
     ids = [fleet.post(f"task {i}").id for i in range(4)]
@@ -999,6 +1012,15 @@ def test_config_get_and_set(shoal: Shoal, fleet: Fleet) -> None:
     human = shoal("config", "get")
     assert "lease_ttl" in human.text
     assert "how long a claim lasts" in human.text
+    assert "longest_first" in human.text or "order" in human.text
+
+    worded = shoal("config", "set", "order", "longest_first")
+    assert worded.code == 0, worded
+    assert "order = longest_first" in worded.text
+    assert shoal("config", "get", "order").out.strip() == "longest_first"
+    assert fleet.settings().order == "longest_first"
+    waited = shoal("--json", "config", "set", "locality_wait", "20m")
+    assert waited.data == {"locality_wait": 1200}
 
 
 @pytest.mark.parametrize(
@@ -1010,6 +1032,10 @@ def test_config_get_and_set(shoal: Shoal, fleet: Fleet) -> None:
         (("set", "lease_ttl", "0"), "lease_ttl must be at least 1"),
         (("set", "max_agents", "lots"), "max_agents must be a whole number"),
         (("set", "steal_min_priority", "12"), "from 1 to 9"),
+        (("set", "steal_threshold", "--", "-1"), "steal_threshold must be at least 0"),
+        (("set", "domain_wait", "soon"), "domain_wait must be a duration"),
+        (("set", "locality_wait", "20 minutes"), "locality_wait must be a duration"),
+        (("set", "order", "fastest"), "order must be one of priority, longest_first"),
     ],
 )
 def test_config_refuses_unknown_names_and_bad_values_with_exit_2(

@@ -36,6 +36,7 @@ TOOLS = {
     "add_task",
     "set_agent_status",
     "assess_workload",
+    "configure_fleet",
     "read_state",
     "list_tasks",
     "get_task",
@@ -288,3 +289,31 @@ def test_a_server_for_an_agent_the_fleet_has_no_room_for_does_not_start(url: str
     assert "fleet is full" in done.stderr and "'bob' was not registered" in done.stderr
     with Fleet.open(url) as fleet:
         assert snapshot(fleet) == before
+
+
+async def test_settings_are_read_and_changed_and_bad_values_change_nothing(url: str) -> None:
+    async with stdio_session(url, "--agent", "loom", "--domain", "ci") as loom:
+        read = await call(loom, "configure_fleet")
+        assert read["settings"]["steal_threshold"] == 0 and read["changed"] == []
+        assert read["settings"]["order"] == "priority"
+        with Fleet.open(url) as fleet:
+            before = snapshot(fleet)
+        for changes, says in (
+            ({"steal_threshold": -1}, "steal_threshold must be at least 0"),
+            ({"order": "fastest"}, "order must be one of priority, longest_first"),
+            ({"domain_wait": "soon"}, "domain_wait must be a duration"),
+            ({"steal_treshold": 1}, "did you mean steal_threshold"),
+            ({"locality_wait": "20m", "order": "fastest"}, "order must be one of"),
+        ):
+            text = await refused(loom, "configure_fleet", changes=changes)
+            assert "invalid_setting" in text and says in text, text
+        with Fleet.open(url) as fleet:
+            assert snapshot(fleet) == before  # all or nothing: locality_wait did not change
+        done = await call(loom, "configure_fleet", changes={"locality_wait": "20m"})
+        assert done["settings"]["locality_wait"] == 1200 and done["changed"] == ["locality_wait"]
+        with Fleet.open(url) as fleet:
+            paper = fleet.post("paper", domain="research")
+        held = await call(loom, "claim_best_task")
+        assert held["claimed"] is False and held["reason"] == "empty"
+        assert held["retry_at"] == pytest.approx(paper.created_at + 1200)
+        assert "retry_at" in held["next_step"]

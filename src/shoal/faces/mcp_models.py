@@ -23,6 +23,7 @@ __all__ = [
     "HeartbeatResult",
     "LeaseInfo",
     "RegistrationResult",
+    "SettingsResult",
     "StateResult",
     "TaskDetailInfo",
     "TaskInfo",
@@ -251,6 +252,16 @@ class TaskDetailInfo(BaseModel):
                 for e in detail.events
             ],
         )
+
+
+class SettingsResult(BaseModel):
+    """The fleet's settings after the call, and which of them it changed."""
+
+    settings: dict[str, Any] = Field(
+        description="every setting by name: durations in seconds, counts, priorities, words"
+    )
+    changed: list[str] = Field(description="the settings this call changed")
+    message: str
 
 
 class StateResult(BaseModel):

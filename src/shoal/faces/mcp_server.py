@@ -58,6 +58,7 @@ from shoal.faces.mcp_models import (
     HeartbeatResult,
     LeaseInfo,
     RegistrationResult,
+    SettingsResult,
     StateResult,
     TaskDetailInfo,
     TaskInfo,
@@ -638,6 +639,28 @@ def build_server(desk: FleetDesk) -> MCPServer:
         -- spawn (start another agent, with missing_skills), terminate_idle (retire an idle
         agent) or maintain. It only recommends; managers act on it."""
         return AssessmentInfo.of(fleet.assess())
+
+    @tool()
+    def configure_fleet(
+        changes: Annotated[
+            dict[str, str | int | float] | None,
+            Field(
+                description='Settings to change, by name, e.g. {"steal_threshold": 0, '
+                '"locality_wait": "20m", "order": "longest_first"}. Leave it out '
+                "to read the settings."
+            ),
+        ] = None,
+    ) -> SettingsResult:
+        """Read the fleet's settings, or change some at run time -- all of them or none: a
+        bad name or value is refused with what is allowed and changes nothing. The claim is
+        steered by steal_threshold (queue depth a dry agent may steal from), domain_wait and
+        locality_wait (how long other domains' new work is left to its own agents) and order
+        (priority, or longest_first by expected_duration)."""
+        before = fleet.settings().to_dict()
+        settings = fleet.configure(**changes) if changes else fleet.settings()
+        changed = sorted(k for k, v in settings.to_dict().items() if before[k] != v)
+        message = f"changed {', '.join(changed)}" if changed else "no setting changed"
+        return SettingsResult(settings=settings.to_dict(), changed=changed, message=message)
 
     def state_now(you: str | None) -> tuple[str, FleetStatus]:
         status = fleet.status()
