@@ -41,7 +41,10 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _minutes(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 60:.1f}"
+    """Minutes, whole from 100 up (the table is narrow)."""
+    if seconds is None:
+        return "-"
+    return f"{seconds / 60:.0f}" if seconds >= 6000 else f"{seconds / 60:.1f}"
 
 
 def _held_by(causes: dict[str, float | None], total: float | None) -> str:
@@ -49,7 +52,11 @@ def _held_by(causes: dict[str, float | None], total: float | None) -> str:
     if not total:
         return "-"
     share, cause = max((v or 0.0, k) for k, v in causes.items())
-    return f"{cause} {share:.0%}"
+    return f"{_CAUSE.get(cause, cause)} {share:.0%}" if share >= 0.01 else f"{cause} {share:.1%}"
+
+
+#: Shorter names for the table (the JSON keeps the full ones).
+_CAUSE = {"locality_wait": "locality", "domain_wait": "domain"}
 
 
 def _spread(low: float | None, high: float | None) -> str:

@@ -47,6 +47,7 @@ lost simply expires.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -691,8 +692,11 @@ class PostgresTx(SqlTx):
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
 
 
+@functools.lru_cache(maxsize=256)
 def _unheld(held: Locality) -> dict[str, Any]:
-    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``."""
+    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``: the same
+    few (nothing held, for most claims) again and again, so they are made once. Callers
+    copy them into their own parameters and never change them."""
     pairs = sorted(held.reserved)
     return {
         "own_domains": list(held.domains),

@@ -25,6 +25,7 @@ another version ``SchemaMismatch``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -524,8 +525,11 @@ class SqliteTx(SqlTx):
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
 
 
+@functools.lru_cache(maxsize=256)
 def _unheld(held: Locality) -> dict[str, Any]:
-    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``."""
+    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``: the same
+    few (nothing held, for most claims) again and again, so they are made once. Callers
+    copy them into their own parameters and never change them."""
     return {
         "own_domains": json.dumps(list(held.domains)),
         "local_since": held.local_since,
