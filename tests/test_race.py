@@ -56,6 +56,13 @@ def test_processes_drain_thousands_of_tasks_exactly_once(
         e.task_id for e in fleet.events(limit=10 * total) if e.kind == "completed"
     )
     assert len(completions) == total and set(completions.values()) == {1}
+    if queued:  # the busy agent was robbed at claim time, each task at most once, within caps
+        steals = [e for e in fleet.events(limit=10 * total) if e.kind == "stolen"]
+        assert steals and set(Counter(e.task_id for e in steals).values()) == {1}
+        settings = fleet.settings()
+        for e in steals:  # no window of rebalance_interval holds more than the fleet cap
+            window = [s for s in steals if e.at - settings.rebalance_interval < s.at <= e.at]
+            assert len(window) <= settings.max_steals_per_cycle
     results = {t.id: t.result for t in fleet.tasks(state="done", limit=total)}
     by_agent = {t: r["agent"] for r in reports for t in r["done"]}
     assert all(results[t] in (None, {"by": by_agent[t]}) for t in results)

@@ -1,6 +1,7 @@
-"""Claim-time stealing between real `shoal worker` processes, on SQLite and on PostgreSQL: an
+"""The claim's rules between real `shoal worker` processes, on SQLite and on PostgreSQL: an
 agent that joins while another is busy with work queued behind it takes that work in its
-first claim -- within a second, not at the next rebalance five minutes later."""
+first claim -- within a second, not at the next rebalance five minutes later; and work held
+for its own domain is taken the moment the hold ends."""
 
 from __future__ import annotations
 
@@ -48,4 +49,27 @@ def test_a_new_agent_steals_a_busy_agents_queued_task_at_once(
                                                         "from": "alpha"}  # fmt: skip
     assert latency < 1.0
     assert fleet.get(running_task.id).state is TaskState.PENDING  # released, never stolen
+    fleet.close()
+
+
+def test_a_waiting_worker_takes_held_work_the_moment_its_hold_ends(
+    shared_store: tuple[str, str],
+) -> None:
+    """Delay scheduling between real processes: the CI worker leaves the research task alone
+    for locality_wait, then takes it at once -- woken by the claim's retry_at, not by its
+    next poll five seconds on."""
+    kind, url = shared_store
+    fleet = Fleet.init(url)
+    fleet.configure(poll_base=5, poll_max=60, locality_wait=1.5, domain_wait=0)
+    with running(url, "worker", "--agent", "loom", "--domain", "ci", "--json", "--",
+                 "true") as loom:  # fmt: skip
+        loom.wait_for("idle")
+        paper = fleet.post("paper", domain="research")
+        loom.wait_for("claimed", task=paper.id, timeout=10)
+        loom.signal(signal.SIGTERM)
+        assert loom.wait() == 0, loom.text()
+    claimed = next(e for e in fleet.events(task=paper.id) if e.kind == "claimed")
+    waited = claimed.at - paper.created_at
+    print(f"{kind}: held for {waited:.2f} s (locality_wait 1.5 s)")
+    assert 1.5 <= waited < 3.0
     fleet.close()
