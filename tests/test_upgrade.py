@@ -29,6 +29,14 @@ INSERT = (
 )
 
 
+#: The agent who holds and queues those tasks, as a schema-1 row ({flag}: the dialect's false).
+OLD_AGENT = (
+    "INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status, "
+    "last_seen, registered_at, incarnation) "
+    "VALUES ('ada', 'worker', '[]', '[]', 1, {flag}, {flag}, 'working', 0, 0, 1)"
+)
+
+
 def old_rows(override: str = "") -> list[str]:
     """The tasks as schema-1 rows; PostgreSQL wants OVERRIDING SYSTEM VALUE for their ids."""
     rows = []
@@ -68,11 +76,7 @@ def test_a_schema_1_sqlite_fleet_is_refused_then_upgraded(tmp_path: Path) -> Non
     for statement in _statements(first):
         raw.execute(statement)
     raw.execute("INSERT INTO skillsets (id, skills) VALUES (1, '')")
-    raw.execute(
-        "INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, "
-        "status, last_seen, registered_at, incarnation) "
-        "VALUES ('ada', 'worker', '[]', '[]', 1, 0, 0, 'working', 0, 0, 1)"
-    )
+    raw.execute(OLD_AGENT.format(flag="0"))
     for row in old_rows():
         raw.execute(row)
     raw.execute("PRAGMA user_version = 1")
@@ -100,11 +104,7 @@ def test_a_schema_1_postgres_fleet_is_refused_then_upgraded(postgres_url: str) -
         conn.execute(first.encode())
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, %s)", (name,))
         conn.execute("INSERT INTO skillsets (id, skills) OVERRIDING SYSTEM VALUE VALUES (1, '')")
-        conn.execute(
-            "INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, "
-            "status, last_seen, registered_at, incarnation) "
-            "VALUES ('ada', 'worker', '[]', '[]', 1, false, false, 'working', 0, 0, 1)"
-        )
+        conn.execute(OLD_AGENT.format(flag="false").encode())
         for row in old_rows("OVERRIDING SYSTEM VALUE"):
             conn.execute(row.encode())
         for table in ("tasks", "skillsets"):  # as if the rows had taken their ids

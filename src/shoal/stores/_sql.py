@@ -1,9 +1,10 @@
 """Named SQL: each dialect keeps all its runtime SQL in one file of named, commented blocks.
 
 A block starts with ``-- name: <name>`` and a comment saying what it does and why; a
-``-- fragment: <name>`` block is text that other blocks include as ``{name}`` (the task
-column list, for instance). ``load_queries("sqlite")`` returns ``{name: sql}``. A test
-checks that every name is used by its store, so the file never carries dead SQL.
+``-- fragment: <name>`` block is text that other blocks (and later fragments) include as
+``{name}`` (the task column list, for instance). ``load_queries("sqlite")`` returns
+``{name: sql}``. A test checks that every name is used by its store, so the file never
+carries dead SQL.
 
 Lists are bound as one JSON array and read with the dialect's JSON functions, so no query
 text is ever built at run time.
@@ -29,10 +30,12 @@ def load_queries(dialect: str) -> dict[str, str]:
         end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
         body = _strip_comments(text[header.end() : end])
         kind, name = header.group(1), header.group(2)
-        target = fragments if kind == "fragment" else queries
         if name in fragments or name in queries:
             raise ValueError(f"{dialect}/queries.sql defines {name!r} twice")
-        target[name] = body
+        if kind == "fragment":  # a fragment may include the fragments above it
+            fragments[name] = body.format(**fragments)
+        else:
+            queries[name] = body
     return {name: sql.format(**fragments) for name, sql in queries.items()}
 
 

@@ -48,6 +48,20 @@ a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.s
 a.idle_since, a.last_seen, a.registered_at, a.incarnation,
 (SELECT count(*) FROM tasks q WHERE q.state = 'pending' AND q.agent_id = a.id)
 
+-- fragment: stealable
+-- The tail a thief may take from: the victim's pending tasks under the eligibility rules of
+-- policy.StealFilter (priority >= the minimum, never stolen, not pinned, a skill set the
+-- thief can do, and the thief's domain -- or no domain, or simple work: a high priority
+-- number and no skills), and not held back by the locality rules.
+state = 'pending' AND agent_id = %(victim)s
+  AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
+  AND skillset = ANY(%(skillsets)s::int[])
+  AND (domain IS NULL
+       OR domain = ANY(%(domains)s::text[])
+       OR (priority >= %(cross_domain_priority)s
+           AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
+  AND {unheld}
+
 
 -- ============================================================ opening a fleet
 
@@ -319,18 +333,10 @@ ORDER BY c.priority, c.expected_duration DESC, c.pool_key DESC, c.id
 LIMIT %(limit)s;
 
 -- name: steal_tail
--- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first (tasks_queue
--- read backwards) -- under the eligibility rules of policy.StealFilter, and not held back by
--- the locality rules.
+-- Step 3, steal: the tail of the victim's queue that a thief may take (the fragment
+-- stealable) -- lowest priority, oldest first (tasks_queue read backwards).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(victim)s
-  AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
-  AND skillset = ANY(%(skillsets)s::int[])
-  AND (domain IS NULL
-       OR domain = ANY(%(domains)s::text[])
-       OR (priority >= %(cross_domain_priority)s
-           AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
-  AND {unheld}
+WHERE {stealable}
 ORDER BY priority DESC, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -339,14 +345,7 @@ FOR UPDATE SKIP LOCKED;
 -- Step 3 with order = longest_first: the same tail, longest expected first within the
 -- lowest priority (then oldest).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(victim)s
-  AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
-  AND skillset = ANY(%(skillsets)s::int[])
-  AND (domain IS NULL
-       OR domain = ANY(%(domains)s::text[])
-       OR (priority >= %(cross_domain_priority)s
-           AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
-  AND {unheld}
+WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

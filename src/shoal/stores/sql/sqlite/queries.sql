@@ -30,6 +30,19 @@ NOT (domain IS NOT NULL
 id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_since, last_seen,
 registered_at, incarnation, queued
 
+-- fragment: stealable
+-- The tail a thief may take from: the victim's pending tasks under the eligibility rules of
+-- policy.StealFilter (priority >= the minimum, never stolen, not pinned, a skill set the
+-- thief can do, and the thief's domain -- or no domain, or simple work: a high priority
+-- number and no skills), and not held back by the locality rules.
+state = 'pending' AND agent_id = :victim
+  AND priority >= :min_priority AND stolen = 0 AND pinned = 0
+  AND skillset IN (SELECT value FROM json_each(:skillsets))
+  AND (domain IS NULL
+       OR domain IN (SELECT value FROM json_each(:domains))
+       OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
+  AND {unheld}
+
 
 -- ============================================================ opening a fleet
 
@@ -223,19 +236,10 @@ ORDER BY priority, expected_duration DESC, pool_key DESC, id
 LIMIT :limit;
 
 -- name: steal_tail
--- Step 3, steal: the tail of the victim's queue -- lowest priority, oldest first
--- (tasks_queue index, read backwards) -- under the eligibility rules of policy.StealFilter:
--- priority >= the minimum, never stolen, not pinned, a skill set the thief can do, and the
--- thief's domain (or no domain), or else simple work: high priority number and no skills;
--- and not held back by the locality rules.
+-- Step 3, steal: the tail of the victim's queue that a thief may take (the fragment
+-- stealable) -- lowest priority, oldest first (tasks_queue index, read backwards).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :victim
-  AND priority >= :min_priority AND stolen = 0 AND pinned = 0
-  AND skillset IN (SELECT value FROM json_each(:skillsets))
-  AND (domain IS NULL
-       OR domain IN (SELECT value FROM json_each(:domains))
-       OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
-  AND {unheld}
+WHERE {stealable}
 ORDER BY priority DESC, seq
 LIMIT :limit;
 
@@ -243,13 +247,7 @@ LIMIT :limit;
 -- Step 3 with order = longest_first: the same tail, longest expected first within the
 -- lowest priority (then oldest).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :victim
-  AND priority >= :min_priority AND stolen = 0 AND pinned = 0
-  AND skillset IN (SELECT value FROM json_each(:skillsets))
-  AND (domain IS NULL
-       OR domain IN (SELECT value FROM json_each(:domains))
-       OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
-  AND {unheld}
+WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT :limit;
 
