@@ -84,6 +84,7 @@ from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 from shoal import policy
+from shoal._cascade import Holds, pool_candidates, steal_tail
 from shoal._checks import (
     MAX_BATCH,
     check_lease,
@@ -420,12 +421,12 @@ class Fleet:
                 who = self._live_agent(tx, agent)
                 own = tx.queue_head(who.id, limit, longest)
                 eligible = policy.eligible_skillsets(skillsets, who.skills)
-                pool = _pool_candidates(tx, who, eligible, limit, longest, policy.NOTHING_HELD)
+                pool = pool_candidates(tx, who, eligible, limit, longest, policy.NOTHING_HELD)
                 order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
             else:
                 everyone = Agent("", status=AgentStatus.IDLE)
                 every = sorted(skillsets)
-                pool = _pool_candidates(tx, everyone, every, limit, longest, policy.NOTHING_HELD)
+                pool = pool_candidates(tx, everyone, every, limit, longest, policy.NOTHING_HELD)
                 order = policy.rank_pool(pool, (), settings.aging, limit, longest)
                 for queue in tx.queue_depths():
                     if len(order) >= limit:
@@ -639,7 +640,7 @@ class Fleet:
             self._touch(tx, agent, now, AgentStatus.WORKING)
             return Claim(reason="busy")
         longest = policy.longest_first(settings)
-        holds = _Holds(tx, agent, settings, now, context.skillsets)
+        holds = Holds(tx, agent, settings, now, context.skillsets)
         # step 2: own queue, head
         own = tx.queue_head(agent.id, room, longest) if agent.queued else []
         picked = [(t, "queue") for t in own]
@@ -648,7 +649,7 @@ class Fleet:
             want = room - len(picked)
             if eligible:
                 candidates = holds.pick(
-                    lambda held: _pool_candidates(tx, agent, eligible, want, longest, held)
+                    lambda held: pool_candidates(tx, agent, eligible, want, longest, held)
                 )
                 best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
                 picked += [(t, "pool") for t in best]
@@ -694,7 +695,7 @@ class Fleet:
         )
 
     def _steal(
-        self, tx: StoreTx, thief: Agent, now: float, settings: Settings, holds: _Holds
+        self, tx: StoreTx, thief: Agent, now: float, settings: Settings, holds: Holds
     ) -> list[Candidate]:
         """Step 4: one tail task from the busiest eligible victim, within the caps."""
         rules = policy.steal_filter(thief, settings, holds.skillsets)
@@ -707,7 +708,7 @@ class Fleet:
         if policy.steal_budget(window, thief.id, settings) <= 0:
             return []
         for victim in victims:
-            taken = holds.pick(functools.partial(_steal_tail, tx, victim, rules))
+            taken = holds.pick(functools.partial(steal_tail, tx, victim, rules))
             if taken:
                 return taken
         return []
@@ -1278,86 +1279,6 @@ class Fleet:
             if current not in seen:
                 seen.add(current)
                 frontier += tx.deps_of(current)
-
-
-class _Holds:
-    """The locality rules for one claim, worked out only when some candidate could be held.
-
-    Most claims meet no task of another domain that is young enough to hold, and pay
-    nothing: a candidate query runs with nothing held, and only if a candidate might be held
-    are the rules made (asking the store which agents are idle, when ``domain_wait`` is on)
-    and the query run again with them. ``retry_at`` remembers when the first task passed
-    over is free to take.
-    """
-
-    def __init__(
-        self,
-        tx: StoreTx,
-        agent: Agent,
-        settings: Settings,
-        now: float,
-        skillsets: Mapping[int, tuple[str, ...]],
-    ) -> None:
-        self.tx, self.agent, self.settings, self.now = tx, agent, settings, now
-        self.skillsets = skillsets
-        self.retry_at: float | None = None
-        self._rules: policy.Locality | None = None
-
-    def _made(self) -> policy.Locality:
-        if self._rules is None:
-            settings, reserved = self.settings, frozenset[tuple[str, int]]()
-            if settings.domain_wait > 0:
-                idle = self.tx.idle_agents()
-                reserved = policy.reserved_for(idle, self.agent.id, self.skillsets)
-            self._rules = policy.locality(self.agent, settings, self.now, reserved)
-        return self._rules
-
-    def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
-        """``fetch(held)`` with the holds that apply to what it finds."""
-        found = fetch(policy.NOTHING_HELD)
-        ready = [policy.ready_time(c.ready_at, c.created_at) for c in found]
-        agent, settings, now = self.agent, self.settings, self.now
-        if not any(
-            policy.might_hold(c.domain, at, agent, settings, now)
-            for c, at in zip(found, ready, strict=True)
-        ):
-            return found
-        rules = self._made()
-        ends = [rules.free_at(c.domain, c.skillset, at) for c, at in zip(found, ready, strict=True)]
-        held = [end for end in ends if end is not None]
-        if not held:
-            return found
-        first = min(held)
-        self.retry_at = first if self.retry_at is None else min(self.retry_at, first)
-        return fetch(rules)
-
-
-def _steal_tail(
-    tx: StoreTx, victim: str, rules: policy.StealFilter, held: policy.Locality
-) -> list[Candidate]:
-    """Step 4's look-up: the one task a thief would take from ``victim``'s tail."""
-    return tx.steal_tail(victim, rules, held, 1)
-
-
-def _pool_candidates(
-    tx: StoreTx,
-    agent: Agent,
-    eligible: Sequence[int],
-    want: int,
-    longest: bool,
-    held: policy.Locality,
-) -> list[Candidate]:
-    """Step 3's look-ups: the top of the pool by static key among the skill sets the agent
-    can do, then within each of its domains (for the domain bonus), and with ``longest``
-    the top by priority and expected duration. Unranked; ``policy.rank_pool`` merges them."""
-    found = tx.pool_best(eligible, None, want, held)
-    if not found:  # nothing that is not held: the other look-ups are subsets of this one
-        return found
-    for domain in agent.domains:
-        found += tx.pool_best(eligible, domain, want, held)
-    if longest:
-        found += tx.pool_longest(eligible, want, held)
-    return found
 
 
 def _need_task(tx: StoreTx, task_id: int) -> Task:

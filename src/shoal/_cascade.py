@@ -1,0 +1,98 @@
+"""The claim cascade's look-ups, and the locality rules applied to them lazily.
+
+``Fleet._claim`` (see the essay at the top of ``fleet.py``) decides; these helpers only
+gather candidates for steps 3 and 4 from a store transaction: the pool's look-ups, a
+victim's tail, and -- through ``Holds`` -- the locality rules, worked out only when some
+candidate could be held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from shoal import policy
+from shoal.model import Agent, Candidate
+from shoal.settings import Settings
+from shoal.stores.base import StoreTx
+
+__all__ = ["Holds", "pool_candidates", "steal_tail"]
+
+
+class Holds:
+    """The locality rules for one claim, worked out only when some candidate could be held.
+
+    Most claims meet no task of another domain that is young enough to hold, and pay
+    nothing: a candidate query runs with nothing held, and only if a candidate might be held
+    are the rules made (asking the store which agents are idle, when ``domain_wait`` is on)
+    and the query run again with them. ``retry_at`` remembers when the first task passed
+    over is free to take.
+    """
+
+    def __init__(
+        self,
+        tx: StoreTx,
+        agent: Agent,
+        settings: Settings,
+        now: float,
+        skillsets: Mapping[int, tuple[str, ...]],
+    ) -> None:
+        self.tx, self.agent, self.settings, self.now = tx, agent, settings, now
+        self.skillsets = skillsets
+        self.retry_at: float | None = None
+        self._rules: policy.Locality | None = None
+
+    def _made(self) -> policy.Locality:
+        if self._rules is None:
+            settings, reserved = self.settings, frozenset[tuple[str, int]]()
+            if settings.domain_wait > 0:
+                idle = self.tx.idle_agents()
+                reserved = policy.reserved_for(idle, self.agent.id, self.skillsets)
+            self._rules = policy.locality(self.agent, settings, self.now, reserved)
+        return self._rules
+
+    def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
+        """``fetch(held)`` with the holds that apply to what it finds."""
+        found = fetch(policy.NOTHING_HELD)
+        ready = [policy.ready_time(c.ready_at, c.created_at) for c in found]
+        agent, settings, now = self.agent, self.settings, self.now
+        if not any(
+            policy.might_hold(c.domain, at, agent, settings, now)
+            for c, at in zip(found, ready, strict=True)
+        ):
+            return found
+        rules = self._made()
+        ends = [rules.free_at(c.domain, c.skillset, at) for c, at in zip(found, ready, strict=True)]
+        held = [end for end in ends if end is not None]
+        if not held:
+            return found
+        first = min(held)
+        self.retry_at = first if self.retry_at is None else min(self.retry_at, first)
+        return fetch(rules)
+
+
+def steal_tail(
+    tx: StoreTx, victim: str, rules: policy.StealFilter, held: policy.Locality
+) -> list[Candidate]:
+    """Step 4's look-up: the one task a thief would take from ``victim``'s tail."""
+    return tx.steal_tail(victim, rules, held, 1)
+
+
+def pool_candidates(
+    tx: StoreTx,
+    agent: Agent,
+    eligible: Sequence[int],
+    want: int,
+    longest: bool,
+    held: policy.Locality,
+) -> list[Candidate]:
+    """Step 3's look-ups: the top of the pool by static key among the skill sets the agent
+    can do, then within each of its domains (for the domain bonus), and with ``longest``
+    the top by priority and expected duration. Unranked; ``policy.rank_pool`` merges them."""
+    found = tx.pool_best(eligible, None, want, held)
+    if not found:  # nothing that is not held: the other look-ups are subsets of this one
+        return found
+    for domain in agent.domains:
+        found += tx.pool_best(eligible, domain, want, held)
+    if longest:
+        found += tx.pool_longest(eligible, want, held)
+    return found
