@@ -96,14 +96,23 @@ class Shoal:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
+        """A `shoal` process the test talks to and signals. It turns Ctrl-C back on first: a
+        shell running the suite as a background job starts it with SIGINT ignored, which the
+        child would inherit, and the tests of Ctrl-C could not reach it."""
         return subprocess.Popen(
-            [*COMMAND, *args],
+            [sys.executable, "-c", CTRL_C_ON, *args],
             cwd=self.cwd,
             env=self._env(None),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
+
+
+CTRL_C_ON = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from shoal.faces.cli import main; main()"
+)
 
 
 def claim_one(shoal: Shoal, agent: str) -> tuple[int, str]:
