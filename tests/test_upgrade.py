@@ -58,6 +58,17 @@ def old_rows(override: str = "") -> list[str]:
     return rows
 
 
+def refused_then_upgraded(url: str) -> None:
+    """The schema-1 fleet at ``url`` is refused until `shoal init` upgrades it, tasks kept."""
+    with pytest.raises(SchemaMismatch, match="schema version 1") as err:
+        Fleet.open(url, create=False)
+    assert "shoal init" in (err.value.hint or "")
+    fleet = Fleet.init(url)
+    assert fleet.store.created
+    check_upgraded(fleet)
+    fleet.close()
+
+
 def check_upgraded(fleet: Fleet) -> None:
     ready = {t.id: t.ready_at for t in fleet.tasks()}
     assert ready == {1: 150.0, 2: 160.0, 3: None, 4: 100.0, 5: 100.0}
@@ -82,14 +93,7 @@ def test_a_schema_1_sqlite_fleet_is_refused_then_upgraded(tmp_path: Path) -> Non
     raw.execute("PRAGMA user_version = 1")
     raw.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     raw.close()
-    url = f"sqlite://{path}"
-    with pytest.raises(SchemaMismatch, match="schema version 1") as err:
-        Fleet.open(url, create=False)
-    assert "shoal init" in (err.value.hint or "")
-    fleet = Fleet.init(url)
-    assert fleet.store.created
-    check_upgraded(fleet)
-    fleet.close()
+    refused_then_upgraded(f"sqlite://{path}")
 
 
 def test_a_schema_1_postgres_fleet_is_refused_then_upgraded(postgres_url: str) -> None:
@@ -111,10 +115,4 @@ def test_a_schema_1_postgres_fleet_is_refused_then_upgraded(postgres_url: str) -
             conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
             )
-    with pytest.raises(SchemaMismatch, match="schema version 1") as err:
-        Fleet.open(postgres_url, create=False)
-    assert "shoal init" in (err.value.hint or "")
-    fleet = Fleet.init(postgres_url)
-    assert fleet.store.created
-    check_upgraded(fleet)
-    fleet.close()
+    refused_then_upgraded(postgres_url)

@@ -53,21 +53,21 @@ class Holds:
     def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
         """``fetch(held)`` with the holds that apply to what it finds."""
         found = fetch(policy.NOTHING_HELD)
-        ready = [policy.ready_time(c.ready_at, c.created_at) for c in found]
         agent, settings, now = self.agent, self.settings, self.now
-        if not any(
-            policy.might_hold(c.domain, at, agent, settings, now)
-            for c, at in zip(found, ready, strict=True)
-        ):
+        if not any(policy.might_hold(c.domain, _ready(c), agent, settings, now) for c in found):
             return found
         rules = self._made()
-        ends = [rules.free_at(c.domain, c.skillset, at) for c, at in zip(found, ready, strict=True)]
+        ends = (rules.free_at(c.domain, c.skillset, _ready(c)) for c in found)
         held = [end for end in ends if end is not None]
         if not held:
             return found
         first = min(held)
         self.retry_at = first if self.retry_at is None else min(self.retry_at, first)
         return fetch(rules)
+
+
+def _ready(candidate: Candidate) -> float:
+    return policy.ready_time(candidate.ready_at, candidate.created_at)
 
 
 def steal_tail(
@@ -79,19 +79,19 @@ def steal_tail(
 
 def pool_candidates(
     tx: StoreTx,
-    agent: Agent,
+    domains: Sequence[str],
     eligible: Sequence[int],
     want: int,
     longest: bool,
     held: policy.Locality,
 ) -> list[Candidate]:
     """Step 3's look-ups: the top of the pool by static key among the skill sets the agent
-    can do, then within each of its domains (for the domain bonus), and with ``longest``
+    can do, then within each of its ``domains`` (for the domain bonus), and with ``longest``
     the top by priority and expected duration. Unranked; ``policy.rank_pool`` merges them."""
     found = tx.pool_best(eligible, None, want, held)
     if not found:  # nothing that is not held: the other look-ups are subsets of this one
         return found
-    for domain in agent.domains:
+    for domain in domains:
         found += tx.pool_best(eligible, domain, want, held)
     if longest:
         found += tx.pool_longest(eligible, want, held)

@@ -421,12 +421,12 @@ class Fleet:
                 who = self._live_agent(tx, agent)
                 own = tx.queue_head(who.id, limit, longest)
                 eligible = policy.eligible_skillsets(skillsets, who.skills)
-                pool = pool_candidates(tx, who, eligible, limit, longest, policy.NOTHING_HELD)
+                held = policy.NOTHING_HELD
+                pool = pool_candidates(tx, who.domains, eligible, limit, longest, held)
                 order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
             else:
-                everyone = Agent("", status=AgentStatus.IDLE)
                 every = sorted(skillsets)
-                pool = pool_candidates(tx, everyone, every, limit, longest, policy.NOTHING_HELD)
+                pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD)
                 order = policy.rank_pool(pool, (), settings.aging, limit, longest)
                 for queue in tx.queue_depths():
                     if len(order) >= limit:
@@ -649,7 +649,7 @@ class Fleet:
             want = room - len(picked)
             if eligible:
                 candidates = holds.pick(
-                    lambda held: pool_candidates(tx, agent, eligible, want, longest, held)
+                    lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held)
                 )
                 best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
                 picked += [(t, "pool") for t in best]

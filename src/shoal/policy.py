@@ -307,20 +307,18 @@ class Locality:
     domain_wait: float = 0.0
 
     def holds(self, domain: str | None, skillset: int, ready_at: float) -> bool:
-        if domain is None or domain in self.domains:
-            return False
-        if ready_at > self.local_since:
-            return True
-        return ready_at > self.domain_since and (domain, skillset) in self.reserved
+        return self.free_at(domain, skillset, ready_at) is not None
 
     def free_at(self, domain: str | None, skillset: int, ready_at: float) -> float | None:
-        """When a held task stops being held by this rule (None: it is not held)."""
-        if not self.holds(domain, skillset, ready_at):
+        """When a held task stops being held (None: it is not held)."""
+        if domain is None or domain in self.domains:
             return None
-        ends = [ready_at + self.locality_wait] if ready_at > self.local_since else []
+        ends = []
+        if ready_at > self.local_since:
+            ends.append(ready_at + self.locality_wait)
         if ready_at > self.domain_since and (domain, skillset) in self.reserved:
             ends.append(ready_at + self.domain_wait)
-        return max(ends)
+        return max(ends, default=None)
 
 
 def ready_time(ready_at: float | None, created_at: float) -> float:
