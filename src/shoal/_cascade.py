@@ -71,10 +71,11 @@ def _ready(candidate: Candidate) -> float:
 
 
 def steal_tail(
-    tx: StoreTx, victim: str, rules: policy.StealFilter, held: policy.Locality
+    tx: StoreTx, victim: str, rules: policy.StealFilter, held: policy.Locality, *, now: float
 ) -> list[Candidate]:
-    """Step 4's look-up: the one task a thief would take from ``victim``'s tail."""
-    return tx.steal_tail(victim, rules, held, 1)
+    """Step 4's look-up: the one task a thief would take from ``victim``'s tail (ready by
+    ``now``)."""
+    return tx.steal_tail(victim, rules, held, 1, now)
 
 
 def pool_candidates(
@@ -84,15 +85,17 @@ def pool_candidates(
     want: int,
     longest: bool,
     held: policy.Locality,
+    now: float,
 ) -> list[Candidate]:
     """Step 3's look-ups: the top of the pool by static key among the skill sets the agent
     can do, then within each of its ``domains`` (for the domain bonus), and with ``longest``
-    the top by priority and expected duration. Unranked; ``policy.rank_pool`` merges them."""
-    found = tx.pool_best(eligible, None, want, held)
+    the top by priority and expected duration -- of the tasks ready by ``now``. Unranked;
+    ``policy.rank_pool`` merges them."""
+    found = tx.pool_best(eligible, None, want, held, now)
     if not found:  # nothing that is not held: the other look-ups are subsets of this one
         return found
     for domain in domains:
-        found += tx.pool_best(eligible, domain, want, held)
+        found += tx.pool_best(eligible, domain, want, held, now)
     if longest:
-        found += tx.pool_longest(eligible, want, held)
+        found += tx.pool_longest(eligible, want, held, now)
     return found

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from shoal.errors import BadInput
@@ -21,6 +22,7 @@ from shoal.model import (
     check_json,
     normalize_names,
     parse_duration,
+    parse_moment,
     parse_priority,
 )
 
@@ -56,6 +58,8 @@ def check_post(
     lease_ttl: float | str | None,
     max_attempts: int | None,
     key: str | None,
+    not_before: float | str | datetime | None = None,
+    retry_delay: float | str | None = None,
 ) -> NewTask:
     """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
     title_text = check_text(title, "title", 1000).strip()
@@ -75,6 +79,12 @@ def check_post(
         check_count(max_attempts, "max_attempts", 1, 1_000_000)
     if key is not None:
         key = check_text(key, "key", 256)
+    ready = parse_moment(not_before, "not_before") if not_before is not None else None
+    delay = None
+    if retry_delay is not None:
+        delay = parse_duration(retry_delay, "retry_delay")
+        if delay > YEAR:
+            raise BadInput(f"retry_delay must be at most a year, not {retry_delay!r}")
     return NewTask(
         title=title_text,
         body=check_text(body, "body", 1_000_000),
@@ -95,6 +105,8 @@ def check_post(
         pool_key=0.0,
         seq=0,
         after=as_task_ids(after, "after"),
+        ready_at=ready,
+        retry_delay=delay,
     )
 
 
@@ -114,6 +126,8 @@ POST_FIELDS = frozenset(
         "lease_ttl",
         "max_attempts",
         "key",
+        "not_before",
+        "retry_delay",
     ]
 )
 
@@ -143,6 +157,8 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
         spec.get("lease_ttl"),
         spec.get("max_attempts"),
         spec.get("key"),
+        spec.get("not_before"),
+        spec.get("retry_delay"),
     )
 
 

@@ -81,6 +81,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from shoal import policy
@@ -250,6 +251,8 @@ class Fleet:
         lease_ttl: float | str | None = None,
         max_attempts: int | None = None,
         key: str | None = None,
+        not_before: float | str | datetime | None = None,
+        retry_delay: float | str | None = None,
     ) -> Task:
         """Add a task to the fleet and return it.
 
@@ -258,6 +261,8 @@ class Fleet:
         spawned). With ``after`` it stays ``blocked`` until every listed task is done.
         ``pinned`` keeps it in ``to``'s queue: never stolen, never returned to the pool.
         A repeated ``key`` returns the task first posted with it and adds nothing.
+        ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
+        being claimed before then; ``retry_delay`` is its own first retry backoff.
         """
         draft = check_post(
             title,
@@ -274,6 +279,8 @@ class Fleet:
             lease_ttl,
             max_attempts,
             key,
+            not_before,
+            retry_delay,
         )
         with self.store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
@@ -357,7 +364,8 @@ class Fleet:
             pool_key=policy.pool_key(draft.priority, now, settings.aging),
             # A place in a queue matters only in a queue; the pool orders by pool_key.
             seq=(place if place is not None else tx.next_seq()) if dest is not None else 0,
-            ready_at=None if waiting else now,
+            # Ready now, or at its not_before; blocked, it keeps only the not_before.
+            ready_at=draft.ready_at if waiting else max(now, draft.ready_at or now),
         )
         task_id = tx.insert_task(new)
         if draft.after:
@@ -365,6 +373,8 @@ class Fleet:
         data: dict[str, Any] = {"priority": new.priority, "state": new.state.value}
         if dest is not None:
             data["to"] = dest
+        if new.ready_at is not None and new.ready_at > now:
+            data["not_before"] = new.ready_at
         if draft.after:
             data["after"] = list(draft.after)
         tx.append_event(now, "posted", task_id, dest, data)
@@ -410,28 +420,30 @@ class Fleet:
         """Pending tasks in the order a claim would take them.
 
         For an agent: its own queue head, then the pool tasks it can do by score (steals
-        are not previewed). Without one: the pool by score, then every agent's queue.
+        are not previewed). Without one: the pool by score, then every agent's queue. Tasks
+        still waiting out a retry backoff or a not_before are not ready, so not listed.
         """
         limit = check_count(limit, "limit", 1, 100_000)
         with self.store.read() as tx:
+            now = self.clock.now()
             settings = tx.load_settings()
             skillsets = tx.skillsets()
             longest = policy.longest_first(settings)
             if agent is not None:
                 who = self._live_agent(tx, agent)
-                own = tx.queue_head(who.id, limit, longest)
+                own = tx.queue_head(who.id, limit, longest, now)
                 eligible = policy.eligible_skillsets(skillsets, who.skills)
                 held = policy.NOTHING_HELD
-                pool = pool_candidates(tx, who.domains, eligible, limit, longest, held)
+                pool = pool_candidates(tx, who.domains, eligible, limit, longest, held, now)
                 order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
             else:
                 every = sorted(skillsets)
-                pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD)
+                pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD, now)
                 order = policy.rank_pool(pool, (), settings.aging, limit, longest)
                 for queue in tx.queue_depths():
                     if len(order) >= limit:
                         break
-                    order += tx.queue_head(queue.agent, limit - len(order), longest)
+                    order += tx.queue_head(queue.agent, limit - len(order), longest, now)
             ids = [c.id for c in order[:limit]]
             found = tx.get_tasks(ids)
             return [found[i] for i in ids]
@@ -487,7 +499,7 @@ class Fleet:
             if existing is not None and existing.status.live:
                 status = existing.status
                 if status is AgentStatus.OFFLINE:
-                    status = self._present_status(tx, existing.id)
+                    status = self._present_status(tx, existing, now)
                 agent = replace(existing, status=status)
                 kind = "agent.updated"
             else:
@@ -535,21 +547,51 @@ class Fleet:
 
     @_rerun_on_conflict
     def set_status(
-        self, agent_id: str, status: AgentStatus | str, *, why: str | None = None
+        self,
+        agent_id: str,
+        status: AgentStatus | str,
+        *,
+        why: str | None = None,
+        release: bool = False,
     ) -> Agent:
         """Report an agent's status (idle, working, waiting, offline, terminated).
 
-        Entering ``idle`` stamps ``idle_since``; leaving it clears it. ``terminated`` is final:
-        the agent's leases are released (not counted as failures) and its queue goes back to
-        the pool, except tasks pinned to it. ``offline`` sends its queue back too (its leases
-        run on: it may return before they expire). ``why`` goes in the termination's event
-        (a worker leaving when idle says so).
+        Entering ``idle`` stamps ``idle_since``; leaving it clears it. An agent that holds
+        tasks is not idle: that is refused (naming them) unless ``release``, which gives
+        them back first, untouched. ``terminated`` is final: the agent's leases are released
+        (not counted as failures) and its queue goes back to the pool, except tasks pinned
+        to it. ``offline`` sends its queue back too (its leases run on: it may return before
+        they expire). ``why`` goes in the termination's event (a worker leaving when idle
+        says so). ``overloaded`` is the circuit breaker's to set; a paused agent is resumed
+        with ``resume``.
         """
         new_status = parse_agent_status(status)
         reason = check_text(why, "why", 200) if why is not None else None
+        if new_status is AgentStatus.OVERLOADED:
+            raise BadInput(
+                "overloaded is set by the circuit breaker, not by request",
+                hint="an agent is paused after failure_streak failures in a row",
+            )
         with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             agent = self._live_agent(tx, agent_id)
+            going = new_status in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
+            if agent.paused(now) and not going:
+                raise InvalidTransition(
+                    f"agent {agent_id!r} is paused after {agent.failures} failures in a row "
+                    f"(for {_wait_words((agent.paused_until or now) - now)} more)",
+                    hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
+                )
+            if new_status is AgentStatus.IDLE:
+                held = [task.id for task, _ in tx.held_leases(agent_id)]
+                if held and not release:
+                    raise InvalidTransition(
+                        f"agent {agent_id!r} holds tasks {', '.join(map(str, held))}; an agent "
+                        "that holds work is not idle",
+                        hint="complete, fail or release them first, or pass --release "
+                        "(release=True) to give them back untouched",
+                    )
+                self._release_held(tx, agent_id, now, "agent set idle")
             if new_status is AgentStatus.TERMINATED:
                 self._terminate(tx, agent, now, reason or "terminated by request")
             else:
@@ -567,6 +609,17 @@ class Fleet:
             return saved
 
     @_rerun_on_conflict
+    def resume(self, agent_id: str) -> Agent:
+        """Let an agent the circuit breaker paused claim again now (its failure count starts
+        over). Resuming an agent that is not paused changes nothing."""
+        with self.store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            agent = self._live_agent(tx, agent_id)
+            if agent.paused_until is None:
+                return agent
+            return self._resume(tx, agent, now, "request")
+
+    @_rerun_on_conflict
     def heartbeat(self, agent_id: str) -> list[Lease]:
         """Say the agent is alive and extend every lease it holds; returns the renewed leases.
 
@@ -578,7 +631,7 @@ class Fleet:
             self._expire_due(tx, now, settings, _EXPIRE_PER_CLAIM)
             agent = self._live_agent(tx, agent_id, lock=True)
             if agent.status is AgentStatus.OFFLINE:
-                back = self._present_status(tx, agent.id)
+                back = self._present_status(tx, agent, now)
                 tx.save_agent(
                     _with_idle_since(replace(agent, status=back, last_seen=now), agent, now)
                 )
@@ -601,8 +654,10 @@ class Fleet:
         """Take up to ``n`` tasks for ``agent_id`` by the claim cascade (module docstring).
 
         Returns the leases and their tasks, or none with the reason: ``busy`` (at
-        max_concurrent) or ``empty`` (nothing this agent can do). With ``wait`` > 0 an empty
-        claim waits up to that many seconds for the fleet to change and tries again.
+        max_concurrent), ``paused`` (the circuit breaker holds the agent; ``retry_at`` says
+        until when) or ``empty`` (nothing this agent can do now; ``retry_at``, if set, says
+        when something it passed over is free to take). With ``wait`` > 0 an empty claim
+        waits up to that many seconds for the fleet to change and tries again.
         """
         n = check_n(n)
         deadline = time.monotonic() + parse_duration(wait, "wait")
@@ -611,18 +666,28 @@ class Fleet:
                 claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
             assert claim is not None
             remaining = deadline - time.monotonic()
-            if claim or claim.reason == "busy" or remaining <= 0:
+            if claim or claim.reason != "empty" or remaining <= 0:
                 return claim
             pause = min(remaining, 1.0)
             if claim.retry_at is not None:  # work passed over is free to take then
                 pause = min(pause, max(0.0, claim.retry_at - self.clock.now()))
             self.store.wait_for_change(pause)
 
-    def _claim(self, tx: StoreTx, agent_id: str, n: int, now: float, strict: bool) -> Claim | None:
+    def _claim(
+        self,
+        tx: StoreTx,
+        agent_id: str,
+        n: int,
+        now: float,
+        strict: bool,
+        *,
+        completed: bool = False,
+    ) -> Claim | None:
         """The cascade, inside the caller's transaction.
 
         For an unknown or terminated agent: ``UnknownAgent`` if ``strict``, else None (a
         completion that also asked for more work must not fail because of it).
+        ``completed``: the agent has just completed a task (which ends a failure streak).
         """
         context = tx.claim_context(agent_id, now)
         if context is None or context.agent.status is AgentStatus.TERMINATED:
@@ -635,6 +700,13 @@ class Fleet:
             context = tx.claim_context(agent_id, now)
             assert context is not None
         agent = context.agent
+        if completed and agent.failures:
+            agent = replace(agent, failures=0)
+            tx.save_agent(agent)
+        if agent.paused_until is not None:  # the circuit breaker
+            if agent.paused(now):
+                return Claim(reason="paused", retry_at=agent.paused_until)
+            agent = self._resume(tx, agent, now, "cooldown")
         room = policy.claim_room(context.held, agent.max_concurrent, n)
         if room == 0:  # step 1: at capacity
             self._touch(tx, agent, now, AgentStatus.WORKING)
@@ -642,22 +714,27 @@ class Fleet:
         longest = policy.longest_first(settings)
         holds = Holds(tx, agent, settings, now, context.skillsets)
         # step 2: own queue, head
-        own = tx.queue_head(agent.id, room, longest) if agent.queued else []
+        own = tx.queue_head(agent.id, room, longest, now) if agent.queued else []
         picked = [(t, "queue") for t in own]
         if len(picked) < room:  # step 3: the pool, best score
             eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
             want = room - len(picked)
             if eligible:
                 candidates = holds.pick(
-                    lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held)
+                    lambda held: pool_candidates(
+                        tx, agent.domains, eligible, want, longest, held, now
+                    )
                 )
                 best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
                 picked += [(t, "pool") for t in best]
         if not picked:  # step 4: steal, only when the own queue and the pool gave nothing
             picked = [(t, "steal") for t in self._steal(tx, agent, now, settings, holds)]
-        if not picked:  # step 5: nothing -- idle
+        if not picked:  # step 5: nothing -- idle, until the first waiting task is due
             self._touch(tx, agent, now, AgentStatus.IDLE)
-            return Claim(reason="empty", retry_at=holds.retry_at)
+            eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
+            due = tx.next_ready(agent.id, eligible, now)
+            retry_at = min((t for t in (holds.retry_at, due) if t is not None), default=None)
+            return Claim(reason="empty", retry_at=retry_at)
         return self._lease(tx, agent, picked, now, settings)
 
     def _lease(
@@ -708,7 +785,7 @@ class Fleet:
         if policy.steal_budget(window, thief.id, settings) <= 0:
             return []
         for victim in victims:
-            taken = holds.pick(functools.partial(steal_tail, tx, victim, rules))
+            taken = holds.pick(functools.partial(steal_tail, tx, victim, rules, now=now))
             if taken:
                 return taken
         return []
@@ -737,9 +814,11 @@ class Fleet:
             released = self._release_dependents(tx, task_id, now) if has_dependents else []
             next_claim = None
             if then_claim:
-                next_claim = self._claim(tx, holder or "", then_claim, now, strict=False)
+                next_claim = self._claim(
+                    tx, holder or "", then_claim, now, strict=False, completed=True
+                )
             else:
-                self._after_letting_go(tx, holder, now)
+                self._after_letting_go(tx, holder, now, completed=True)
             return Completion(_need_task(tx, task_id), False, tuple(released), next_claim)
 
     @_rerun_on_conflict
@@ -786,10 +865,12 @@ class Fleet:
                 if has_dependents:
                     released += self._release_dependents(tx, lease.task_id, now)
             next_claim = None
-            if then_claim and holder is not None:
+            if then_claim and holder is not None and completed:
+                next_claim = self._claim(tx, holder, then_claim, now, strict=False, completed=True)
+            elif then_claim and holder is not None:
                 next_claim = self._claim(tx, holder, then_claim, now, strict=False)
             elif completed:
-                self._after_letting_go(tx, holder, now)
+                self._after_letting_go(tx, holder, now, completed=True)
         return BatchCompletion(
             tuple(completed), tuple(already), tuple(lost), tuple(released), next_claim
         )
@@ -797,14 +878,23 @@ class Fleet:
     @_rerun_on_conflict
     def fail(self, lease: Lease, error: str = "", *, retry: bool = True) -> Task:
         """Report that the task failed. It goes back to pending while attempts remain (and
-        ``retry`` is true), else it is dead. Returns the task as it now is."""
+        ``retry`` is true), ready again after a retry backoff (``policy.retry_backoff``),
+        else it is dead. Returns the task as it now is.
+
+        The failure also counts against the agent: ``failure_streak`` failures in a row
+        pause it (the circuit breaker), and its queue goes back to the pool.
+        """
         check_lease(lease)
         error = check_text(error, "error", 100_000)
         with self.store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
             task = self._held(tx, lease, now)
-            self._end_lease(tx, task, now, settings, retry=retry, kind="failed", error=error)
+            self._end_lease(
+                tx, task, now, settings, retry=retry, kind="failed", error=error, backoff=True
+            )
+            if task.agent is not None:
+                self._count_failure(tx, task.agent, now, settings)
             self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
 
@@ -816,7 +906,7 @@ class Fleet:
         with self.store.write() as tx:
             now = self.clock.now()
             task = self._held(tx, lease, now)
-            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
+            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now, now)
             tx.append_event(now, "released", task.id, task.agent, None)
             self._after_letting_go(tx, task.agent, now)
             return _need_task(tx, task.id)
@@ -853,7 +943,7 @@ class Fleet:
             if waiting:
                 tx.block_task(task.id, holder, waiting, now)
             else:
-                tx.requeue_task(task.id, holder, tx.next_seq(), True, None, now)
+                tx.requeue_task(task.id, holder, tx.next_seq(), True, None, now, now)
             tx.append_event(now, "deferred", task.id, holder, data)
             self._after_letting_go(tx, holder, now)
             return _need_task(tx, task.id)
@@ -878,14 +968,22 @@ class Fleet:
 
     @_rerun_on_conflict
     def retry(self, task_id: int) -> Task:
-        """Bring a dead (or cancelled) task back to pending with fresh attempts."""
+        """Make a task claimable now: a dead (or cancelled) task comes back to pending with
+        fresh attempts; a pending task waiting out its retry backoff or its ``not_before``
+        skips the rest of the wait (retry now)."""
         with self.store.write(exclusive=True) as tx:
             now = self.clock.now()
             task = _need_task(tx, task_id)
+            if task.waiting(now):
+                assert task.ready_at is not None
+                tx.set_ready_at(task_id, now)
+                data = {"was": "pending", "skipped": round(task.ready_at - now, 3)}
+                tx.append_event(now, "retried", task_id, task.agent, data)
+                return _need_task(tx, task_id)
             if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
                 raise InvalidTransition(
-                    f"task {task_id} is {task.state.value}; "
-                    "only dead or cancelled tasks are retried",
+                    f"task {task_id} is {task.state.value}; only dead or "
+                    "cancelled tasks, or pending ones waiting to be ready, are retried",
                     hint="a pending or claimed task is still live; wait for it or cancel it first",
                 )
             deps = tx.get_tasks(tx.deps_of(task_id))
@@ -943,7 +1041,7 @@ class Fleet:
                 depth.items(), thief.id, settings.busy_threshold, self.rng
             ):
                 take = min(budget, depth[victim] - settings.busy_threshold)
-                for task in tx.steal_tail(victim, rules, policy.NOTHING_HELD, take):
+                for task in tx.steal_tail(victim, rules, policy.NOTHING_HELD, take, now):
                     tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
                     data = {"from": victim, "by": "rebalance"}
                     tx.append_event(now, "stolen", task.id, thief.id, data)
@@ -985,6 +1083,8 @@ class Fleet:
                 elif policy.is_zombie(agent, now, settings):
                     self._terminate(tx, agent, now, "offline past idle_timeout")
                     terminated.append(agent.id)
+                elif policy.pause_over(agent, now):
+                    self._resume(tx, agent, now, "cooldown")
             stalled = []
             for task in tx.claimed_tasks():
                 if policy.is_stalled(task, now, settings):
@@ -1042,6 +1142,7 @@ class Fleet:
             for task in claimed:
                 by_agent.setdefault(task.agent or "", []).append(task)
             raw = tx.get_meta("last_assessment")
+            waiting, next_ready = tx.waiting_tasks(now)
             return FleetStatus(
                 at=now,
                 agents=tuple(AgentLoad(a, tuple(by_agent.get(a.id, ()))) for a in agents),
@@ -1052,6 +1153,8 @@ class Fleet:
                 stalled=tuple(t for t in claimed if t.stalled_at is not None),
                 assessment=Assessment.from_dict(json.loads(raw)) if raw else None,
                 stuck=tuple(tx.stuck_tasks(1000)),
+                waiting=waiting,
+                next_ready=next_ready,
             )
 
     def events(
@@ -1129,17 +1232,28 @@ class Fleet:
             data = {"from": "offline", "to": status.value}  # it is back
             tx.append_event(now, "agent.status", None, agent.id, data)
 
-    def _present_status(self, tx: StoreTx, agent_id: str) -> AgentStatus:
-        """The status of an agent that is back: working if it holds leases, else waiting."""
-        return AgentStatus.WORKING if tx.held_leases(agent_id) else AgentStatus.WAITING
+    def _present_status(self, tx: StoreTx, agent: Agent, now: float) -> AgentStatus:
+        """The status of an agent that is back: working if it holds leases, else waiting --
+        or still overloaded, if the circuit breaker's pause has not run out."""
+        if agent.paused(now):
+            return AgentStatus.OVERLOADED
+        return AgentStatus.WORKING if tx.held_leases(agent.id) else AgentStatus.WAITING
 
-    def _after_letting_go(self, tx: StoreTx, agent_id: str | None, now: float) -> None:
-        """After an agent's lease ends: waiting (between tasks) once it holds nothing."""
+    def _after_letting_go(
+        self, tx: StoreTx, agent_id: str | None, now: float, *, completed: bool = False
+    ) -> None:
+        """After an agent's lease ends: waiting (between tasks) once it holds nothing. A
+        completion ends its failure streak; a paused agent stays paused."""
         context = tx.claim_context(agent_id, now) if agent_id else None
         if context is None:
             return
         agent = context.agent
         if not agent.status.live:
+            return
+        if completed and agent.failures:
+            agent = replace(agent, failures=0)
+            tx.save_agent(agent)
+        if agent.status is AgentStatus.OVERLOADED:
             return
         status = AgentStatus.WORKING if context.held else AgentStatus.WAITING  # (back, if offline)
         self._touch(tx, agent, now, status)
@@ -1204,12 +1318,23 @@ class Fleet:
         retry: bool,
         kind: str,
         error: str | None,
+        backoff: bool = False,
     ) -> TaskState:
-        """A claim that failed or expired: back to pending while attempts last, else dead."""
+        """A claim that failed or expired: back to pending while attempts last, else dead.
+
+        With ``backoff`` (a reported failure) the task is ready again only after its retry
+        backoff. An expired lease is retried at once: its agent died or hung, which says
+        nothing against the task, and a dead agent's work should come back promptly.
+        """
         state = policy.state_after_failure(task, settings, retry)
         data: dict[str, Any] = {"attempt": task.attempts, "error": error}
         if state is TaskState.PENDING:
-            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), False, error, now)
+            ready = now
+            if backoff:
+                ready += policy.retry_backoff(task.attempts, task.retry_delay, settings, self.rng)
+                data["ready_at"] = ready
+            dest = policy.return_queue(task)
+            tx.requeue_task(task.id, dest, tx.next_seq(), False, error, now, ready)
             tx.append_event(now, kind, task.id, task.agent, data)
         else:
             tx.bury_task(task.id, error, now)
@@ -1257,12 +1382,47 @@ class Fleet:
                 return returned
 
     def _terminate(self, tx: StoreTx, agent: Agent, now: float, why: str) -> None:
-        for task, _ in tx.held_leases(agent.id):
-            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now)
-            tx.append_event(now, "released", task.id, agent.id, {"why": why})
+        self._release_held(tx, agent.id, now, why)
         self._return_queue(tx, agent, now, why)
         tx.save_agent(replace(agent, status=AgentStatus.TERMINATED, idle_since=None, last_seen=now))
         tx.append_event(now, "agent.terminated", None, agent.id, {"why": why})
+
+    def _release_held(self, tx: StoreTx, agent_id: str, now: float, why: str) -> list[int]:
+        """Give back every task ``agent_id`` holds, untouched (no attempt counted)."""
+        released = []
+        for task, _ in tx.held_leases(agent_id):
+            dest = policy.return_queue(task)
+            tx.requeue_task(task.id, dest, tx.next_seq(), True, None, now, now)
+            tx.append_event(now, "released", task.id, agent_id, {"why": why})
+            released.append(task.id)
+        return released
+
+    def _count_failure(self, tx: StoreTx, agent_id: str, now: float, settings: Settings) -> None:
+        """One more failure in a row for ``agent_id``; at ``failure_streak``, the circuit
+        breaker pauses it for ``pause_cooldown`` and sends its queue back to the pool."""
+        agent = tx.get_agent(agent_id, lock=True)
+        if agent is None or not agent.status.live:
+            return
+        agent = replace(agent, failures=agent.failures + 1)
+        if not policy.breaker_trips(agent.failures, settings) or agent.paused(now):
+            tx.save_agent(agent)
+            return
+        until = now + settings.pause_cooldown
+        paused = replace(agent, status=AgentStatus.OVERLOADED, paused_until=until, idle_since=None)
+        tx.save_agent(paused)
+        data = {"failures": agent.failures, "until": until, "from": agent.status.value}
+        tx.append_event(now, "agent.paused", None, agent_id, data)
+        self._return_queue(tx, agent, now, "agent paused")
+
+    def _resume(self, tx: StoreTx, agent: Agent, now: float, by: str) -> Agent:
+        """End an agent's pause: it may claim again, its failure count starts over."""
+        status = agent.status
+        if status is AgentStatus.OVERLOADED:
+            status = AgentStatus.WORKING if tx.held_leases(agent.id) else AgentStatus.WAITING
+        resumed = replace(agent, status=status, failures=0, paused_until=None)
+        tx.save_agent(resumed)
+        tx.append_event(now, "agent.resumed", None, agent.id, {"by": by})
+        return resumed
 
     def _refuse_cycle(self, tx: StoreTx, task_id: int, deps: Iterable[int]) -> None:
         """Refuse dependencies through which ``task_id`` would end up waiting on itself."""
@@ -1298,6 +1458,15 @@ def _refuse_ended(deps: Iterable[Task]) -> None:
             f"cannot wait on tasks that will never finish: {which}",
             hint="retry them first (`shoal retry ID`), or leave them out of `after`",
         )
+
+
+def _wait_words(seconds: float) -> str:
+    """A wait for people: 45s, 4m, 2h."""
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
 
 
 def _unknown_agent(agent_id: str) -> UnknownAgent:

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -44,8 +45,10 @@ __all__ = [
     "check_agent_id",
     "check_count",
     "check_json",
+    "iso_time",
     "normalize_names",
     "parse_duration",
+    "parse_moment",
     "parse_priority",
 ]
 
@@ -77,6 +80,9 @@ class AgentStatus(StrEnum):
     WORKING = "working"  # holds at least one lease
     WAITING = "waiting"  # between tasks: finished one, has not asked for the next yet
     OFFLINE = "offline"  # missed heartbeats; may come back
+    #: Paused by the circuit breaker after failing ``failure_streak`` tasks in a row: it
+    #: claims nothing until ``paused_until`` or until someone resumes it.
+    OVERLOADED = "overloaded"
     TERMINATED = "terminated"  # gone for good; registering the id again starts anew
 
     @property
@@ -167,6 +173,42 @@ def parse_duration(value: object, what: str = "duration") -> float:
     return seconds
 
 
+def parse_moment(value: object, what: str = "time") -> float:
+    """Epoch seconds from a number or an ISO 8601 time with its zone: 2026-12-01T09:00Z,
+    2026-12-01 10:00+01:00. A time without a zone is refused rather than guessed."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value) or value < 0:
+            raise BadInput(f"{what} must be a time, not {value!r}")
+        return float(value)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise BadInput(
+                f"{what} {value!r} is not a time",
+                hint="give an ISO 8601 time with its zone, e.g. 2026-12-01T09:00Z",
+            ) from None
+    else:
+        raise BadInput(f"{what} must be a time, not {value!r}")
+    if moment.tzinfo is None:
+        raise BadInput(
+            f"{what} {value!r} has no time zone",
+            hint="add Z for UTC or an offset such as +01:00, e.g. 2026-12-01T09:00Z",
+        )
+    return moment.timestamp()
+
+
+def iso_time(seconds: float | None) -> str | None:
+    """A moment as ISO 8601 UTC to the millisecond (``2026-11-23T09:30:00.000Z``): how every
+    time leaves shoal in JSON."""
+    if seconds is None:
+        return None
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def check_json(value: object, what: str) -> object:
     """Make sure ``value`` can be stored as JSON; return it unchanged."""
     if value is None or isinstance(value, str | int | bool):
@@ -214,13 +256,21 @@ class Task:
     claimed_at: float | None = None
     finished_at: float | None = None
     stalled_at: float | None = None
-    #: When it last became ready to run (posted pending, freed by its dependencies, or back
-    #: to pending after a release, failure or expiry); None while it is blocked.
+    #: When it became (or, if later than now, becomes) ready to run: posted pending (or at
+    #: its ``not_before``), freed by its dependencies, or back to pending after a release,
+    #: an expiry, or a failure's retry backoff. None while it is blocked. A pending task is
+    #: claimable once this moment has come.
     ready_at: float | None = None
+    #: Its own first retry backoff (None: the fleet's ``retry_delay``).
+    retry_delay: float | None = None
 
     @property
     def in_pool(self) -> bool:
         return self.state is TaskState.PENDING and self.agent is None
+
+    def waiting(self, now: float) -> bool:
+        """Pending but not claimable yet: a retry backoff or a ``not_before`` still runs."""
+        return self.state is TaskState.PENDING and (self.ready_at or 0.0) > now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -250,6 +300,7 @@ class Task:
             "claimed_at": self.claimed_at,
             "finished_at": self.finished_at,
             "ready_at": self.ready_at,
+            "retry_delay": self.retry_delay,
             "stalled": self.stalled_at is not None,
         }
 
@@ -303,7 +354,10 @@ class NewTask:
     pool_key: float
     seq: int
     after: tuple[int, ...] = ()  # added with add_deps, not by insert_task
-    ready_at: float | None = None  # created_at if it is posted pending; None if blocked
+    #: When it is ready: created_at (or its not_before, if later) if it is posted pending.
+    #: Blocked, it keeps only a not_before (else None): freed earlier, it waits for that.
+    ready_at: float | None = None
+    retry_delay: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +395,12 @@ class Agent:
     registered_at: float = 0.0
     incarnation: int = 1
     queued: int = 0  # pending tasks in its queue
+    failures: int = 0  # tasks failed in a row since its last completion (the breaker's count)
+    paused_until: float | None = None  # the breaker's pause ends then (None: not paused)
+
+    def paused(self, now: float) -> bool:
+        """The circuit breaker holds it: it may claim nothing until its cooldown ends."""
+        return self.paused_until is not None and now < self.paused_until
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -357,6 +417,8 @@ class Agent:
             "registered_at": self.registered_at,
             "incarnation": self.incarnation,
             "queued": self.queued,
+            "failures": self.failures,
+            "paused_until": self.paused_until,
         }
 
 
@@ -383,12 +445,13 @@ class Claim:
     """What ``Fleet.claim`` handed out: leases with their tasks, or why there were none.
 
     ``reason`` is None when something was claimed, ``"busy"`` when the agent is at its
-    max_concurrent, and ``"empty"`` when nothing it can do is waiting. ``sources`` says for
-    each lease where the task came from: ``queue``, ``pool`` or ``steal``; ``origins`` whose
-    queue it was in (None for the pool), so a steal names its victim. ``retry_at`` is set
-    when the claim passed over work it may take later (another domain's task, left to that
-    domain's agents for ``domain_wait`` or ``locality_wait``): the moment the first of it is
-    free to take, so a waiting agent knows when to ask again.
+    max_concurrent, ``"paused"`` when the circuit breaker holds it, and ``"empty"`` when
+    nothing it can do is waiting. ``sources`` says for each lease where the task came from:
+    ``queue``, ``pool`` or ``steal``; ``origins`` whose queue it was in (None for the pool),
+    so a steal names its victim. ``retry_at`` is set when the claim passed over work it may
+    take later (another domain's task, left to that domain's agents for ``domain_wait`` or
+    ``locality_wait``; a task waiting out its retry backoff or its ``not_before``), or when
+    a pause ends: the moment to ask again.
     """
 
     leases: tuple[Lease, ...] = ()
@@ -630,6 +693,8 @@ class FleetStatus:
     stalled: tuple[Task, ...]
     assessment: Assessment | None
     stuck: tuple[int, ...] = ()  # blocked on dead or cancelled tasks
+    waiting: int = 0  # pending tasks not ready yet (a retry backoff or a not_before)
+    next_ready: float | None = None  # when the first of them is ready
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -641,6 +706,8 @@ class FleetStatus:
             "capacity": {"live": self.live, "max_agents": self.max_agents},
             "stalled": [{"id": t.id, "title": t.title, "agent": t.agent} for t in self.stalled],
             "stuck": list(self.stuck),
+            "waiting": self.waiting,
+            "next_ready": self.next_ready,
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
         }
 

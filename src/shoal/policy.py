@@ -415,6 +415,35 @@ def state_after_failure(task: Task, settings: Settings, retry: bool) -> TaskStat
     return TaskState.DEAD
 
 
+def retry_backoff(
+    attempt: int, task_delay: float | None, settings: Settings, rng: random.Random
+) -> float:
+    """How long a task that failed its ``attempt``-th claim waits before it is claimable
+    again: exponential backoff with full jitter.
+
+    The ceiling doubles with each attempt from the task's own ``retry_delay`` (or the
+    fleet's) up to ``retry_delay_max``, and the wait is drawn uniformly below it. Doubling
+    keeps a task that fails for a reason outside it (a service down) from being thrown at
+    agents in a tight loop; the jitter spreads tasks that failed together so they do not
+    all come back in the same instant.
+    """
+    base = settings.retry_delay if task_delay is None else task_delay
+    ceiling = min(settings.retry_delay_max, base * 2.0 ** min(max(attempt - 1, 0), 64))
+    return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
+
+
+def breaker_trips(failures: int, settings: Settings) -> bool:
+    """The circuit breaker: an agent that failed ``failure_streak`` tasks in a row is more
+    likely broken than its tasks are (a missing tool, a bad credential), so it is paused
+    before it burns through every attempt of the backlog. 0 turns the breaker off."""
+    return settings.failure_streak > 0 and failures >= settings.failure_streak
+
+
+def pause_over(agent: Agent, now: float) -> bool:
+    """A pause whose cooldown has run out: the agent may claim again."""
+    return agent.paused_until is not None and now >= agent.paused_until
+
+
 def return_queue(task: Task) -> str | None:
     """Where a task goes when its holder lets go: a pinned task to its agent, others to the pool."""
     return task.agent if task.pinned else None
@@ -542,7 +571,9 @@ def assess(
     max_agents. ``stuck`` blocked tasks (waiting on dead or cancelled ones) are named in the
     reason: no agent can help them, only a retry.
     """
-    present = [a for a in agents if a.status.live and a.status is not AgentStatus.OFFLINE]
+    away = (AgentStatus.OFFLINE, AgentStatus.OVERLOADED)
+    present = [a for a in agents if a.status.live and a.status not in away]
+    paused = sum(1 for a in agents if a.status is AgentStatus.OVERLOADED)
     workers = [a for a in agents if a.status.live and not a.manager]
     # Managers never auto-terminate, so only idle workers make a fleet underutilized.
     idle = sum(1 for a in present if a.status is AgentStatus.IDLE and not a.manager)
@@ -573,6 +604,11 @@ def assess(
         )
 
     def why(text: str) -> str:
+        if paused:
+            text += (
+                f"; {paused} agents paused after failing task after task "
+                "(fix them, then `shoal agent resume AGENT`)"
+            )
         if stuck:
             return f"{text}; {stuck} blocked tasks wait on dead or cancelled ones (retry those)"
         return text

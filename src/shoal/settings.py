@@ -43,6 +43,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("heartbeat_timeout", "duration", 1, "silence after which an agent is offline"),
         Setting("idle_timeout", "duration", 0, "idle time after which ephemeral agents end"),
         Setting("max_attempts", "count", 1, "claims a task gets before it is dead"),
+        Setting("retry_delay", "duration", 0, "first wait before a failed task is retried"),
+        Setting("retry_delay_max", "duration", 0, "longest wait before a retry (doubling)"),
+        Setting("failure_streak", "count", 0, "failures in a row that pause an agent (0: off)"),
+        Setting("pause_cooldown", "duration", 1, "how long the breaker pauses an agent"),
         Setting("stall_factor", "number", 0.01, "x expected duration before a task is stalled"),
         Setting("aging", "number", 0, "score points a pool task gains per minute of waiting"),
         Setting("rebalance_interval", "duration", 1, "rebalance period; also the steal window"),
@@ -82,6 +86,10 @@ class Settings:
     heartbeat_timeout: float = 90.0
     idle_timeout: float = 60.0
     max_attempts: int = 3
+    retry_delay: float = 10.0
+    retry_delay_max: float = 3600.0
+    failure_streak: int = 5
+    pause_cooldown: float = 600.0
     stall_factor: float = 2.0
     aging: float = 1.0
     rebalance_interval: float = 300.0
@@ -109,6 +117,12 @@ class Settings:
             raise InvalidSetting(
                 f"poll_max ({updated.poll_max:g}s) is below poll_base ({updated.poll_base:g}s)",
                 hint="set poll_max to at least poll_base",
+            )
+        if updated.retry_delay_max < updated.retry_delay:
+            raise InvalidSetting(
+                f"retry_delay_max ({updated.retry_delay_max:g}s) is below retry_delay "
+                f"({updated.retry_delay:g}s)",
+                hint="set retry_delay_max to at least retry_delay",
             )
         return updated
 

@@ -85,7 +85,7 @@ def test_rebalance_shares_the_window_with_claim_time_steals(
         assert fleet.claim("thief").sources == ("steal",)
     fleet.register("idler", domains=["x"])
     fleet.set_status("idler", "idle")
-    fleet.set_status("thief", "idle")
+    fleet.set_status("thief", "idle", release=True)  # it gives its two back to the pool
     clock.advance(120)
     moves = fleet.rebalance()
     assert [m.to_agent for m in moves].count("thief") == 1  # 3 per window, 2 already used
@@ -228,6 +228,7 @@ def test_one_event_per_state_change_across_a_busy_sequence(
     fleet.complete(claim.leases[0])  # completed + ready (y)
     _, lease = one(fleet.claim("ada"))  # claimed y
     fleet.fail(lease, "boom")  # failed
+    clock.advance(10)  # its retry backoff (at most retry_delay the first time) is over
     _, lease = one(fleet.claim("ada"))  # claimed
     fleet.release(lease)  # released
     fleet.cancel(2)  # cancelled

@@ -65,7 +65,7 @@ def test_unknown_task_in_a_lease(fleet: Fleet) -> None:
         fleet.complete(Lease(99, "ada", "abc", 0.0))
 
 
-def test_fail_retries_until_attempts_are_used_up(fleet: Fleet) -> None:
+def test_fail_retries_until_attempts_are_used_up(fleet: Fleet, clock: ManualClock) -> None:
     fleet.register("ada")
     task = fleet.post("flaky")
     for attempt in (1, 2):
@@ -74,6 +74,8 @@ def test_fail_retries_until_attempts_are_used_up(fleet: Fleet) -> None:
         again = fleet.fail(lease, f"boom {attempt}")
         assert again.state is TaskState.PENDING and again.in_pool
         assert again.error == f"boom {attempt}"
+        assert again.ready_at is not None
+        clock.set(again.ready_at)  # its retry backoff is over
     _, lease = one(fleet.claim("ada"))
     dead = fleet.fail(lease, "boom 3")
     assert dead.state is TaskState.DEAD and dead.attempts == 3

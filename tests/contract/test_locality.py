@@ -129,8 +129,9 @@ def test_ready_at_follows_every_transition_to_pending(crew: Fleet, clock: Manual
     assert crew.get(first.id).ready_at == clock.now()
     clock.advance(10)
     _, lease = one(crew.claim("loom"))
-    crew.fail(lease, "flaky")  # failed, to be retried: ready again now
-    assert crew.get(first.id).ready_at == clock.now()
+    crew.fail(lease, "flaky")  # failed, to be retried: ready after its backoff (<= 10 s)
+    ready_at = crew.get(first.id).ready_at
+    assert ready_at is not None and clock.now() <= ready_at <= clock.now() + 10
     clock.advance(10)
     _, lease = one(crew.claim("loom"))
     crew.complete(lease)  # its dependency done, the second task is ready now

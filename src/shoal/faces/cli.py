@@ -29,10 +29,11 @@ from rich.console import Console
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
 from shoal.faces import posting, render
+from shoal.faces.cli_cleanup import add_cleanup_commands
 from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
 from shoal.fleet import Fleet
-from shoal.model import Lease, TaskState
+from shoal.model import Lease, TaskState, parse_duration, parse_moment
 
 __all__ = ["cli", "main"]
 
@@ -215,6 +216,15 @@ def init(app: App) -> None:
 @click.option("--lease-ttl", metavar="DURATION", help="Lease length for this task (e.g. 2h).")
 @click.option("--max-attempts", type=int, help="Claims before the task is dead.")
 @click.option("--key", help="Idempotency key: posting the same key again returns the first task.")
+@click.option(
+    "--in", "delay", metavar="DURATION", help="Not claimable until this much later (30m)."
+)
+@click.option(
+    "--at", "at", metavar="TIME", help="Not claimable before this time (2026-12-01T09:00Z)."
+)
+@click.option(
+    "--retry-delay", metavar="DURATION", help="Its first retry backoff (default: fleet's)."
+)
 @json_option
 @pass_app
 def add(
@@ -233,10 +243,21 @@ def add(
     lease_ttl: str | None,
     max_attempts: int | None,
     key: str | None,
+    delay: str | None,
+    at: str | None,
+    retry_delay: str | None,
 ) -> None:
     """Post a task to the pool (or to an agent's queue with --to)."""
+    fleet = app.fleet()
+    not_before = parse_moment(at, "--at") if at is not None else None
+    if delay is not None:
+        if at is not None:
+            raise BadInput(
+                "give --in or --at, not both", hint="--in 30m, or --at 2026-12-01T09:00Z"
+            )
+        not_before = fleet.clock.now() + parse_duration(delay, "--in")
     task, created = posting.post(
-        app.fleet(),
+        fleet,
         title,
         body=sys.stdin.read() if body == "-" else body,
         payload=_json_arg(payload, "payload", text_ok=False),
@@ -251,8 +272,10 @@ def add(
         lease_ttl=lease_ttl,
         max_attempts=max_attempts,
         key=key,
+        not_before=not_before,
+        retry_delay=retry_delay,
     )
-    message = posting.post_message(task, created, key)
+    message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
         {**task.to_dict(), "created": created}, f"{message}: {task.title}" if created else message
     )
@@ -292,26 +315,6 @@ def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> No
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()))
 
 
-@cli.command(short_help="Cancel a task that has not finished.")
-@click.argument("task_id", type=int)
-@json_option
-@pass_app
-def cancel(app: App, task_id: int) -> None:
-    """Cancel a task that has not finished (a holder's lease is revoked)."""
-    task = app.fleet().cancel(task_id)
-    app.emit(task.to_dict(), f"task {task.id} cancelled")
-
-
-@cli.command(short_help="Bring a dead or cancelled task back.")
-@click.argument("task_id", type=int)
-@json_option
-@pass_app
-def retry(app: App, task_id: int) -> None:
-    """Bring a dead or cancelled task back to pending with fresh attempts."""
-    task = app.fleet().retry(task_id)
-    app.emit(task.to_dict(), f"task {task.id} is {task.state.value} again")
-
-
 # ---------------------------------------------------------------------- claiming and leases
 
 
@@ -326,7 +329,8 @@ def retry(app: App, task_id: int) -> None:
 def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     """Claim the best task(s) this agent can do; prints each task and its lease token.
 
-    Exits 1 when nothing was claimed (reason "empty" or "busy").
+    Exits 1 when nothing was claimed (reason "empty", "busy", or "paused": the circuit
+    breaker holds the agent after failure_streak failures in a row).
     """
     if not agent:
         raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
@@ -376,9 +380,15 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
 @json_option
 @pass_app
 def fail(app: App, task_id: int, token: str | None, error: str, no_retry: bool) -> None:
-    """Report that a task you hold failed (it is retried while attempts remain)."""
-    task = app.fleet().fail(_lease(task_id, token), error, retry=not no_retry)
-    app.emit(task.to_dict(), f"task {task.id} failed; it is {task.state.value} now")
+    """Report that a task you hold failed (it is retried, after a backoff, while attempts
+    remain)."""
+    fleet = app.fleet()
+    task = fleet.fail(_lease(task_id, token), error, retry=not no_retry)
+    note = render.ready_note(task, fleet.clock.now())
+    app.emit(
+        task.to_dict(),
+        f"task {task.id} failed; it is {task.state.value} now" + (f", {note}" if note else ""),
+    )
 
 
 @cli.command()
@@ -455,19 +465,6 @@ def register(
         ephemeral=ephemeral,
     )
     app.emit(reg.to_dict(), render.registration_text(reg))
-
-
-@cli.command("set-status", short_help="Set an agent's status (e.g. terminated).")
-@click.argument("agent")
-@click.argument(
-    "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
-)
-@json_option
-@pass_app
-def set_status(app: App, agent: str, status: str) -> None:
-    """Set an agent's status (terminated releases its work and frees its place)."""
-    updated = app.fleet().set_status(agent, status)
-    app.emit(updated.to_dict(), f"agent {agent} is {updated.status.value}")
 
 
 @cli.command()
@@ -686,6 +683,7 @@ def render_summary(summary: Any) -> Any:
 
 
 add_runtime_commands(cli)  # shoal worker, monitor, supervise
+add_cleanup_commands(cli)  # shoal cancel, retry, agent, set-status
 
 
 # ---------------------------------------------------------------------- entry point

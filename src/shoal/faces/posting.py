@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.faces import render
 from shoal.fleet import Fleet
 from shoal.model import Task
 
@@ -22,9 +23,11 @@ def post(fleet: Fleet, title: str, *, key: str | None = None, **fields: Any) -> 
     return task, existing is None or existing.id != task.id
 
 
-def post_message(task: Task, created: bool, key: str | None) -> str:
-    """What a face says about a posted task: where it went, or that the key matched."""
+def post_message(task: Task, created: bool, key: str | None, now: float | None = None) -> str:
+    """What a face says about a posted task: where it went (and, at ``now``, when it is
+    ready, if it was posted for later), or that the key matched."""
     if not created:
         return f"task {task.id} already exists for key {key!r}; nothing added"
     where = f"agent {task.agent}'s queue" if task.agent else "the pool"
-    return f"task {task.id} {task.state.value} in {where}"
+    later = f", {note}" if now is not None and (note := render.ready_note(task, now)) else ""
+    return f"task {task.id} {task.state.value} in {where}{later}"

@@ -57,6 +57,7 @@ STATUS_STYLE = {
     "working": "green",
     "waiting": "cyan",
     "offline": "red",
+    "overloaded": "bold red",
     "terminated": "dim",
 }
 
@@ -84,6 +85,14 @@ def _span(seconds: float) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
+def ready_note(task: Task, now: float) -> str:
+    """``ready in 4m`` for a pending task still waiting out a retry backoff or a
+    not_before; empty for every other task."""
+    if task.waiting(now) and task.ready_at is not None:
+        return f"ready in {_span(task.ready_at - now)}"
+    return ""
+
+
 def _state(value: str) -> Text:
     return Text(value, style=STATE_STYLE.get(value, ""))
 
@@ -101,6 +110,7 @@ def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> 
         flags = " [pinned]" if t.pinned else ""
         flags += " [stolen]" if t.stolen else ""
         flags += " [stalled]" if t.stalled_at is not None else ""
+        flags += f" [{note}]" if (note := ready_note(t, now)) else ""
         table.add_row(
             str(t.id),
             _state(t.state.value),
@@ -129,7 +139,8 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         ("created", ago(t.created_at, now)),
     ]
     if t.ready_at is not None:
-        rows.append(("ready", ago(t.ready_at, now)))
+        waiting = " (waiting out a retry backoff or its not_before)" if t.waiting(now) else ""
+        rows.append(("ready", ago(t.ready_at, now) + waiting))
     if t.expected_duration is not None:
         rows.append(("expected", _span(t.expected_duration)))
     if t.lease_expires is not None:
@@ -174,6 +185,7 @@ def agents_table(agents: Sequence[Agent], now: float) -> Table:
         status = _status(a.status.value)
         if a.idle_since is not None:
             status.append(f" {ago(a.idle_since, now)}", style="dim")
+        status.append(pause_note(a, now), style="dim")
         table.add_row(
             a.id,
             status,
@@ -194,9 +206,12 @@ def status_view(status: FleetStatus) -> Group:
     )
     pending = status.counts.get("pending", 0)
     queued = f" ({status.pool} in the pool, {pending - status.pool} queued)" if pending else ""
+    waiting = ""
+    if status.waiting and status.next_ready is not None:
+        waiting = f"; {status.waiting} waiting, the first ready {ago(status.next_ready, now)}"
     header = Text.from_markup(
         f"[bold]Agents[/] {status.live}/{status.max_agents} live   "
-        f"[bold]Tasks[/] {counts or 'none yet'}{queued}"
+        f"[bold]Tasks[/] {counts or 'none yet'}{queued}{waiting}"
     )
     table = Table(box=box.SIMPLE_HEAVY)
     for column in ("agent", "status", "load", "queued", "current tasks", "seen"):
@@ -208,7 +223,7 @@ def status_view(status: FleetStatus) -> Group:
         current = ", ".join(f"{t.id} {t.title}" for t in line.held) or "-"
         table.add_row(
             a.id + (" *" if a.manager else ""),
-            _status(a.status.value),
+            _status(a.status.value).append(pause_note(a, now), style="dim"),
             f"{len(line.held)}/{a.max_concurrent}",
             str(a.queued),
             current,
@@ -254,13 +269,26 @@ def registration_text(reg: Registration) -> str:
     )
 
 
+def pause_note(agent: Agent, now: float) -> str:
+    """`` (paused 9m more)`` for an agent the circuit breaker holds; else empty."""
+    if agent.paused(now) and agent.paused_until is not None:
+        return f" (paused {_span(agent.paused_until - now)} more, {agent.failures} failures)"
+    return ""
+
+
 def claim_text(claim: Claim, now: float) -> Text:
+    if claim.reason == "paused" and claim.retry_at is not None:
+        return Text(
+            f"nothing claimed: this agent is paused after failing task after task, until "
+            f"{ago(claim.retry_at, now)}; fix what fails, then `shoal agent resume AGENT`",
+            style="yellow",
+        )
     if not claim:
         text = Text(f"nothing claimed: {claim.reason}", style="yellow")
         if claim.retry_at is not None:
             text.append(
-                f"; work of other domains is left to their own agents, free to take "
-                f"{ago(claim.retry_at, now)}",
+                f"; work it passed over (left to its domain's agents, or not ready yet) "
+                f"is free to take {ago(claim.retry_at, now)}",
                 style="yellow",
             )
         return text

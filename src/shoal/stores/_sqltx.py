@@ -112,6 +112,8 @@ class SqlTx:
                 "last_seen": agent.last_seen,
                 "registered_at": agent.registered_at,
                 "incarnation": agent.incarnation,
+                "failures": agent.failures,
+                "paused_until": agent.paused_until,
             },
         )
 
@@ -157,6 +159,7 @@ class SqlTx:
             row[24],  # finished_at
             row[25],  # stalled_at
             row[26],  # ready_at
+            row[27],  # retry_delay
         )
 
     def get_task(self, task_id: int) -> Task | None:
@@ -200,16 +203,29 @@ class SqlTx:
     def pool_depth(self) -> int:
         return int(self._one("pool_depth")[0])
 
+    def waiting_tasks(self, now: float) -> tuple[int, float | None]:
+        count, first = self._one("waiting_tasks", {"now": now})
+        return int(count), first
+
     def stuck_tasks(self, limit: int) -> list[int]:
         return [r[0] for r in self._all("stuck_tasks", {"limit": limit})]
 
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
 
-    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
+    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
         name = "queue_head_longest" if longest else "queue_head"
-        rows = self._all(name, {"agent": agent_id, "limit": limit})
+        rows = self._all(name, {"agent": agent_id, "limit": limit, "now": now})
         return [candidate_of(r) for r in rows]
+
+    def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
+        params = {"agent": agent_id, "skillsets": self._id_list(skillsets), "now": now}
+        row = self._one("next_ready", params)
+        return None if row is None or row[0] is None else float(row[0])
+
+    def _id_list(self, ids: Sequence[int]) -> Any:
+        """A list of ids as the dialect passes one (a JSON array by default)."""
+        return json.dumps(list(ids))
 
     def deps_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("deps_of", {"task": task_id})]
@@ -237,6 +253,7 @@ class SqlTx:
         refund_attempt: bool,
         error: str | None,
         now: float,
+        ready_at: float,
     ) -> None:
         params = {
             "id": task_id,
@@ -245,8 +262,13 @@ class SqlTx:
             "refund": int(refund_attempt),
             "error": error,
             "now": now,
+            "ready_at": ready_at,
         }
         self._run("requeue_task", params)
+        self._work_appeared()
+
+    def set_ready_at(self, task_id: int, ready_at: float) -> None:
+        self._run("set_ready_at", {"id": task_id, "ready_at": ready_at})
         self._work_appeared()
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
@@ -330,6 +352,8 @@ def agent_of(row: Sequence[Any]) -> Agent:
         registered_at=row[10],
         incarnation=row[11],
         queued=int(row[12]),
+        failures=int(row[13]),
+        paused_until=row[14],
     )
 
 

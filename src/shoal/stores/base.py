@@ -126,6 +126,10 @@ class StoreTx(Protocol):
 
     def state_counts(self) -> dict[str, int]: ...
     def pool_depth(self) -> int: ...
+    def waiting_tasks(self, now: float) -> tuple[int, float | None]:
+        """How many pending tasks are not ready by ``now``, and when the first one is."""
+        ...
+
     def stuck_tasks(self, limit: int) -> list[int]:
         """Blocked tasks waiting on a dead or cancelled one: they wait until it is retried."""
         ...
@@ -135,7 +139,9 @@ class StoreTx(Protocol):
         ...
 
     # the claim cascade's candidate queries (step names as in fleet.py)
-    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
+    # Every candidate query leaves out tasks not ready by ``now`` (``ready_at`` later: a
+    # retry backoff or a not_before still running).
+    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
         """Step 1, own queue head: highest priority first, newest (largest seq) first; with
         ``longest``, longest expected before newest (``policy.queue_order``)."""
         ...
@@ -145,23 +151,35 @@ class StoreTx(Protocol):
         ...
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
     ) -> list[Candidate]:
         """Step 2, pool: the top pool tasks by static key among ``skillsets`` (and ``domain``
         if given), best first, leaving out those ``held`` holds back."""
         ...
 
-    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
         """Step 2, pool, longest first: pool tasks with an expected duration among
         ``skillsets``, by priority, then longest, then static key; ``held`` as above."""
         ...
 
     def steal_tail(
-        self, victim: str, rules: StealFilter, held: Locality, limit: int
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow and ``held``
         does not hold back -- lowest priority first, oldest (smallest seq) first; with
         ``rules.longest``, longest expected before oldest (``policy.tail_order``)."""
+        ...
+
+    def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
+        """When the first task that is pending but not ready by ``now`` becomes ready, among
+        ``agent_id``'s queue and the pool tasks of ``skillsets`` (None: there is none)."""
         ...
 
     def window_thieves(self, since: float) -> list[str]:
@@ -197,9 +215,10 @@ class StoreTx(Protocol):
         refund_attempt: bool,
         error: str | None,
         now: float,
+        ready_at: float,
     ) -> None:
-        """claimed -> pending in ``agent_id``'s queue (None: the pool); the lease ends.
-        Like every transition to pending, it sets ``ready_at`` to ``now``."""
+        """claimed -> pending in ``agent_id``'s queue (None: the pool); the lease ends, and
+        it is ready at ``ready_at`` (``now``, or later after a failure's retry backoff)."""
         ...
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
@@ -216,7 +235,12 @@ class StoreTx(Protocol):
         ...
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        """blocked -> pending at ``seq`` in ``agent_id``'s queue (None: the pool)."""
+        """blocked -> pending at ``seq`` in ``agent_id``'s queue (None: the pool), ready now
+        -- or at the not_before it was posted with, if that is later."""
+        ...
+
+    def set_ready_at(self, task_id: int, ready_at: float) -> None:
+        """A pending task becomes ready at ``ready_at`` (retry now: the wait is skipped)."""
         ...
 
     def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:

@@ -381,6 +381,14 @@ class _MemoryTx:
     def pool_depth(self) -> int:
         return len(self.d.index.ids(None, _PENDING))
 
+    def waiting_tasks(self, now: float) -> tuple[int, float | None]:
+        due = [
+            r.task.ready_at
+            for r in self._rows(self.d.index.in_state(_PENDING))
+            if r.task.ready_at is not None and r.task.ready_at > now
+        ]
+        return len(due), min(due, default=None)
+
     def stuck_tasks(self, limit: int) -> list[int]:
         ended = (TaskState.DEAD, TaskState.CANCELLED)
         stuck = sorted(
@@ -399,53 +407,73 @@ class _MemoryTx:
 
     # candidate queries -----------------------------------------------------------------
 
-    def queue_head(self, agent_id: str, limit: int, longest: bool) -> list[Candidate]:
-        rows = self._rows(self.d.index.ids(agent_id, _PENDING))
+    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
+        rows = [r for r in self._rows(self.d.index.ids(agent_id, _PENDING)) if _ready(r, now)]
         rows.sort(key=lambda r: policy.queue_order(*_order_fields(r), longest))
         return [_candidate(r) for r in rows[:limit]]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         return dict(self.d.skillsets)
 
-    def _unheld(self, keys: list[Any], held: Locality, limit: int) -> list[Any]:
-        """The first ``limit`` entries of a sorted pool list (task id last) not held back."""
+    def _unheld(self, keys: list[Any], held: Locality, limit: int, now: float) -> list[Any]:
+        """The first ``limit`` entries of a sorted pool list (task id last) ready by ``now``
+        and not held back."""
         out = []
         for entry in keys:
-            if not _held(self.d.tasks[entry[-1]], held):
+            row = self.d.tasks[entry[-1]]
+            if _ready(row, now) and not _held(row, held):
                 out.append(entry)
                 if len(out) >= limit:
                     break
         return out
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
     ) -> list[Candidate]:
         # The head of each skill set's list is its best task: merge the heads, keep the best.
         pool = self.d.index.pool
         best: list[tuple[float, int]] = []
         for sid in set(skillsets):
-            best += self._unheld(pool.get((sid, domain), []), held, limit)
+            best += self._unheld(pool.get((sid, domain), []), held, limit, now)
         best.sort()
         return [_candidate(self.d.tasks[task_id]) for _, task_id in best[:limit]]
 
-    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
         longest = self.d.index.longest
         best: list[tuple[int, float, float, int]] = []
         for sid in set(skillsets):
-            best += self._unheld(longest.get(sid, []), held, limit)
+            best += self._unheld(longest.get(sid, []), held, limit, now)
         best.sort()
         return [_candidate(self.d.tasks[entry[-1]]) for entry in best[:limit]]
 
     def steal_tail(
-        self, victim: str, rules: StealFilter, held: Locality, limit: int
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         rows = [
             r
             for r in self._rows(self.d.index.ids(victim, _PENDING))
-            if rules.matches(r.task) and not _held(r, held)
+            if _ready(r, now) and rules.matches(r.task) and not _held(r, held)
         ]
         rows.sort(key=lambda r: policy.tail_order(*_order_fields(r), rules.longest))
         return [_candidate(r) for r in rows[:limit]]
+
+    def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
+        eligible = set(skillsets)
+        due = [
+            r.task.ready_at
+            for r in self._rows(self.d.index.in_state(_PENDING))
+            if r.task.ready_at is not None
+            and r.task.ready_at > now
+            and (r.task.agent == agent_id or (r.task.agent is None and r.skillset in eligible))
+        ]
+        return min(due, default=None)
 
     def window_thieves(self, since: float) -> list[str]:
         thieves = []
@@ -490,6 +518,7 @@ class _MemoryTx:
             created_at=task.created_at,
             updated_at=task.created_at,
             ready_at=task.ready_at,
+            retry_delay=task.retry_delay,
         )
         row = _Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
@@ -573,6 +602,7 @@ class _MemoryTx:
         refund_attempt: bool,
         error: str | None,
         now: float,
+        ready_at: float,
     ) -> None:
         task = self.d.tasks[task_id].task
         self._task(
@@ -584,7 +614,7 @@ class _MemoryTx:
             attempts=task.attempts - 1 if refund_attempt else task.attempts,
             error=error if error is not None else task.error,
             updated_at=now,
-            ready_at=now,
+            ready_at=ready_at,
         )
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
@@ -622,7 +652,12 @@ class _MemoryTx:
         return sorted(freed)
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now, ready_at=now)
+        ready = max(now, self.d.tasks[task_id].task.ready_at or now)
+        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now, ready_at=ready)
+
+    def set_ready_at(self, task_id: int, ready_at: float) -> None:
+        if self.d.tasks[task_id].task.state is _PENDING:
+            self._task(task_id, ready_at=ready_at)
 
     def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
         index = self.d.index
@@ -738,6 +773,10 @@ def _candidate(row: _Row) -> Candidate:
 
 def _order_fields(row: _Row) -> tuple[int, float | None, int]:
     return (row.task.priority, row.task.expected_duration, row.seq)
+
+
+def _ready(row: _Row, now: float) -> bool:
+    return (row.task.ready_at or 0.0) <= now
 
 
 def _held(row: _Row, held: Locality) -> bool:

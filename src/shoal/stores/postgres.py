@@ -523,11 +523,11 @@ class PostgresTx(SqlTx):
         if row is None:
             return None
         skillsets = self._s._skillsets
-        if row[15] != len(skillsets):
+        if row[17] != len(skillsets):
             self.skillsets()
-        settings = self._parse_settings(row[16])
+        settings = self._parse_settings(row[18])
         return ClaimContext(
-            agent_of(row), int(row[13]), bool(row[14]), dict(self._s._skillsets), settings
+            agent_of(row), int(row[15]), bool(row[16]), dict(self._s._skillsets), settings
         )
 
     def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
@@ -557,21 +557,28 @@ class PostgresTx(SqlTx):
         return dict(cache)
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
     ) -> list[Candidate]:
-        params: dict[str, Any] = {"skillsets": list(skillsets), "limit": limit}
+        params: dict[str, Any] = {"skillsets": list(skillsets), "limit": limit, "now": now}
         if domain is None:
             rows = self._all("pool_best", {**params, **_unheld(held)})
         else:
             rows = self._all("pool_best_in_domain", {**params, "domain": domain})
         return [candidate_of(r) for r in rows]
 
-    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
-        params = {"skillsets": list(skillsets), "limit": limit, **_unheld(held)}
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
+        params = {"skillsets": list(skillsets), "limit": limit, "now": now, **_unheld(held)}
         return [candidate_of(r) for r in self._all("pool_longest", params)]
 
     def steal_tail(
-        self, victim: str, rules: StealFilter, held: Locality, limit: int
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
             return []
@@ -583,10 +590,14 @@ class PostgresTx(SqlTx):
             "cross_domain_priority": rules.cross_domain_priority,
             "free_skillset": rules.free_skillset,
             "limit": limit,
+            "now": now,
             **_unheld(held),
         }
         name = "steal_tail_longest" if rules.longest else "steal_tail"
         return [candidate_of(r) for r in self._all(name, params)]
+
+    def _id_list(self, ids: Sequence[int]) -> Any:
+        return list(ids)
 
     def window_thieves(self, since: float) -> list[str]:
         if not self._stole:  # take the steal turn once; it is held until commit
@@ -628,6 +639,7 @@ class PostgresTx(SqlTx):
                 "seq": task.seq,
                 "created_at": task.created_at,
                 "ready_at": task.ready_at,
+                "retry_delay": task.retry_delay,
             },
         )
         if task.state is TaskState.PENDING:

@@ -350,10 +350,10 @@ class SqliteTx(SqlTx):
         if row is None:
             return None
         skillsets = self._s._skillsets
-        if row[15] != len(skillsets):
+        if row[17] != len(skillsets):
             self.skillsets()
-        settings = self._parse_settings(row[16])
-        return ClaimContext(agent_of(row), row[13], bool(row[14]), skillsets, settings)
+        settings = self._parse_settings(row[18])
+        return ClaimContext(agent_of(row), row[15], bool(row[16]), skillsets, settings)
 
     def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         if not task_ids:
@@ -382,33 +382,41 @@ class SqliteTx(SqlTx):
         return dict(cache)
 
     def pool_best(
-        self, skillsets: Sequence[int], domain: str | None, limit: int, held: Locality
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
     ) -> list[Candidate]:
         rows: list[Any] = []
         unheld = _unheld(held)
         for skillset in skillsets:
             if domain is None:
-                params = {"skillset": skillset, "limit": limit, **unheld}
+                params = {"skillset": skillset, "limit": limit, "now": now, **unheld}
                 rows += self._all("pool_best", params)
             else:
-                params = {"skillset": skillset, "domain": domain, "limit": limit}
+                params = {"skillset": skillset, "domain": domain, "limit": limit, "now": now}
                 rows += self._all("pool_best_in_domain", params)
         if len(skillsets) > 1:
             rows.sort(key=lambda r: (-r[-1], r[0]))
         return [candidate_of(r) for r in rows[:limit]]
 
-    def pool_longest(self, skillsets: Sequence[int], limit: int, held: Locality) -> list[Candidate]:
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
         found = []
         unheld = _unheld(held)
         for skillset in skillsets:
-            rows = self._all("pool_longest", {"skillset": skillset, "limit": limit, **unheld})
+            params = {"skillset": skillset, "limit": limit, "now": now, **unheld}
+            rows = self._all("pool_longest", params)
             found += [candidate_of(r) for r in rows]
         if len(skillsets) > 1:  # within a priority the static key is the age: oldest first
             found.sort(key=lambda c: (c.priority, -(c.expected_duration or 0.0), c.created_at))
         return found[:limit]
 
     def steal_tail(
-        self, victim: str, rules: StealFilter, held: Locality, limit: int
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         if limit <= 0 or not rules.skillsets:
             return []
@@ -420,6 +428,7 @@ class SqliteTx(SqlTx):
             "cross_domain_priority": rules.cross_domain_priority,
             "free_skillset": rules.free_skillset,
             "limit": limit,
+            "now": now,
             **_unheld(held),
         }
         name = "steal_tail_longest" if rules.longest else "steal_tail"
@@ -464,6 +473,7 @@ class SqliteTx(SqlTx):
                 "seq": task.seq,
                 "created_at": task.created_at,
                 "ready_at": task.ready_at,
+                "retry_delay": task.retry_delay,
             },
         )
         return int(cursor.lastrowid or 0)

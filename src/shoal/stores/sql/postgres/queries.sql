@@ -14,14 +14,15 @@
 -- The columns of a task, in the order PostgresTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
-error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
+retry_delay
 
 -- fragment: t_task
 -- The same, of a table aliased t.
 t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.agent_id,
 t.pinned, t.stolen, t.parent_id, t.key, t.attempts, t.max_attempts, t.lease_ttl,
 t.expected_duration, t.lease_expires, t.result, t.error, t.waiting_on, t.created_at,
-t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at
+t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at, t.retry_delay
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
@@ -46,14 +47,15 @@ NOT (domain IS NOT NULL
 -- queue index (see the schema).
 a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
 a.idle_since, a.last_seen, a.registered_at, a.incarnation,
-(SELECT count(*) FROM tasks q WHERE q.state = 'pending' AND q.agent_id = a.id)
+(SELECT count(*) FROM tasks q WHERE q.state = 'pending' AND q.agent_id = a.id),
+a.failures, a.paused_until
 
 -- fragment: stealable
 -- The tail a thief may take from: the victim's pending tasks under the eligibility rules of
 -- policy.StealFilter (priority >= the minimum, never stolen, not pinned, a skill set the
 -- thief can do, and the thief's domain -- or no domain, or simple work: a high priority
 -- number and no skills), and not held back by the locality rules.
-state = 'pending' AND agent_id = %(victim)s
+state = 'pending' AND agent_id = %(victim)s AND ready_at <= %(now)s
   AND priority >= %(min_priority)s AND NOT stolen AND NOT pinned
   AND skillset = ANY(%(skillsets)s::int[])
   AND (domain IS NULL
@@ -122,16 +124,17 @@ SELECT {agent} FROM agents a ORDER BY a.id;
 
 -- name: save_agent
 INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status,
-                    idle_since, last_seen, registered_at, incarnation)
+                    idle_since, last_seen, registered_at, incarnation, failures, paused_until)
 VALUES (%(id)s, %(role)s, %(skills)s, %(domains)s, %(max_concurrent)s, %(manager)s,
         %(ephemeral)s, %(status)s, %(idle_since)s, %(last_seen)s, %(registered_at)s,
-        %(incarnation)s)
+        %(incarnation)s, %(failures)s, %(paused_until)s)
 ON CONFLICT (id) DO UPDATE SET
     role = excluded.role, skills = excluded.skills, domains = excluded.domains,
     max_concurrent = excluded.max_concurrent, manager = excluded.manager,
     ephemeral = excluded.ephemeral, status = excluded.status,
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
-    registered_at = excluded.registered_at, incarnation = excluded.incarnation;
+    registered_at = excluded.registered_at, incarnation = excluded.incarnation,
+    failures = excluded.failures, paused_until = excluded.paused_until;
 
 -- name: lock_claimer
 -- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
@@ -145,6 +148,7 @@ SELECT 1 FROM agents WHERE id = %(id)s FOR UPDATE;
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
+       a.failures, a.paused_until,
        (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = a.id),
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
        (SELECT count(*) FROM skillsets),
@@ -240,6 +244,10 @@ SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
 
+-- name: waiting_tasks
+-- Pending tasks not ready yet, and when the first is (tasks_waiting, from now on).
+SELECT count(*), min(ready_at) FROM tasks WHERE state = 'pending' AND ready_at > %(now)s;
+
 -- name: stuck_tasks
 SELECT DISTINCT d.task_id FROM tasks AS ended
 JOIN deps AS d ON d.depends_on = ended.id
@@ -258,9 +266,10 @@ GROUP BY s.skills;
 
 -- name: queue_head
 -- Step 1, own queue head: highest priority first, newest first (tasks_queue). Rows another
--- claimer is taking are skipped, never waited for.
+-- claimer is taking are skipped, never waited for. Every step passes over tasks not ready
+-- by now (a retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(agent)s
+WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, seq DESC
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -269,7 +278,7 @@ FOR UPDATE SKIP LOCKED;
 -- Step 1 with order = longest_first: within a priority, longest expected first (tasks
 -- without an estimate last), then newest. tasks_queue gives the priorities in order.
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(agent)s
+WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -295,7 +304,8 @@ LIMIT 1;
 SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
-    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id AND {unheld}
+    WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+      AND ready_at <= %(now)s AND {unheld}
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -309,7 +319,7 @@ SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
     WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
-      AND domain = %(domain)s
+      AND domain = %(domain)s AND ready_at <= %(now)s
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -324,7 +334,7 @@ SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
     WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
-      AND skillset = s.id AND {unheld}
+      AND skillset = s.id AND ready_at <= %(now)s AND {unheld}
     ORDER BY priority, expected_duration DESC, pool_key DESC, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -355,6 +365,14 @@ FOR UPDATE SKIP LOCKED;
 -- two thieves must not both count the window before either has stolen.
 SELECT pg_advisory_xact_lock(%(key)s);
 
+-- name: next_ready
+-- An idle claim: when the first task it could take that is not ready yet becomes ready --
+-- in the agent's queue or the pool (tasks_waiting, read forwards from now).
+SELECT min(ready_at) FROM tasks
+WHERE state = 'pending' AND ready_at > %(now)s
+  AND (agent_id = %(agent)s
+       OR (agent_id IS NULL AND skillset = ANY(%(skillsets)s::int[])));
+
 -- name: window_thieves
 SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at;
 
@@ -364,11 +382,11 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at, ready_at)
+                   pool_key, seq, created_at, updated_at, ready_at, retry_delay)
 VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s, %(state)s,
         %(agent)s, %(pinned)s, %(parent)s, %(key)s, %(max_attempts)s, %(lease_ttl)s,
         %(expected_duration)s, %(waiting_on)s, %(pool_key)s, %(seq)s, %(created_at)s,
-        %(created_at)s, %(ready_at)s)
+        %(created_at)s, %(ready_at)s, %(retry_delay)s)
 RETURNING id;
 
 -- name: add_deps
@@ -418,11 +436,16 @@ SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finishe
 UPDATE tasks SET lease_expires = %(expires)s WHERE id = %(id)s;
 
 -- name: requeue_task
--- claimed -> pending in a queue (or the pool), ready again now; a release refunds the attempt.
+-- claimed -> pending in a queue (or the pool), ready at ready_at (now, or after a failure's
+-- retry backoff); a release refunds the attempt.
 UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, lease_expires = NULL,
     attempts = attempts - %(refund)s, error = coalesce(%(error)s, error), updated_at = %(now)s,
-    ready_at = %(now)s
+    ready_at = %(ready_at)s
 WHERE id = %(id)s;
+
+-- name: set_ready_at
+-- Retry now: a pending task waiting out its backoff or its not_before is ready at once.
+UPDATE tasks SET ready_at = %(ready_at)s WHERE id = %(id)s AND state = 'pending';
 
 -- name: bury_task
 UPDATE tasks SET state = 'dead', lease_expires = NULL, error = coalesce(%(error)s, error),
@@ -444,9 +467,10 @@ WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = %
 RETURNING id, waiting_on;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now.
+-- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now --
+-- or at the not_before it was posted with, if that is later.
 UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, updated_at = %(now)s,
-    ready_at = %(now)s
+    ready_at = greatest(%(now)s, coalesce(ready_at, %(now)s))
 WHERE id = %(id)s;
 
 -- name: bound_tasks

@@ -6,7 +6,8 @@
 -- The columns of a task, in the order SqliteTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
-error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
+retry_delay
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
@@ -28,14 +29,14 @@ NOT (domain IS NOT NULL
 -- fragment: agent
 -- The columns of an agent, in the order SqliteTx reads them.
 id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_since, last_seen,
-registered_at, incarnation, queued
+registered_at, incarnation, queued, failures, paused_until
 
 -- fragment: stealable
 -- The tail a thief may take from: the victim's pending tasks under the eligibility rules of
 -- policy.StealFilter (priority >= the minimum, never stolen, not pinned, a skill set the
 -- thief can do, and the thief's domain -- or no domain, or simple work: a high priority
 -- number and no skills), and not held back by the locality rules.
-state = 'pending' AND agent_id = :victim
+state = 'pending' AND agent_id = :victim AND ready_at <= :now
   AND priority >= :min_priority AND stolen = 0 AND pinned = 0
   AND skillset IN (SELECT value FROM json_each(:skillsets))
   AND (domain IS NULL
@@ -81,15 +82,16 @@ SELECT {agent} FROM agents ORDER BY id;
 -- name: save_agent
 -- Insert or update an agent; `queued` belongs to the triggers and is never written here.
 INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status,
-                    idle_since, last_seen, registered_at, incarnation)
+                    idle_since, last_seen, registered_at, incarnation, failures, paused_until)
 VALUES (:id, :role, :skills, :domains, :max_concurrent, :manager, :ephemeral, :status,
-        :idle_since, :last_seen, :registered_at, :incarnation)
+        :idle_since, :last_seen, :registered_at, :incarnation, :failures, :paused_until)
 ON CONFLICT (id) DO UPDATE SET
     role = excluded.role, skills = excluded.skills, domains = excluded.domains,
     max_concurrent = excluded.max_concurrent, manager = excluded.manager,
     ephemeral = excluded.ephemeral, status = excluded.status,
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
-    registered_at = excluded.registered_at, incarnation = excluded.incarnation;
+    registered_at = excluded.registered_at, incarnation = excluded.incarnation,
+    failures = excluded.failures, paused_until = excluded.paused_until;
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement: the agent, how many leases
@@ -165,6 +167,10 @@ SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
 
+-- name: waiting_tasks
+-- Pending tasks not ready yet, and when the first is (tasks_waiting, from :now on).
+SELECT count(*), min(ready_at) FROM tasks WHERE state = 'pending' AND ready_at > :now;
+
 -- name: stuck_tasks
 -- Blocked tasks waiting on a dead or cancelled one (tasks_ended, then deps by dependency).
 SELECT DISTINCT d.task_id FROM tasks AS ended
@@ -185,9 +191,10 @@ GROUP BY s.skills;
 
 -- name: queue_head
 -- Step 1, own queue head: highest priority first, newest first among equals
--- (tasks_queue index, read forwards).
+-- (tasks_queue index, read forwards). Every step passes over tasks not ready by :now (a
+-- retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :agent
+WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now
 ORDER BY priority, seq DESC
 LIMIT :limit;
 
@@ -196,7 +203,7 @@ LIMIT :limit;
 -- without an estimate last), then newest. tasks_queue gives the priorities in order; each
 -- priority's tasks are sorted as they are read.
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :agent
+WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT :limit;
 
@@ -214,7 +221,8 @@ INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 -- once per skill set the agent can do and merges; pool_key rides along for the merge.
 -- Tasks the locality rules hold back are passed over.
 SELECT {candidate}, pool_key FROM tasks
-WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND {unheld}
+WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND ready_at <= :now
+  AND {unheld}
 ORDER BY pool_key DESC, id
 LIMIT :limit;
 
@@ -223,6 +231,7 @@ LIMIT :limit;
 -- (tasks_pool_domain index). Its own domain's work is never held back.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
+  AND ready_at <= :now
 ORDER BY pool_key DESC, id
 LIMIT :limit;
 
@@ -231,7 +240,7 @@ LIMIT :limit;
 -- then longest, then static key (tasks_pool_longest index); the locality rules as above.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
-  AND skillset = :skillset AND {unheld}
+  AND skillset = :skillset AND ready_at <= :now AND {unheld}
 ORDER BY priority, expected_duration DESC, pool_key DESC, id
 LIMIT :limit;
 
@@ -251,6 +260,14 @@ WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT :limit;
 
+-- name: next_ready
+-- An idle claim: when the first task it could take that is not ready yet becomes ready --
+-- in the agent's queue or the pool (tasks_waiting index, read forwards from :now).
+SELECT min(ready_at) FROM tasks
+WHERE state = 'pending' AND ready_at > :now
+  AND (agent_id = :agent
+       OR (agent_id IS NULL AND skillset IN (SELECT value FROM json_each(:skillsets))));
+
 -- name: window_thieves
 -- The steal caps' sliding window: who stole since when (events_steals index).
 SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
@@ -261,10 +278,10 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at, ready_at)
+                   pool_key, seq, created_at, updated_at, ready_at, retry_delay)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at, :ready_at);
+        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay);
 
 -- name: add_dep
 INSERT INTO deps (task_id, depends_on) VALUES (:task, :depends_on);
@@ -322,11 +339,16 @@ RETURNING id, agent_id, has_dependents;
 UPDATE tasks SET lease_expires = :expires WHERE id = :id;
 
 -- name: requeue_task
--- claimed -> pending in a queue (or the pool), ready again now; a release refunds the attempt.
+-- claimed -> pending in a queue (or the pool), ready at :ready_at (now, or after a failure's
+-- retry backoff); a release refunds the attempt.
 UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, lease_expires = NULL,
     attempts = attempts - :refund, error = coalesce(:error, error), updated_at = :now,
-    ready_at = :now
+    ready_at = :ready_at
 WHERE id = :id;
+
+-- name: set_ready_at
+-- Retry now: a pending task waiting out its backoff or its not_before is ready at once.
+UPDATE tasks SET ready_at = :ready_at WHERE id = :id AND state = 'pending';
 
 -- name: bury_task
 -- claimed -> dead: attempts used up, or a failure not to retry.
@@ -348,9 +370,10 @@ WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = :
 RETURNING id, waiting_on;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now.
+-- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now --
+-- or at the not_before it was posted with, if that is later.
 UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, updated_at = :now,
-    ready_at = :now
+    ready_at = max(:now, coalesce(ready_at, :now))
 WHERE id = :id;
 
 -- name: bound_tasks

@@ -1,0 +1,155 @@
+"""The circuit breaker, on every store: an agent that fails task after task is paused before
+it burns the backlog's attempts, its queue goes to others, and it comes back when resumed or
+when its cooldown ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal import AgentStatus, Fleet, InvalidTransition, ManualClock, TaskState
+from shoal.errors import BadInput
+from tests.helpers import kinds, one, post_many, snapshot
+
+
+@pytest.fixture
+def broken(fleet: Fleet) -> Fleet:
+    """ada fails every task it takes; bob is fine. A backlog of 20 in the pool (a failed
+    task waits out its retry backoff, so ada moves on to the next)."""
+    fleet.register("ada")
+    fleet.register("bob")
+    post_many(fleet, 20)
+    return fleet
+
+
+def fail_next(fleet: Fleet, agent: str = "ada") -> None:
+    _, lease = one(fleet.claim(agent))
+    fleet.fail(lease, "tool not found")
+
+
+def test_five_failures_in_a_row_pause_the_agent(broken: Fleet, clock: ManualClock) -> None:
+    for _ in range(4):
+        fail_next(broken)
+    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+    _, lease = one(broken.claim("ada"))
+    post_many(broken, 2, to="ada")  # work routed to ada while she fails her fifth
+    broken.post("only ada", to="ada", pinned=True)
+    broken.fail(lease, "tool not found")
+    ada = broken.agent("ada")
+    assert ada.status is AgentStatus.OVERLOADED and ada.failures == 5
+    assert ada.paused_until == clock.now() + 600  # pause_cooldown
+    assert kinds(broken, agent="ada")[-3:] == ["agent.paused", "returned", "returned"]
+    claim = broken.claim("ada")
+    assert claim.reason == "paused" and claim.retry_at == ada.paused_until
+    # Its unpinned queue went back to the pool; the pinned task waits for it.
+    queued = broken.tasks(agent="ada", state=TaskState.PENDING)
+    assert [t.title for t in queued] == ["only ada"]
+    # The failures cost five attempts, not the backlog: the other 18 tasks never ran.
+    untouched = [t for t in broken.tasks(limit=100) if t.attempts == 0]
+    assert len(untouched) == 18
+    assert all(t.state is not TaskState.DEAD for t in broken.tasks(limit=100))
+    assert broken.claim("bob")  # others keep working
+
+
+def test_a_completion_ends_the_streak(broken: Fleet) -> None:
+    for _ in range(4):
+        fail_next(broken)
+    _, lease = one(broken.claim("ada"))
+    broken.complete(lease, "ok")
+    assert broken.agent("ada").failures == 0
+    for _ in range(4):
+        fail_next(broken)
+    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+
+
+def test_a_completion_that_claims_the_next_task_ends_the_streak_too(broken: Fleet) -> None:
+    for _ in range(4):
+        fail_next(broken)
+    _, lease = one(broken.claim("ada"))
+    assert broken.complete(lease, "ok", then_claim=1).next
+    assert broken.agent("ada").failures == 0
+
+
+def test_resume_lets_a_paused_agent_claim_again(broken: Fleet) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    resumed = broken.resume("ada")
+    assert resumed.status is AgentStatus.WAITING
+    assert (resumed.failures, resumed.paused_until) == (0, None)
+    assert kinds(broken, agent="ada")[-1] == "agent.resumed"
+    assert broken.claim("ada")
+    before = snapshot(broken)
+    broken.resume("ada")  # not paused: nothing changes
+    assert snapshot(broken) == before
+
+
+def test_the_pause_ends_by_itself_after_the_cooldown(broken: Fleet, clock: ManualClock) -> None:
+    broken.configure(pause_cooldown="2m")
+    for _ in range(5):
+        fail_next(broken)
+    clock.advance(119)
+    assert broken.claim("ada").reason == "paused"
+    clock.advance(1)
+    assert broken.claim("ada")
+    assert broken.agent("ada").failures == 0
+
+
+def test_the_monitor_resumes_agents_whose_cooldown_is_over(
+    broken: Fleet, clock: ManualClock
+) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    broken.heartbeat("ada")
+    clock.advance(600)
+    broken.heartbeat("ada")  # still paused to the heartbeat: it keeps its status
+    assert broken.agent("ada").status is AgentStatus.OVERLOADED
+    broken.reap()
+    assert broken.agent("ada").status is AgentStatus.WAITING
+
+
+def test_a_paused_agent_cannot_report_itself_back_to_work(broken: Fleet) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    before = snapshot(broken)
+    for status in ("idle", "working", "waiting"):
+        with pytest.raises(InvalidTransition, match="paused after 5 failures"):
+            broken.set_status("ada", status)
+    with pytest.raises(BadInput, match="circuit breaker"):
+        broken.set_status("bob", "overloaded")
+    assert snapshot(broken) == before
+    assert broken.set_status("ada", "terminated").status is AgentStatus.TERMINATED
+
+
+def test_status_and_assess_show_the_paused_agent(broken: Fleet) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    status = broken.status()
+    line = next(a for a in status.agents if a.agent.id == "ada")
+    assert line.agent.status is AgentStatus.OVERLOADED
+    assessment = broken.assess()
+    assert "1 agents paused" in assessment.reason and "shoal agent resume" in assessment.reason
+
+
+def test_failure_streak_zero_turns_the_breaker_off(broken: Fleet) -> None:
+    broken.configure(failure_streak=0)
+    for _ in range(8):
+        fail_next(broken)
+    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+
+
+# ---------------------------------------------------------------- idle while holding work
+
+
+def test_an_agent_holding_tasks_is_not_set_idle_unless_it_releases_them(fleet: Fleet) -> None:
+    fleet.register("ada", max_concurrent=2)
+    post_many(fleet, 2)
+    held = fleet.claim("ada", 2)
+    before = snapshot(fleet)
+    with pytest.raises(InvalidTransition, match=r"holds tasks 1, 2") as err:
+        fleet.set_status("ada", "idle")
+    assert "release" in (err.value.hint or "")
+    assert snapshot(fleet) == before
+    idle = fleet.set_status("ada", "idle", release=True)
+    assert idle.status is AgentStatus.IDLE
+    for lease in held.leases:
+        task = fleet.get(lease.task_id)
+        assert task.state is TaskState.PENDING and task.attempts == 0 and task.in_pool
