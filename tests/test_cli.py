@@ -27,6 +27,7 @@ import pytest
 
 from shoal import Fleet, TaskState, __version__
 from shoal.faces.cli import main
+from shoal.model import iso_time, parse_moment
 from shoal.stores import find_fleet
 from tests.helpers import snapshot, wait_until
 
@@ -551,7 +552,8 @@ def test_a_claim_that_passes_over_another_domains_work_says_until_when(
     assert human.code == 1, human
     assert "free to take in 2m" in human.text
     as_json = shoal("claim", "--agent", "loom", "--json")
-    assert as_json.data["retry_at"] == pytest.approx(paper.created_at + 120, abs=5)
+    retry_at = parse_moment(as_json.data["retry_at"])  # ISO 8601 UTC
+    assert retry_at == pytest.approx(paper.created_at + 120, abs=5)
 
 
 def test_claim_n_takes_several_tasks_and_then_the_agent_is_busy(shoal: Shoal, fleet: Fleet) -> None:
@@ -807,8 +809,10 @@ def test_heartbeat_extends_the_agents_leases(shoal: Shoal, fleet: Fleet) -> None
     assert beat.data["agent"] == "ada"
     [lease] = beat.data["leases"]
     assert (lease["task_id"], lease["token"]) == (task_id, token)
-    assert lease["expires"] >= expires
-    assert fleet.get(task_id).lease_expires == lease["expires"]
+    renewed = fleet.get(task_id).lease_expires
+    assert renewed is not None and renewed >= expires
+    assert lease["expires"] == iso_time(renewed)  # ISO 8601 UTC
+    assert 595 <= lease["expires_in_s"] <= 600  # lease_ttl, just renewed
 
     by_env = shoal("heartbeat", env={"SHOAL_AGENT": "ada"})
     assert by_env.code == 0, by_env

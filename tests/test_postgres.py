@@ -355,6 +355,8 @@ PLAN_PARAMS = {
         ("steal_tail", "tasks_queue"),
         ("steal_tail_longest", "tasks_queue"),
         ("expired_leases", "tasks_expiry"),
+        ("next_ready", "tasks_waiting"),
+        ("waiting_tasks", "tasks_waiting"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(

@@ -240,6 +240,8 @@ def plan(store: SqliteStore, name: str) -> str:
         ("steal_tail", "tasks_queue"),
         ("steal_tail_longest", "tasks_queue"),
         ("expired_leases", "tasks_expiry"),
+        ("next_ready", "tasks_waiting"),
+        ("waiting_tasks", "tasks_waiting"),
         ("held_leases", "tasks_held"),
         ("claim_context", "tasks_held"),
         ("claim_context", "tasks_expiry"),

@@ -131,6 +131,7 @@ from shoal.model import (
     check_agent_id,
     check_count,
     check_json,
+    iso_time,
     normalize_names,
     parse_duration,
 )
@@ -374,7 +375,7 @@ class Fleet:
         if dest is not None:
             data["to"] = dest
         if new.ready_at is not None and new.ready_at > now:
-            data["not_before"] = new.ready_at
+            data["not_before"] = iso_time(new.ready_at)
         if draft.after:
             data["after"] = list(draft.after)
         tx.append_event(now, "posted", task_id, dest, data)
@@ -1332,7 +1333,7 @@ class Fleet:
             ready = now
             if backoff:
                 ready += policy.retry_backoff(task.attempts, task.retry_delay, settings, self.rng)
-                data["ready_at"] = ready
+                data["ready_at"] = iso_time(ready)
             dest = policy.return_queue(task)
             tx.requeue_task(task.id, dest, tx.next_seq(), False, error, now, ready)
             tx.append_event(now, kind, task.id, task.agent, data)
@@ -1410,7 +1411,7 @@ class Fleet:
         until = now + settings.pause_cooldown
         paused = replace(agent, status=AgentStatus.OVERLOADED, paused_until=until, idle_since=None)
         tx.save_agent(paused)
-        data = {"failures": agent.failures, "until": until, "from": agent.status.value}
+        data = {"failures": agent.failures, "until": iso_time(until), "from": agent.status.value}
         tx.append_event(now, "agent.paused", None, agent_id, data)
         self._return_queue(tx, agent, now, "agent paused")
 

@@ -291,15 +291,15 @@ class Task:
             "max_attempts": self.max_attempts,
             "lease_ttl": self.lease_ttl,
             "expected_duration": self.expected_duration,
-            "lease_expires": self.lease_expires,
+            "lease_expires": iso_time(self.lease_expires),
             "result": self.result,
             "error": self.error,
             "waiting_on": self.waiting_on,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "claimed_at": self.claimed_at,
-            "finished_at": self.finished_at,
-            "ready_at": self.ready_at,
+            "created_at": iso_time(self.created_at),
+            "updated_at": iso_time(self.updated_at),
+            "claimed_at": iso_time(self.claimed_at),
+            "finished_at": iso_time(self.finished_at),
+            "ready_at": iso_time(self.ready_at),
             "retry_delay": self.retry_delay,
             "stalled": self.stalled_at is not None,
         }
@@ -412,13 +412,13 @@ class Agent:
             "manager": self.manager,
             "ephemeral": self.ephemeral,
             "status": self.status.value,
-            "idle_since": self.idle_since,
-            "last_seen": self.last_seen,
-            "registered_at": self.registered_at,
+            "idle_since": iso_time(self.idle_since),
+            "last_seen": iso_time(self.last_seen),
+            "registered_at": iso_time(self.registered_at),
             "incarnation": self.incarnation,
             "queued": self.queued,
             "failures": self.failures,
-            "paused_until": self.paused_until,
+            "paused_until": iso_time(self.paused_until),
         }
 
 
@@ -431,13 +431,17 @@ class Lease:
     token: str
     expires: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
+        """As JSON; with ``now``, also how many seconds it has left (``expires_in_s``)."""
+        data: dict[str, Any] = {
             "task_id": self.task_id,
             "agent": self.agent,
             "token": self.token,
-            "expires": self.expires,
+            "expires": iso_time(self.expires),
         }
+        if now is not None:
+            data["expires_in_s"] = round(self.expires - now, 3)
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,14 +471,15 @@ class Claim:
     def items(self) -> list[tuple[Task, Lease]]:
         return list(zip(self.tasks, self.leases, strict=True))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
+        """As JSON; with ``now``, each lease says how long it has left."""
         return {
             "claimed": [
-                {"task": t.to_dict(), "lease": lease.to_dict(), "source": s}
+                {"task": t.to_dict(), "lease": lease.to_dict(now), "source": s}
                 for t, lease, s in zip(self.tasks, self.leases, self.sources, strict=True)
             ],
             "reason": self.reason,
-            "retry_at": self.retry_at,
+            "retry_at": iso_time(self.retry_at),
         }
 
 
@@ -487,12 +492,12 @@ class Completion:
     released: tuple[int, ...] = ()  # dependents that became pending
     next: Claim | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
         return {
             "task": self.task.to_dict(),
             "already_done": self.already_done,
             "released": list(self.released),
-            "next": None if self.next is None else self.next.to_dict(),
+            "next": None if self.next is None else self.next.to_dict(now),
         }
 
 
@@ -506,13 +511,13 @@ class BatchCompletion:
     released: tuple[int, ...] = ()
     next: Claim | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
         return {
             "completed": list(self.completed),
             "already_done": list(self.already_done),
             "lost": [{"task_id": t, "reason": why} for t, why in self.lost],
             "released": list(self.released),
-            "next": None if self.next is None else self.next.to_dict(),
+            "next": None if self.next is None else self.next.to_dict(now),
         }
 
 
@@ -548,7 +553,7 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "at": self.at,
+            "at": iso_time(self.at),
             "kind": self.kind,
             "task_id": self.task_id,
             "agent": self.agent,
@@ -642,7 +647,7 @@ class Assessment:
             "missing_skills": list(self.missing_skills),
             "unservable": self.unservable,
             "stuck": self.stuck,
-            "at": self.at,
+            "at": iso_time(self.at),
         }
 
     @classmethod
@@ -661,7 +666,7 @@ class Assessment:
             missing_skills=tuple(data.get("missing_skills", ())),
             unservable=data.get("unservable", 0),
             stuck=data.get("stuck", 0),
-            at=data.get("at", 0.0),
+            at=parse_moment(data.get("at", 0.0), "at"),  # ISO 8601, or epoch seconds (older)
         )
 
 
@@ -698,7 +703,7 @@ class FleetStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "at": self.at,
+            "at": iso_time(self.at),
             "agents": [a.to_dict() for a in self.agents],
             "counts": dict(self.counts),
             "pool": self.pool,
@@ -707,7 +712,7 @@ class FleetStatus:
             "stalled": [{"id": t.id, "title": t.title, "agent": t.agent} for t in self.stalled],
             "stuck": list(self.stuck),
             "waiting": self.waiting,
-            "next_ready": self.next_ready,
+            "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
         }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shoal import Fleet, ManualClock, TaskState
+from shoal.model import iso_time
 from tests.helpers import one
 
 
@@ -160,4 +161,6 @@ def test_an_expired_lease_makes_its_task_ready_again(crew: Fleet, clock: ManualC
 
 def test_ready_at_is_shown_in_the_task(crew: Fleet) -> None:
     task = crew.post("paper", domain="research")
-    assert crew.show(task.id).task.to_dict()["ready_at"] == task.created_at
+    shown = crew.show(task.id).task.to_dict()
+    assert shown["ready_at"] == shown["created_at"] == iso_time(task.created_at)
+    assert shown["ready_at"].endswith("Z")  # ISO 8601 UTC, as every time in JSON

@@ -336,7 +336,7 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
         raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
     fleet = app.fleet()
     result = fleet.claim(agent, n, wait=wait)
-    data = result.to_dict()
+    data = result.to_dict(fleet.clock.now())
     if app.json and n == 1 and result:
         # One task: also at the top level, so agents can read .task.id and .lease.token.
         data = {**data, **data["claimed"][0]}
@@ -369,7 +369,7 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
     words = "was already done; nothing changed" if outcome.already_done else "done"
     if outcome.released:
         words += f"; now ready: {', '.join(map(str, outcome.released))}"
-    app.emit(outcome.to_dict(), f"task {task_id} {words}")
+    app.emit(outcome.to_dict(app.now()), f"task {task_id} {words}")
 
 
 @cli.command(short_help="Report that a task you hold failed.")
@@ -426,7 +426,7 @@ def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
         raise BadInput("heartbeat needs an agent", hint="shoal heartbeat AGENT (or --agent)")
     leases = app.fleet().heartbeat(who)
     app.emit(
-        {"agent": who, "leases": [lease.to_dict() for lease in leases]},
+        {"agent": who, "leases": [lease.to_dict(app.now()) for lease in leases]},
         f"{who} is alive; {len(leases)} lease(s) extended",
     )
 
