@@ -12,6 +12,13 @@ What comes back: exit 0 is success, and the first 64 KiB of stdout is the result
 parses, else text); any other exit is a failure, described by the exit code and the tail of
 stderr. The command runs in its own process group, so stopping it (a timeout, a shutdown, a
 lost lease) stops everything it started: SIGTERM to the group, then SIGKILL if it lingers.
+
+A command that cannot be started at all is not a failure of the task: the fault is the
+worker's (a mistyped name, a missing tool, a file without its execute bit), and every task
+would fail the same way. ``check_command`` refuses such a command before any task is
+claimed for it, and ``run_command`` raises ``CommandNotStarted`` -- never a failed outcome --
+when the system cannot start it, or when it exits 126 or 127, which is how ``sh``, ``env``,
+``timeout`` and ``xargs`` say that what they were to run was not executable or not found.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -29,13 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from shoal.errors import BadInput
 from shoal.model import Lease, Task
 
 __all__ = [
+    "CANNOT_RUN_EXIT_CODES",
     "STDERR_TAIL",
     "STDOUT_LIMIT",
     "CommandFailed",
+    "CommandNotStarted",
     "CommandOutcome",
+    "check_command",
     "expand_args",
     "run_command",
     "task_env",
@@ -49,6 +61,8 @@ STDERR_TAIL = 4 * 1024
 PAYLOAD_ENV_LIMIT = 32 * 1024
 #: Seconds between SIGTERM and SIGKILL when a command is stopped.
 KILL_GRACE = 2.0
+#: Exit codes by which a shell (or env, timeout, xargs...) says it could not run a command.
+CANNOT_RUN_EXIT_CODES = {126: "found but not executable", 127: "not found"}
 
 _PLACEHOLDER = re.compile(
     r"\{(id|title|priority|domain|skills|agent|attempt|body|payload)((?:\[[^\]\[{}]+\])*)\}"
@@ -101,6 +115,104 @@ class CommandFailed(Exception):
     def __init__(self, outcome: CommandOutcome) -> None:
         super().__init__(outcome.error())
         self.outcome = outcome
+
+
+class CommandNotStarted(Exception):
+    """The command could not be started (not found, not executable, no such folder...): a
+    fault of the worker's command or of its host, not of the task. ``hint`` says how to fix it.
+    """
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+#: How to fix a command that could not be started for a task.
+_FIX_COMMAND = (
+    "fix the command after -- (install what it runs, correct its name or path, or chmod +x "
+    "it) and start the worker again"
+)
+
+
+def _not_started(program: str, exc: OSError) -> CommandNotStarted:
+    """Words for the system's refusal to start ``program`` (Popen's OSError)."""
+    what = exc.filename if exc.filename is not None else program
+    searched = " (searched PATH)" if what == program and os.sep not in program else ""
+    return CommandNotStarted(
+        f"the command could not be started: {exc.strerror or exc}: {what}{searched}",
+        hint=_FIX_COMMAND,
+    )
+
+
+def _cannot_run(outcome: CommandOutcome) -> CommandNotStarted | None:
+    """A ``CommandNotStarted`` if the command's exit code says it could not run what it was
+    to run (126, 127), else None."""
+    if outcome.stopped is not None or outcome.exit_code not in CANNOT_RUN_EXIT_CODES:
+        return None
+    tail = outcome.stderr_tail.strip()
+    return CommandNotStarted(
+        f"the command could not run: exit code {outcome.exit_code} "
+        f"({CANNOT_RUN_EXIT_CODES[outcome.exit_code]})" + (f": {tail}" if tail else ""),
+        hint=_FIX_COMMAND,
+    )
+
+
+def check_command(argv: Sequence[str], cwd: Path | None = None) -> None:
+    """Refuse (``BadInput``) a command whose program is not there or not executable, before
+    any task is claimed for it. A program named by a ``{placeholder}`` is known only per
+    task: it is not checked here (``run_command`` still refuses to charge the task for it).
+    """
+    if not argv:
+        raise BadInput(
+            "a command worker needs a command to run",
+            hint="put it after --, e.g. shoal worker --agent ada -- ./do-task.sh {id}",
+        )
+    program = argv[0]
+    if _PLACEHOLDER.search(program):
+        return
+    if os.sep in program:
+        _check_path(program, cwd)
+    elif shutil.which(program) is None:
+        _refuse_name(program)
+
+
+def _check_path(program: str, cwd: Path | None) -> None:
+    """A program given as a path (it has a slash): it must be an executable file."""
+    base = Path.cwd() if cwd is None else cwd
+    path = (base / program).absolute()
+    if not path.exists():
+        where = "" if Path(program).is_absolute() else f" (relative to the worker's folder {base})"
+        raise BadInput(
+            f"the command {program!r} does not exist: there is no {path}",
+            hint=f"fix the path after --{where}",
+        )
+    if path.is_dir():
+        raise BadInput(
+            f"the command {program!r} is a folder, not a program: {path}",
+            hint="name the program inside it after --",
+        )
+    if shutil.which(str(path)) is None:
+        raise BadInput(
+            f"the command {program!r} is not executable: {path}",
+            hint=f"make it executable (chmod +x {path}) or run it through its interpreter "
+            f"(e.g. -- sh {program} {{id}})",
+        )
+
+
+def _refuse_name(program: str) -> None:
+    """A bare program name that PATH does not resolve to an executable."""
+    found = shutil.which(program, mode=os.F_OK)  # there, but without its execute bit
+    if found is not None:
+        raise BadInput(
+            f"the command {program!r} is on PATH but not executable: {found}",
+            hint=f"make it executable (chmod +x {found}) or run it through its interpreter",
+        )
+    raise BadInput(
+        f"the command {program!r} was not found: it is in no folder of PATH "
+        f"({os.environ.get('PATH', '')})",
+        hint=f"check its spelling, install it, or give its path (./{program} for one in "
+        "this folder)",
+    )
 
 
 def _payload_value(payload: Any, path: str) -> Any:
@@ -239,7 +351,11 @@ def run_command(
 ) -> CommandOutcome:
     """Run ``argv`` for ``task`` and wait for it, or stop it when ``stop`` is set (by the
     worker: a timeout, a shutdown, a lost lease). ``why_stopped()`` names the reason for a
-    stop (for the error)."""
+    stop (for the error).
+
+    Raises ``CommandNotStarted`` when the command could not be started, or exits 126/127
+    (see the module): the task is not to blame, so there is no outcome to charge it with.
+    """
     started = time.monotonic()
     args = expand_args(argv, task, agent)
     with tempfile.TemporaryDirectory(prefix=f"shoal-task-{task.id}-") as scratch:
@@ -249,15 +365,18 @@ def run_command(
             **os.environ,
             **task_env(task, lease, agent=agent, store=store, payload_file=payload_file),
         }
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # its own process group: stopping it stops its children
-        )
+        try:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # its own process group: stopping it stops its children
+            )
+        except OSError as exc:  # not found, not executable, no such cwd, exec format...
+            raise _not_started(args[0], exc) from exc
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -279,7 +398,7 @@ def run_command(
                 break
         out.thread.join(timeout=5.0)
         err.thread.join(timeout=5.0)
-    return CommandOutcome(
+    outcome = CommandOutcome(
         exit_code=None if stopped is not None else proc.returncode,
         stdout=bytes(out.data),
         truncated=out.total > STDOUT_LIMIT,
@@ -287,3 +406,7 @@ def run_command(
         stopped=stopped,
         seconds=time.monotonic() - started,
     )
+    cannot_run = _cannot_run(outcome)
+    if cannot_run is not None:
+        raise cannot_run
+    return outcome
