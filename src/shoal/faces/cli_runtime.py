@@ -27,6 +27,7 @@ from shoal._checks import positive_duration
 from shoal.errors import BadInput
 from shoal.faces.live import supervisor_view
 from shoal.model import parse_duration
+from shoal.runtime.command import check_command
 from shoal.runtime.hub import Hub, HubAction
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
 from shoal.runtime.worker import CommandHandler, Worker
@@ -140,6 +141,8 @@ def worker_line(kind: str, data: dict[str, Any]) -> str | None:
         return f"{agent} failed #{task} ({data.get('state')} now): {data.get('error')}"
     if kind == "released":
         return f"{agent} released #{task}: {data.get('why')}"
+    if kind == "fault":
+        return f"{agent} cannot run #{task}, stopping: {data.get('error')}"
     if kind == "lost":
         return f"{agent} lost #{task}: {data.get('error')}"
     if kind == "deferred":
@@ -155,7 +158,8 @@ def worker_line(kind: str, data: dict[str, Any]) -> str | None:
             return f"{agent} got {data.get('signal')} again: releasing running tasks now"
         return f"{agent} got {data.get('signal')}: no more claims; finishing what runs"
     if kind == "left":
-        why = {"idle": "idle past its grace", "stopped": "stopped", "terminated": "terminated"}
+        why = {"idle": "idle past its grace", "stopped": "stopped", "terminated": "terminated",
+               "fault": "its command cannot run"}  # fmt: skip
         return (
             f"{agent} left ({why.get(data.get('reason', ''), data.get('reason'))}): "
             f"{data.get('done')} done, {data.get('failed')} failed, "
@@ -241,6 +245,11 @@ def worker(
     remain). SIGTERM or Ctrl-C: no more claims, running tasks get --drain to finish, then
     are released; a second signal releases them at once.
 
+    A COMMAND that is not found or not executable is refused before anything is claimed
+    (exit 2). One that cannot be started for a task (or exits 126/127, a shell's "cannot
+    run" and "not found") is the worker's fault, not the task's: the task is released
+    untouched, and the worker stops as on SIGTERM, then exits 2.
+
     \b
     Example:  shoal worker --agent ada --skill python -- ./run-task.sh {id}
     """
@@ -249,6 +258,7 @@ def worker(
             "shoal worker needs a command to run for each task",
             hint="put it after --, e.g. shoal worker --agent ada -- ./do-task.sh {id}",
         )
+    handler = CommandHandler(list(command))  # refuses a command that cannot run, first
     fleet = app.fleet()
     printer = _Printer(app.out, app.json)
 
@@ -260,7 +270,7 @@ def worker(
     runner = Worker(
         fleet,
         agent,
-        CommandHandler(list(command)),
+        handler,
         skills=skills,
         domains=domains,
         role=role,
@@ -270,7 +280,9 @@ def worker(
         drain=parse_duration(drain, "--drain"),
         listener=listener,
     )
-    runner.run(handle_signals=True)
+    report = runner.run(handle_signals=True)
+    if report.reason == "fault":  # the work is intact; the command needs fixing
+        raise BadInput(f"{agent}: {report.why}", hint=report.hint)
 
 
 # ---------------------------------------------------------------------- monitor
@@ -360,6 +372,7 @@ def supervise(
             hint="put it after --, e.g. shoal supervise --max-agents 4 -- ./do-task.sh {id}",
         )
     # Checked here, once: a value a worker refused would crash every worker it started.
+    check_command(command)
     task_timeout = positive_duration(timeout, "--timeout")
     drain_s = parse_duration(drain, "--drain")
     fleet = app.fleet()

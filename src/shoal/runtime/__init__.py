@@ -5,14 +5,22 @@
     >>> from shoal.runtime import Worker, TaskContext
 """
 
-from shoal.runtime.command import CommandFailed, CommandOutcome
+from shoal.runtime.command import CommandFailed, CommandNotStarted, CommandOutcome
 from shoal.runtime.hub import Hub, HubAction
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
-from shoal.runtime.worker import CommandHandler, Deferred, TaskContext, Worker, WorkerReport
+from shoal.runtime.worker import (
+    CommandHandler,
+    Deferred,
+    TaskContext,
+    Worker,
+    WorkerFault,
+    WorkerReport,
+)
 
 __all__ = [
     "CommandFailed",
     "CommandHandler",
+    "CommandNotStarted",
     "CommandOutcome",
     "Deferred",
     "Hub",
@@ -21,6 +29,7 @@ __all__ = [
     "SupervisorEvent",
     "TaskContext",
     "Worker",
+    "WorkerFault",
     "WorkerReport",
     "WorkerSpec",
 ]

@@ -31,6 +31,12 @@ What it promises, and how:
   stopped and released (back to the pool, the attempt not counted). A second ``stop()``
   releases at once. A worker that leaves on purpose terminates its agent (its place under
   max_agents is freed, its queue goes back to the pool). SIGKILL is what leases are for.
+* **The worker's faults are not the tasks' failures.** A command that is not there or not
+  executable is refused before anything is claimed (``CommandHandler`` checks it). One that
+  still cannot be started for a task (a ``{placeholder}`` program, a tool missing from the
+  host, exit 126/127 from a shell), or a handler raising ``WorkerFault``, would fail every
+  task of the fleet in turn: instead the task is released untouched (the attempt not
+  counted) and the worker stops as on ``stop()``, with reason ``fault`` and the words why.
 
 A ``Fleet`` may be shared by threads, so the claim loop, the heartbeat thread and the task
 threads share one; each call is one short transaction.
@@ -51,7 +57,7 @@ from shoal import policy
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
 from shoal.model import Lease, Task
-from shoal.runtime.command import CommandFailed, run_command
+from shoal.runtime.command import CommandFailed, CommandNotStarted, check_command, run_command
 from shoal.settings import Settings
 
 __all__ = [
@@ -60,6 +66,7 @@ __all__ = [
     "Deferred",
     "TaskContext",
     "Worker",
+    "WorkerFault",
     "WorkerReport",
 ]
 
@@ -123,29 +130,40 @@ class TaskContext:
 Handler = Callable[[TaskContext], Any]
 
 
+class WorkerFault(Exception):
+    """Raised by a handler when the fault is the worker's, not the task's (its command cannot
+    start, a tool it needs is missing): the task is released untouched and the worker stops,
+    rather than failing every task it would claim next. ``hint`` says how to fix it."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 class CommandHandler:
-    """A handler that runs a command per task (see ``shoal.runtime.command``)."""
+    """A handler that runs a command per task (see ``shoal.runtime.command``). A command
+    that is not there or not executable is refused here, before the worker claims anything.
+    """
 
     def __init__(self, argv: Sequence[str], *, cwd: Path | None = None) -> None:
-        if not argv:
-            raise BadInput(
-                "a command worker needs a command to run",
-                hint="put it after --, e.g. shoal worker --agent ada -- ./do-task.sh {id}",
-            )
+        check_command(argv, cwd)
         self.argv = list(argv)
         self.cwd = cwd
 
     def __call__(self, ctx: TaskContext) -> Any:
-        outcome = run_command(
-            self.argv,
-            ctx.task,
-            ctx.lease,
-            agent=ctx.agent,
-            store=ctx.fleet.url,
-            stop=ctx.stopped,
-            why_stopped=lambda: ctx.stop_reason,
-            cwd=self.cwd,
-        )
+        try:
+            outcome = run_command(
+                self.argv,
+                ctx.task,
+                ctx.lease,
+                agent=ctx.agent,
+                store=ctx.fleet.url,
+                stop=ctx.stopped,
+                why_stopped=lambda: ctx.stop_reason,
+                cwd=self.cwd,
+            )
+        except CommandNotStarted as exc:
+            raise WorkerFault(str(exc), hint=exc.hint) from exc
         if not outcome.ok:
             raise CommandFailed(outcome)
         return outcome.result()
@@ -153,11 +171,15 @@ class CommandHandler:
 
 @dataclass
 class WorkerReport:
-    """What a worker did, and why it stopped: ``idle`` (ephemeral, idle past its grace),
-    ``stopped`` (asked to), or ``terminated`` (its agent was terminated from outside)."""
+    """What a worker did, and why it stopped: ``reason`` is ``idle`` (ephemeral, idle past
+    its grace), ``stopped`` (asked to), ``terminated`` (its agent was terminated from
+    outside) or ``fault`` (it could not run tasks: see ``WorkerFault``); ``why`` says it in
+    words, and ``hint`` how to fix a fault."""
 
     agent: str
     reason: str = ""
+    why: str = ""
+    hint: str = ""
     done: int = 0
     failed: int = 0
     released: int = 0
@@ -170,6 +192,8 @@ class WorkerReport:
         return {
             "agent": self.agent,
             "reason": self.reason,
+            "why": self.why,
+            "hint": self.hint,
             "done": self.done,
             "failed": self.failed,
             "released": self.released,
@@ -230,6 +254,7 @@ class Worker:
         self._done = threading.Event()  # run() is over: the heartbeats end
         self._slots: dict[int, _Slot] = {}
         self._signals_seen: list[str] = []
+        self._fault: tuple[int, WorkerFault] | None = None  # the first: why the worker stops
         self._settings_read: tuple[float, Settings] | None = None
         self._lock = threading.Lock()
 
@@ -280,6 +305,8 @@ class Worker:
                 if self._signals_seen:
                     self._say("signal", signal=self._signals_seen[0], again=False)
                 self._finish_running()
+                if self._fault is not None:  # it wins over a stop that came with it
+                    self.report.reason = "fault"
             finally:
                 self._aborting.set()
                 self._stopping.set()
@@ -333,7 +360,10 @@ class Worker:
                 for (task, lease), source, origin in zip(
                     claim.items(), claim.sources, claim.origins, strict=True
                 ):
-                    self._start(task, lease, source, origin)
+                    if self._stopping.is_set():  # stopped (or faulted) while it claimed
+                        self._release_unstarted(task, lease)
+                    else:
+                        self._start(task, lease, source, origin)
                 continue
             if claim.reason == "busy":  # held elsewhere too (another process, same agent)
                 self._wait(settings.poll_base)
@@ -387,6 +417,16 @@ class Worker:
         with self._lock:
             self._slots[task.id] = slot
         thread.start()
+
+    def _release_unstarted(self, task: Task, lease: Lease) -> None:
+        """Give back a task claimed as the worker was stopping: it never ran here."""
+        try:
+            self.fleet.release(lease)
+        except ShoalError as exc:  # its lease expires by itself if the store is away
+            self._say("error", task=task.id, error=exc.message)
+            return
+        self._tally("released")
+        self._say("released", task=task.id, why="claimed as the worker was stopping; not run")
 
     def _run_task(self, ctx: TaskContext) -> None:
         """Run the handler in its own thread, within the timeout; then settle the task."""
@@ -442,6 +482,8 @@ class Worker:
             elif ctx.stopped.is_set() and ctx.stop_reason == "lease lost":
                 self._tally("lost")
                 self._say("lost", task=task.id, error="the lease was lost; handler stopped")
+            elif isinstance(box.get("error"), WorkerFault):
+                self._give_back(ctx, box["error"])
             elif ctx.stopped.is_set() or not finished:
                 self.fleet.release(lease)
                 self._tally("released")
@@ -459,6 +501,21 @@ class Worker:
         except LeaseLost as exc:
             self._tally("lost")
             self._say("lost", task=task.id, error=exc.message)
+
+    def _give_back(self, ctx: TaskContext, fault: WorkerFault) -> None:
+        """The worker cannot run tasks: stop claiming (before the release, whose commit
+        would wake our own claim loop), then release the task untouched for others."""
+        with self._lock:
+            first = self._fault is None
+            if first:
+                self._fault = (ctx.task.id, fault)
+        self._stopping.set()
+        self._wake.set()
+        if first:
+            self._say("fault", task=ctx.task.id, error=str(fault), hint=fault.hint)
+        self.fleet.release(ctx.lease)
+        self._tally("released")
+        self._say("released", task=ctx.task.id, why="the worker's fault, not the task's")
 
     def _complete(self, ctx: TaskContext, result: Any, seconds: float) -> None:
         try:
@@ -538,14 +595,23 @@ class Worker:
 
     def _leave(self) -> None:
         """Leaving on purpose frees the agent's place; if it is gone already, nothing to do."""
-        if self.report.reason != "terminated":
-            why = {
-                "idle": "idle past idle_timeout; left by itself",
-                "stopped": "its worker was stopped",
-            }[self.report.reason]
+        report = self.report
+        report.why, report.hint = self._why_left()
+        if report.reason != "terminated":
             with suppress(UnknownAgent):
-                self.fleet.set_status(self.agent, "terminated", why=why)
-        self._say("left", **self.report.to_dict())
+                self.fleet.set_status(self.agent, "terminated", why=report.why)
+        self._say("left", **report.to_dict())
+
+    def _why_left(self) -> tuple[str, str]:
+        """Why the worker left, in words, and how to fix it (a fault only)."""
+        if self._fault is not None:
+            task_id, fault = self._fault
+            return f"the worker stopped, releasing task #{task_id} untouched: {fault}", fault.hint
+        return {
+            "idle": "idle past idle_timeout; left by itself",
+            "stopped": "its worker was stopped",
+            "terminated": "its agent was terminated from outside",
+        }[self.report.reason], ""
 
     def _say(self, kind: str, **data: Any) -> None:
         with suppress(Exception):  # a face that cannot print must not stop the work
