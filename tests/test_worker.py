@@ -114,7 +114,7 @@ def test_shoal_commands_inside_the_command_act_for_the_task(url: str, fleet: Fle
 def test_a_failing_command_is_retried_then_dead_with_the_tail_of_its_stderr(
     url: str, fleet: Fleet
 ) -> None:
-    fleet.configure(idle_timeout=0.3)
+    fleet.configure(idle_timeout=0.3, retry_delay=0)  # retried at once, not after a backoff
     task = fleet.post("doomed", max_attempts=2)
     script = 'echo "noise"; echo "went wrong on attempt $SHOAL_TASK_ATTEMPT" >&2; exit 3'
     with running(url, "worker", "--agent", "ada", "--ephemeral", "--json", "--",
