@@ -1,3 +1,4 @@
+# ruff: noqa: F811 -- the tests take the CLI tests' fixtures as parameters
 """The CLI after trouble, through the real `shoal` script: delayed tasks, bulk retry and
 cancel, a paused agent resumed, and an agent that may not go idle holding work."""
 
@@ -5,12 +6,8 @@ from __future__ import annotations
 
 from shoal import AgentStatus, Fleet, TaskState
 from shoal.model import parse_moment
-from tests import test_cli
 from tests.helpers import one
-from tests.test_cli import Shoal, claim_one
-
-# The CLI tests' fixtures (pytest knows a fixture by its own name, not the attribute's).
-_url, _shoal, _fleet = test_cli.url, test_cli.shoal, test_cli.fleet
+from tests.test_cli import Shoal, claim_one, fleet, shoal, url  # noqa: F401 (its fixtures)
 
 
 def dead_tasks(fleet: Fleet, count: int, **fields: object) -> list[int]:
