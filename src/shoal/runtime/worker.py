@@ -56,7 +56,7 @@ from typing import Any
 from shoal import policy
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
-from shoal.model import Lease, Task
+from shoal.model import Lease, Task, iso_time
 from shoal.runtime.command import CommandFailed, CommandNotStarted, check_command, run_command
 from shoal.settings import Settings
 
@@ -368,6 +368,8 @@ class Worker:
             if claim.reason == "busy":  # held elsewhere too (another process, same agent)
                 self._wait(settings.poll_base)
                 continue
+            if claim.reason == "paused" and empty == 0:  # the circuit breaker: say it once
+                self._say("paused", until=iso_time(claim.retry_at), agent=self.agent)
             empty += 1
             delay = policy.poll_delay(empty, settings)
             if claim.retry_at is not None:  # work passed over is free to take then
