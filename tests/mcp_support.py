@@ -7,16 +7,18 @@ script against a real SQLite fleet.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -26,17 +28,21 @@ COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.fa
 ENV_NAMES = ("SHOAL_STORE", "SHOAL_AGENT", "SHOAL_TOKEN")
 
 
-def server_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+def server_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+    return {**env, **(extra or {})}
 
 
 @asynccontextmanager
-async def stdio_session(url: str, *args: str) -> AsyncIterator[ClientSession]:
-    """A client connected to its own `shoal --store URL mcp ARGS...` over stdio."""
+async def stdio_session(
+    url: str, *args: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """A client connected to its own `shoal --store URL mcp ARGS...` over stdio. Leaving the
+    block closes the server's stdin and waits for it to exit (the session's end)."""
     params = StdioServerParameters(
         command=COMMAND[0],
         args=[*COMMAND[1:], "--store", url, "mcp", *args],
-        env=server_env(),
+        env=server_env(env),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -44,10 +50,12 @@ async def stdio_session(url: str, *args: str) -> AsyncIterator[ClientSession]:
 
 
 @asynccontextmanager
-async def http_session(endpoint: str) -> AsyncIterator[ClientSession]:
-    """A client connected to a running `shoal mcp --transport http` at ``endpoint``."""
+async def http_session(endpoint: str, *, delete: bool = True) -> AsyncIterator[ClientSession]:
+    """A client connected to a running `shoal mcp --transport http` at ``endpoint``. Leaving
+    the block ends the session with a DELETE, unless ``delete`` is false: then the client
+    just goes away, as a crashed one would."""
     async with (
-        streamable_http_client(endpoint) as (read, write),
+        streamable_http_client(endpoint, terminate_on_close=delete) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -68,7 +76,27 @@ async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
     result = await session.call_tool(tool, arguments)
     text = " ".join(getattr(block, "text", "") for block in result.content)
     assert result.is_error, f"{tool}({arguments}) was not refused: {result.structured_content}"
+    assert "Error executing tool" not in text, f"the SDK's words, not shoal's: {text}"
+    assert "\nnext: " in text, f"a refusal says what to do next: {text}"
     return text
+
+
+async def tool_list_tokens(session: ClientSession) -> int:
+    """The size of the server's tool list in tokens, as a model would carry it: about one
+    token per four characters of the tools/list result's JSON."""
+    listed = await session.list_tools()
+    text = json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return len(text) // 4
+
+
+async def eventually(condition: Callable[[], Any], what: str, within: float) -> float:
+    """Poll ``condition`` until it is true; how long that took. Fails after ``within`` s."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > within:
+            raise AssertionError(f"{what}: not within {within} s")
+        await anyio.sleep(0.01)
+    return time.monotonic() - began
 
 
 def free_port() -> int:
@@ -78,12 +106,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server(url: str, *args: str) -> Iterator[str]:
+def http_server(url: str, *args: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Run `shoal mcp --transport http` on a free port; yield its endpoint once it listens."""
     port = free_port()
     proc = subprocess.Popen(
         [*COMMAND, "--store", url, "mcp", "--transport", "http", "--port", str(port), *args],
-        env=server_env(),
+        env=server_env(env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

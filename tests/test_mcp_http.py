@@ -58,7 +58,7 @@ async def test_two_sessions_race_through_one_server(url: str, endpoint: str) -> 
             await call(session, "register_agent", agent=agent)
             claim = await call(session, "claim_best_task")  # the session's own agent
             while claim["claimed"]:
-                assert claim["lease"]["agent"] == agent
+                assert claim["task"]["agent"] == agent
                 mine.append(claim["task"]["id"])
                 done = await call(
                     session, "complete_task", task_id=claim["task"]["id"], claim_next=True

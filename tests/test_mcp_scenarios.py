@@ -52,7 +52,7 @@ async def test_scaling_up_spawns_developers_until_the_work_is_covered(url: str) 
             developers += 1
             dev = f"developer-{developers}"
             reg = await call(
-                spawner, "register_node", agent=dev, role="developer", max_concurrent=3
+                spawner, "register_agent", agent=dev, role="developer", max_concurrent=3
             )
             assert reg["message"].endswith(f"Active agents: {developers}/4")
             for _ in range(3):
@@ -116,16 +116,16 @@ async def test_a_fifth_agent_is_refused_until_one_terminates(url: str) -> None:
         spawner = boss
         await call(boss, "register_agent", agent="boss", role="manager", manager=True)
         for i in (1, 2, 3, 4):
-            reg = await call(spawner, "register_node", agent=f"developer-{i}", role="developer")
+            reg = await call(spawner, "register_agent", agent=f"developer-{i}", role="developer")
             assert reg["message"].endswith(f"Active agents: {i}/4")
         with Fleet.open(url) as fleet:
             before = [a.to_dict() for a in fleet.agents()]
-        text = await refused(spawner, "register_node", agent="developer-5", role="developer")
+        text = await refused(spawner, "register_agent", agent="developer-5", role="developer")
         assert "fleet_full" in text and "4 of 4" in text and "read_state" in text
         with Fleet.open(url) as fleet:
             assert [a.to_dict() for a in fleet.agents()] == before
         await call(spawner, "set_agent_status", status="terminated", agent="developer-1")
-        reg = await call(spawner, "register_node", agent="developer-5", role="developer")
+        reg = await call(spawner, "register_agent", agent="developer-5", role="developer")
         assert reg["created"]
         assert reg["message"] == "agent developer-5 registered as developer. Active agents: 4/4"
         verdict = await call(boss, "assess_workload")

@@ -6,6 +6,11 @@ prints) and then what to do about it *in tool terms*: "call claim_best_task", no
 `shoal claim`". The advice is chosen by the nearest class in ``ADVICE``, the way the CLI
 picks its exit code from ``EXIT_CODES``; a core hint that names no CLI command is kept too,
 since it is usually the most specific advice there is (e.g. how to write a priority).
+
+A few codes read differently over MCP than in the core, because a model acts on the code:
+a lease that no longer holds is ``stale_lease`` (drop the work), and finishing a task that
+is already done is ``already_done`` (nothing to redo). A server acting as one agent
+(``--agent``) has no register tool, so its advice never sends the model to one.
 """
 
 from __future__ import annotations
@@ -27,7 +32,17 @@ from shoal.errors import (
     UnknownTask,
 )
 
-__all__ = ["ADVICE", "ForeignAgent", "NoAgent", "NoToken", "describe"]
+__all__ = [
+    "ADVICE",
+    "AlreadyDone",
+    "ForeignAgent",
+    "Internal",
+    "NoAgent",
+    "NoToken",
+    "UnknownTool",
+    "code_of",
+    "describe",
+]
 
 
 class ForeignAgent(BadInput):
@@ -48,6 +63,27 @@ class NoToken(BadInput):
     code = "no_token"
 
 
+class AlreadyDone(Conflict):
+    """The task is done already; finishing it again changes nothing."""
+
+    code = "already_done"
+
+
+class UnknownTool(BadInput):
+    """There is no tool by that name."""
+
+    code = "unknown_tool"
+
+
+class Internal(ShoalError):
+    """The server failed in a way it did not foresee (a bug, or a fault it cannot name)."""
+
+    code = "internal_error"
+
+
+#: MCP's name for a core code, where the model should read it differently.
+CODES: dict[str, str] = {LeaseLost.code: "stale_lease"}
+
 #: What to do next, by error class; the entry of the nearest class wins.
 ADVICE: dict[type[ShoalError], str] = {
     ShoalError: "Check the arguments against the tool's description and call again.",
@@ -60,28 +96,52 @@ ADVICE: dict[type[ShoalError], str] = {
     NoAgent: "Call register_agent first, or pass `agent` with your agent id.",
     NoToken: "Pass the lease token that claim_best_task or wait_for_task returned.",
     Conflict: "Read the task with get_task to see its state, then decide; nothing was changed.",
-    LeaseLost: "Stop working on this task and drop its result; call claim_best_task for new work.",
-    FleetFull: "Do not start another agent now: wait for one to finish and terminate (see "
-    "read_state), or ask the operator to raise max_agents.",
+    LeaseLost: "Your lease ended (it expired, or the task was taken over): stop working on this "
+    "task, drop its result, and call claim_best_task for new work.",
+    AlreadyDone: "Nothing to redo: do not finish it again. Call claim_best_task for your next "
+    "task.",
+    FleetFull: "Do not work now. Ask the operator to raise the limit (`shoal config set "
+    "max_agents N`) or to terminate an agent (read_state lists them), then call again.",
     InvalidTransition: "Read the task with get_task to see its state; nothing was changed.",
     StoreError: "The server cannot use its fleet; tell the operator (nothing was changed).",
     StoreNotFound: "The server's fleet does not exist; tell the operator to run `shoal init`.",
     SchemaMismatch: "The server's shoal and its fleet disagree on the schema; tell the operator.",
     StoreUnavailable: "The fleet is busy; nothing was changed. Call again in a moment.",
+    UnknownTool: "Call one of the tools the server lists.",
+    Internal: "Tell the operator (the server's log has the details); call again if it may pass.",
+}
+
+#: Advice for a server pinned to one agent (``--agent``), which has no register tool.
+PINNED_ADVICE: dict[type[ShoalError], str] = {
+    UnknownAgent: "This server's agent is gone (terminated). End this MCP session and start a "
+    "new one to register it again.",
+    FleetFull: "Do not work now. Ask the operator to raise the limit (`shoal config set "
+    "max_agents N`) or to terminate an agent (read_state lists them); this server registers "
+    "its agent again on your next call.",
 }
 
 
-def describe(error: ShoalError) -> str:
-    """The text of the tool error for ``error``: code, message, hint, and what to do next."""
-    lines = [f"{error.code}: {error.message}"]
-    if error.hint and "`shoal" not in error.hint:
+def code_of(error: ShoalError) -> str:
+    """The code a tool error carries for ``error``."""
+    return CODES.get(error.code, error.code)
+
+
+def describe(error: ShoalError, *, pinned: bool = False) -> str:
+    """The text of the tool error for ``error``: code, message, hint, and what to do next.
+
+    ``pinned``: the server acts as one agent (``--agent``), so the advice offers no
+    register tool."""
+    lines = [f"{code_of(error)}: {error.message}"]
+    if error.hint and ("`shoal" not in error.hint or isinstance(error, FleetFull)):
         lines.append(f"hint: {error.hint}")
-    lines.append(f"next: {_advice(error)}")
+    lines.append(f"next: {_advice(error, pinned)}")
     return "\n".join(lines)
 
 
-def _advice(error: ShoalError) -> str:
+def _advice(error: ShoalError, pinned: bool) -> str:
+    tables = (PINNED_ADVICE, ADVICE) if pinned else (ADVICE,)
     for cls in type(error).__mro__:
-        if cls in ADVICE:
-            return ADVICE[cls]
+        for table in tables:
+            if cls in table:
+                return table[cls]
     return ADVICE[ShoalError]

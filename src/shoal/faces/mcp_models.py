@@ -2,17 +2,27 @@
 
 A tool's return annotation becomes its ``outputSchema``, so an MCP client can validate what
 comes back and a model can rely on the field names. Each model is built from the Fleet's own
-records (``Task``, ``Lease``, ``Agent``...) by a ``of`` class method; nothing here decides
-anything.
+records (``Task``, ``Lease``, ``Agent``...) by an ``of`` class method, with the records' field
+names; nothing here decides anything.
+
+Two rules keep them cheap to read, since every schema sits in the model's context window:
+
+- **Times are ISO 8601 UTC strings** (``2026-11-23T10:00:00.000Z``), as in the CLI's
+  ``--json``; a lease also says ``expires_in_s``, so no one does clock arithmetic.
+- **Compact where a task is only named**: lists, and the answers of tools that change a task
+  (fail, release, post, cancel, retry), give a ``TaskBrief`` (id, title, state, priority,
+  domain, agent, age). The whole task comes with a claim and from ``get_task``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-from shoal.model import Agent, Assessment, Claim, Lease, Task, TaskDetail
+from shoal.model import Agent, Assessment, Claim, Event, Lease, Task, TaskDetail, iso_time
 
 __all__ = [
     "AgentInfo",
@@ -25,41 +35,117 @@ __all__ = [
     "RegistrationResult",
     "SettingsResult",
     "StateResult",
+    "TaskBrief",
     "TaskDetailInfo",
     "TaskInfo",
     "TaskList",
     "TaskResult",
+    "iso",
+    "iso_at",
+    "iso_times",
 ]
 
+#: Keys that hold a moment in the records' dicts (the status snapshot's rows included).
+TIME_KEYS = frozenset(
+    {
+        "at",
+        "created_at",
+        "updated_at",
+        "claimed_at",
+        "finished_at",
+        "ready_at",
+        "lease_expires",
+        "expires",
+        "expires_at",
+        "idle_since",
+        "last_seen",
+        "registered_at",
+        "paused_until",
+        "retry_at",
+    }
+)
 
-class TaskInfo(BaseModel):
-    """A task as the fleet saw it when the tool ran."""
+
+def iso(moment: object) -> str | None:
+    """A moment (Unix seconds) as ISO 8601 UTC (``model.iso_time``, as everywhere in shoal's
+    JSON); a string (already ISO, as the records' dicts give) and None pass as they are."""
+    if moment is None or isinstance(moment, str):
+        return moment
+    if isinstance(moment, int | float) and not isinstance(moment, bool) and math.isfinite(moment):
+        return iso_time(float(moment))
+    raise ValueError(f"not a moment: {moment!r}")
+
+
+def iso_at(moment: float) -> str:
+    """``iso`` of a moment that is always there."""
+    text = iso(moment)
+    assert text is not None
+    return text
+
+
+def iso_times(data: Any) -> Any:
+    """``data`` (a record's dict, nested) with every moment under a time key made ISO."""
+    if isinstance(data, Mapping):
+        return {k: iso(v) if k in TIME_KEYS else iso_times(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [iso_times(item) for item in data]
+    return data
+
+
+Time = Annotated[str, BeforeValidator(iso)]
+MaybeTime = Annotated[str | None, BeforeValidator(iso)]
+
+
+def _seconds(span: float) -> int:
+    return max(0, round(span))
+
+
+class TaskBrief(BaseModel):
+    """A task named in a list or after a change: enough to pick it out and follow it."""
 
     id: int
     title: str
-    state: str = Field(description="blocked, pending, claimed, done, dead or cancelled")
-    priority: int = Field(description="1 (most urgent) to 9")
+    state: str
+    priority: int
+    domain: str | None
+    agent: str | None
+    age_s: int = Field(description="seconds since it was posted")
+
+    @classmethod
+    def of(cls, task: Task, now: float) -> TaskBrief:
+        return cls(
+            id=task.id,
+            title=task.title,
+            state=task.state.value,
+            priority=task.priority,
+            domain=task.domain,
+            agent=task.agent,
+            age_s=_seconds(now - task.created_at),
+        )
+
+
+class TaskInfo(BaseModel):
+    """A task in full, as the fleet saw it when the tool ran."""
+
+    id: int
+    title: str
+    state: str
+    priority: int
     body: str
     payload: Any = None
     skills: list[str]
     domain: str | None
-    agent: str | None = Field(
-        description="the queue holding it (pending), its holder (claimed) or last holder"
-    )
+    agent: str | None
     pinned: bool
-    stolen: bool
     parent: int | None
     attempts: int
     max_attempts: int | None
-    lease_expires: float | None = Field(description="Unix time the current lease ends")
+    expected_duration: float | None
     result: Any = None
     error: str | None
-    expected_duration: float | None = Field(description="seconds it is expected to run")
-    created_at: float
-    ready_at: float | None = Field(
-        description="Unix time it last became ready to run (None while blocked)"
-    )
-    finished_at: float | None
+    created_at: Time
+    ready_at: MaybeTime
+    finished_at: MaybeTime
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:
@@ -70,15 +156,33 @@ class LeaseInfo(BaseModel):
     """The right to work on one task until ``expires_at``; only ``token`` may finish it."""
 
     task_id: int
-    agent: str
-    token: str = Field(description="pass it to complete_task, fail_task and release_task")
-    expires_at: float = Field(description="Unix time; call heartbeat before then to extend it")
+    token: str
+    expires_at: Time
+    expires_in_s: int
 
     @classmethod
-    def of(cls, lease: Lease) -> LeaseInfo:
+    def of(cls, lease: Lease, now: float) -> LeaseInfo:
         return cls(
-            task_id=lease.task_id, agent=lease.agent, token=lease.token, expires_at=lease.expires
+            task_id=lease.task_id,
+            token=lease.token,
+            expires_at=iso_at(lease.expires),
+            expires_in_s=_seconds(lease.expires - now),
         )
+
+
+_BUSY = (
+    "You hold as many tasks as your max_concurrent allows: finish one (complete_task, "
+    "fail_task or release_task) before claiming another."
+)
+_PAUSED = (
+    "You are paused after failing several tasks in a row: claim nothing until retry_at "
+    "(or until an operator resumes you). Fix what makes your tasks fail meanwhile."
+)
+_EMPTY = (
+    "Nothing you can do is waiting. Call wait_for_task to be woken when work arrives, or "
+    "(if you are not a manager) set_agent_status terminated when assess_workload says "
+    "terminate_idle."
+)
 
 
 class ClaimResult(BaseModel):
@@ -87,42 +191,23 @@ class ClaimResult(BaseModel):
     claimed: bool
     task: TaskInfo | None = None
     lease: LeaseInfo | None = None
-    source: str | None = Field(
-        default=None, description="where the task came from: queue (yours), pool, or steal"
-    )
-    reason: str | None = Field(
-        default=None, description="why nothing was claimed: empty (no work you can do) or busy"
-    )
-    retry_at: float | None = Field(
-        default=None,
-        description="Unix time work passed over for its own domain's agents is free to take",
-    )
+    source: str | None = Field(default=None, description="queue, pool or steal")
+    reason: str | None = Field(default=None, description="empty, busy or paused")
+    retry_at: MaybeTime = Field(default=None, description="when to ask again")
     waited_seconds: float = 0.0
     next_step: str
 
     @classmethod
-    def of(cls, claim: Claim, waited: float = 0.0) -> ClaimResult:
+    def of(cls, claim: Claim, now: float, waited: float = 0.0) -> ClaimResult:
         if not claim:
-            if claim.reason == "busy":
-                step = (
-                    "You hold as many tasks as your max_concurrent allows: finish one "
-                    "(complete_task, fail_task or release_task) before claiming another."
-                )
-            else:
-                step = (
-                    "Nothing you can do is waiting. Call wait_for_task to be woken when work "
-                    "arrives, or (if you are not a manager) set_agent_status terminated to free "
-                    "your place when assess_workload says terminate_idle."
-                )
-            if claim.retry_at is not None:
-                step += (
-                    " Work of other domains is being left to their own agents for now; it is "
-                    "free to take at retry_at."
-                )
+            step = {"busy": _BUSY, "paused": _PAUSED}.get(claim.reason or "", _EMPTY)
+            if claim.retry_at is not None and claim.reason == "empty":
+                step += " Some work is held back for now (another domain's, or waiting to be "
+                step += "ready): it is free to take at retry_at."
             return cls(
                 claimed=False,
                 reason=claim.reason,
-                retry_at=claim.retry_at,
+                retry_at=iso(claim.retry_at),
                 waited_seconds=waited,
                 next_step=step,
             )
@@ -130,7 +215,7 @@ class ClaimResult(BaseModel):
         return cls(
             claimed=True,
             task=TaskInfo.of(task),
-            lease=LeaseInfo.of(lease),
+            lease=LeaseInfo.of(lease, now),
             source=claim.sources[0],
             waited_seconds=waited,
             next_step=(
@@ -141,23 +226,31 @@ class ClaimResult(BaseModel):
 
 
 class CompletionResult(BaseModel):
-    """A finished task, and the tasks that were waiting on it and are now ready."""
+    """A finished task, the tasks that were waiting on it, and your next task if asked."""
 
-    task: TaskInfo
-    already_done: bool = Field(description="true if it was already completed with this lease")
-    released: list[int] = Field(description="tasks that became pending because this one is done")
-    next: ClaimResult | None = Field(
-        default=None, description="your next task, when claim_next was set"
-    )
+    task: TaskBrief
+    released: list[int] = Field(description="tasks now ready because this one is done")
+    next: ClaimResult | None = None
     next_step: str
 
 
 class TaskResult(BaseModel):
-    """A task after a change (failed, released, posted)."""
+    """A task after a change (failed, released, posted, cancelled, retried)."""
 
-    task: TaskInfo
-    created: bool = Field(default=True, description="false when the key matched an existing task")
+    task: TaskBrief
+    ready_at: MaybeTime = Field(default=None, description="when it may be claimed again")
+    created: bool = Field(default=True, description="false: the key named an existing task")
     message: str
+
+    @classmethod
+    def of(cls, task: Task, now: float, message: str, created: bool = True) -> TaskResult:
+        later = task.ready_at if task.ready_at is not None and task.ready_at > now else None
+        return cls(
+            task=TaskBrief.of(task, now),
+            ready_at=iso(later),
+            created=created,
+            message=message,
+        )
 
 
 class AgentInfo(BaseModel):
@@ -170,10 +263,10 @@ class AgentInfo(BaseModel):
     max_concurrent: int
     manager: bool
     ephemeral: bool
-    status: str = Field(description="idle, working, waiting, offline or terminated")
-    idle_since: float | None
-    last_seen: float
-    queued: int = Field(description="pending tasks in its own queue")
+    status: str
+    idle_since: MaybeTime
+    last_seen: Time
+    queued: int
 
     @classmethod
     def of(cls, agent: Agent) -> AgentInfo:
@@ -184,8 +277,8 @@ class RegistrationResult(BaseModel):
     """The agent as registered, and how full the fleet is now."""
 
     agent: AgentInfo
-    created: bool = Field(description="false when a live registration was updated")
-    live: int = Field(description="live non-manager agents, this one included")
+    created: bool = Field(description="false: a live registration was updated")
+    live: int
     max_agents: int
     message: str
 
@@ -208,10 +301,8 @@ class AssessmentInfo(BaseModel):
     blocked: int
     live_agents: int
     idle_agents: int
-    working_agents: int
     max_agents: int
     missing_skills: list[str] = Field(description="skills a spawned agent should bring")
-    unservable: int = Field(description="pending tasks no present agent can take")
 
     @classmethod
     def of(cls, a: Assessment) -> AssessmentInfo:
@@ -219,18 +310,28 @@ class AssessmentInfo(BaseModel):
 
 
 class TaskList(BaseModel):
-    """Tasks, newest first."""
+    """Tasks, newest first, and the cursor to the next page (None: this is the last)."""
 
-    tasks: list[TaskInfo]
+    tasks: list[TaskBrief]
+    next_cursor: str | None = None
 
 
 class EventInfo(BaseModel):
     """One entry of a task's history."""
 
-    at: float
+    at: Time
     kind: str
     agent: str | None
     data: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: Event) -> EventInfo:
+        return cls(
+            at=iso_at(event.at),
+            kind=event.kind,
+            agent=event.agent,
+            data=iso_times(dict(event.data)),
+        )
 
 
 class TaskDetailInfo(BaseModel):
@@ -238,7 +339,7 @@ class TaskDetailInfo(BaseModel):
 
     task: TaskInfo
     after: list[int] = Field(description="tasks it waits for")
-    dependents: list[int] = Field(description="tasks waiting for it")
+    dependents: list[int]
     events: list[EventInfo]
 
     @classmethod
@@ -247,20 +348,15 @@ class TaskDetailInfo(BaseModel):
             task=TaskInfo.of(detail.task),
             after=list(detail.after),
             dependents=list(detail.dependents),
-            events=[
-                EventInfo(at=e.at, kind=e.kind, agent=e.agent, data=dict(e.data))
-                for e in detail.events
-            ],
+            events=[EventInfo.of(e) for e in detail.events],
         )
 
 
 class SettingsResult(BaseModel):
     """The fleet's settings after the call, and which of them it changed."""
 
-    settings: dict[str, Any] = Field(
-        description="every setting by name: durations in seconds, counts, priorities, words"
-    )
-    changed: list[str] = Field(description="the settings this call changed")
+    settings: dict[str, Any] = Field(description="durations in seconds")
+    changed: list[str]
     message: str
 
 
@@ -268,8 +364,5 @@ class StateResult(BaseModel):
     """The fleet at a glance: the readable summary and the data behind it."""
 
     summary: str
-    you: str | None = Field(description="this session's agent, if it has one")
-    status: dict[str, Any] = Field(
-        description="agents with load, counts by state, pool, queues, capacity, stalled, "
-        "stuck and the last assessment"
-    )
+    you: str | None
+    status: dict[str, Any]
