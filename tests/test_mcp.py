@@ -43,6 +43,7 @@ TOOLS = {
     "get_task",
     "cancel_task",
     "retry_task",
+    "resume_agent",
 }
 #: A model carries the tool list in its context all along: a server pinned to an agent keeps
 #: it under this many tokens (characters / 4 of the tools/list JSON).
@@ -458,11 +459,6 @@ async def test_a_full_fleet_is_a_tool_error_not_a_dead_server(url: str) -> None:
         assert claim["task"]["id"] == task
 
 
-@pytest.mark.xfail(
-    reason="until `shoal mcp` in faces/cli.py hands run_mcp the fleet's opener (app.fleet), "
-    "not a fleet it opened before the handshake (app.fleet())",
-    strict=False,
-)
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 async def test_a_store_that_cannot_be_opened_is_a_tool_error(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -512,3 +508,33 @@ async def test_settings_are_read_and_changed_and_bad_values_change_nothing(url: 
         retry_at = datetime.fromisoformat(held["retry_at"].replace("Z", "+00:00"))
         assert retry_at.timestamp() == pytest.approx(paper.created_at + 1200, abs=0.001)
         assert "retry_at" in held["next_step"]
+
+
+async def test_a_paused_agent_is_resumed_and_work_posted_for_later_waits(url: str) -> None:
+    """The circuit breaker over MCP: five failures in a row pause ada (claims answer paused
+    with retry_at); a manager's resume_agent lets her claim again. A task posted with
+    not_before waits; set_agent_status idle while holding work needs release."""
+    with Fleet.open(url) as fleet:
+        fleet.configure(retry_delay=3600)  # failed tasks stay out of the way
+        for i in range(6):
+            fleet.post(f"t{i}")
+    async with (
+        stdio_session(url, "--agent", "boss", "--manager") as boss,
+        stdio_session(url, "--agent", "ada") as ada,
+    ):
+        for _ in range(5):
+            claim = await call(ada, "claim_best_task")
+            await call(ada, "fail_task", task_id=claim["task"]["id"], error="no tool")
+        paused = await call(ada, "claim_best_task")
+        assert paused["reason"] == "paused" and ISO.match(paused["retry_at"])
+        resumed = await call(boss, "resume_agent", agent_id="ada")
+        assert resumed["status"] == "waiting"
+        held = await call(ada, "claim_best_task")
+        text = await refused(ada, "set_agent_status", status="idle")
+        assert text.startswith("invalid_transition:") and str(held["task"]["id"]) in text
+        idle = await call(ada, "set_agent_status", status="idle", release=True)
+        assert idle["status"] == "idle"
+        later = await call(boss, "add_task", title="later", not_before="2099-01-01T00:00Z")
+        assert later["ready_at"].startswith("2099-01-01")
+        text = await refused(boss, "add_task", title="x", not_before="tomorrow")
+        assert text.startswith("bad_input:") and "not_before" in text

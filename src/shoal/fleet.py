@@ -559,12 +559,13 @@ class Fleet:
 
         Entering ``idle`` stamps ``idle_since``; leaving it clears it. An agent that holds
         tasks is not idle: that is refused (naming them) unless ``release``, which gives
-        them back first, untouched. ``terminated`` is final: the agent's leases are released
+        them back first, untouched (with any status: an agent leaving for a while can give
+        back its work at once). ``terminated`` is final: the agent's leases are released
         (not counted as failures) and its queue goes back to the pool, except tasks pinned
-        to it. ``offline`` sends its queue back too (its leases run on: it may return before
-        they expire). ``why`` goes in the termination's event (a worker leaving when idle
-        says so). ``overloaded`` is the circuit breaker's to set; a paused agent is resumed
-        with ``resume``.
+        to it. ``offline`` sends its queue back too (its leases run on unless ``release``:
+        it may return before they expire). ``why`` goes in the termination's event (a worker
+        leaving when idle says so). ``overloaded`` is the circuit breaker's to set; a paused
+        agent is resumed with ``resume``.
         """
         new_status = parse_agent_status(status)
         reason = check_text(why, "why", 200) if why is not None else None
@@ -583,16 +584,17 @@ class Fleet:
                     f"(for {_wait_words((agent.paused_until or now) - now)} more)",
                     hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
                 )
-            if new_status is AgentStatus.IDLE:
+            if new_status is AgentStatus.IDLE and not release:
                 held = [task.id for task, _ in tx.held_leases(agent_id)]
-                if held and not release:
+                if held:
                     raise InvalidTransition(
                         f"agent {agent_id!r} holds tasks {', '.join(map(str, held))}; an agent "
                         "that holds work is not idle",
                         hint="complete, fail or release them first, or pass --release "
                         "(release=True) to give them back untouched",
                     )
-                self._release_held(tx, agent_id, now, "agent set idle")
+            if release:
+                self._release_held(tx, agent_id, now, f"agent set {new_status.value}")
             if new_status is AgentStatus.TERMINATED:
                 self._terminate(tx, agent, now, reason or "terminated by request")
             else:

@@ -32,6 +32,7 @@ from shoal.faces import posting, render
 from shoal.faces.cli_cleanup import add_cleanup_commands
 from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
+from shoal.faces.mcp_command import SESSION_TTL_OPTION
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState, parse_duration, parse_moment
 
@@ -599,6 +600,7 @@ def config_set(app: App, name: str, value: str) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http.")
 @click.option("--port", default=8765, show_default=True, help="With --transport http.")
+@SESSION_TTL_OPTION
 @pass_app
 def mcp(
     app: App,
@@ -612,6 +614,7 @@ def mcp(
     transport: str,
     host: str,
     port: int,
+    session_ttl: str,
 ) -> None:
     """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
 
@@ -629,7 +632,10 @@ def mcp(
         "manager": manager,
         "ephemeral": ephemeral,
     }
-    run_mcp(app.fleet(), agent, spec, transport, host, port, app.err)
+    app.refuse_memory()
+    # The opener, not an open fleet: a store that cannot be opened yet (or a full fleet)
+    # must not stop the server before the handshake -- its tools say what is wrong.
+    run_mcp(app.fleet, agent, spec, transport, host, port, app.err, session_ttl)
 
 
 @cli.command(short_help="Watch a small fleet work, steal and finish.")

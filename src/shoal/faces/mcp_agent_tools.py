@@ -107,12 +107,13 @@ def add_agent_tools(box: Toolbox) -> None:
     def set_agent_status(
         ctx: Context,
         status: Annotated[StatusArg, Field(description="terminated is final: frees your place.")],
+        release: Annotated[bool, Field(description="Give back held tasks, untouched.")] = False,
         agent: AgentArg = None,
     ) -> AgentInfo:
         """Report your status. Set terminated when you leave for good (your tasks go back to
-        the others); managers should stay."""
+        the others); managers should stay. idle while holding tasks needs release."""
         who = desk.acting(session_of(ctx, desk), agent)
-        return AgentInfo.of(desk.fleet.set_status(who, status))
+        return AgentInfo.of(desk.fleet.set_status(who, status, release=release))
 
     @box.tool(idempotent=True)
     def heartbeat(ctx: Context, agent: AgentArg = None) -> HeartbeatResult:

@@ -19,6 +19,7 @@ from shoal.errors import BadInput, ShoalError, UnknownTask
 from shoal.faces import posting
 from shoal.faces.mcp_errors import describe
 from shoal.faces.mcp_models import (
+    AgentInfo,
     AssessmentInfo,
     SettingsResult,
     StateResult,
@@ -71,6 +72,10 @@ def add_fleet_tools(box: Toolbox) -> None:
         lease_ttl: DurationArg = None,
         max_attempts: Annotated[int | None, Field(ge=1, description="Claims before dead.")] = None,
         key: Annotated[str | None, Field(description="Idempotency key.")] = None,
+        not_before: Annotated[
+            str | None, Field(description="Not claimable before (ISO 8601, 2026-12-01T09:00Z).")
+        ] = None,
+        retry_delay: DurationArg = None,
     ) -> TaskResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
@@ -90,6 +95,8 @@ def add_fleet_tools(box: Toolbox) -> None:
             lease_ttl=lease_ttl,
             max_attempts=max_attempts,
             key=key,
+            not_before=not_before,
+            retry_delay=retry_delay,
         )
         at = now()
         message = posting.post_message(task, created, key, at)
@@ -138,6 +145,14 @@ def add_fleet_tools(box: Toolbox) -> None:
         retry backoff be claimed now."""
         task = desk.fleet.retry(task_id)
         return TaskResult.of(task, now(), f"task {task.id} is {task.state.value} again")
+
+    @box.tool()
+    def resume_agent(
+        ctx: Context, agent_id: Annotated[str, Field(description="The paused agent.")]
+    ) -> AgentInfo:
+        """Manager: let an agent the circuit breaker paused (status overloaded, after
+        failing task after task) claim again, once what made it fail is fixed."""
+        return AgentInfo.of(desk.fleet.resume(agent_id))
 
     @box.tool()
     def assess_workload(ctx: Context) -> AssessmentInfo:

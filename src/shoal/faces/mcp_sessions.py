@@ -194,10 +194,7 @@ class FleetDesk:
             if terminate:
                 fleet.set_status(agent, "terminated", why=_ENDED)
                 return
-            for lease in fleet.heartbeat(agent):  # every lease it holds, with its token
-                with contextlib.suppress(LeaseLost):
-                    fleet.release(lease)
-            fleet.set_status(agent, "offline")
+            fleet.set_status(agent, "offline", release=True)  # its tasks back, untouched
         except UnknownAgent:
             pass  # terminated already (by itself or a manager): nothing left to do
         except ShoalError as exc:
