@@ -12,9 +12,7 @@ from shoal import BadInput, Fleet, InvalidTransition, ManualClock, TaskState
 from tests.helpers import kinds, one, post_many, snapshot
 
 
-def test_a_delayed_task_waits_for_its_moment_in_the_pool(
-    fleet: Fleet, clock: ManualClock
-) -> None:
+def test_a_delayed_task_waits_for_its_moment_in_the_pool(fleet: Fleet, clock: ManualClock) -> None:
     fleet.register("ada")
     later = fleet.post("report", not_before=clock.now() + 1800)
     assert later.state is TaskState.PENDING and later.ready_at == clock.now() + 1800
@@ -123,9 +121,7 @@ def fail_once(fleet: Fleet, agent: str = "ada") -> float:
     return failed.ready_at - fleet.clock.now()
 
 
-def test_a_failed_task_waits_a_jittered_doubling_backoff(
-    fleet: Fleet, clock: ManualClock
-) -> None:
+def test_a_failed_task_waits_a_jittered_doubling_backoff(fleet: Fleet, clock: ManualClock) -> None:
     fleet.configure(retry_delay=10, retry_delay_max=25, max_attempts=5, failure_streak=0)
     fleet.register("ada")
     task = fleet.post("flaky")
