@@ -19,13 +19,14 @@ def test_a_command_that_always_fails_pauses_its_agent_and_spares_the_backlog(
 ) -> None:
     _, url = shared_store
     fleet = Fleet.open(url, clock=clock)
-    fleet.configure(max_attempts=3)
+    fleet.configure(max_attempts=3, idle_timeout=0.3)
     post_many(fleet, 50)
     events: list[str] = []
     worker = Worker(
         Fleet.open(url, clock=clock),
         "ada",
         CommandHandler(["sh", "-c", "exit 1"]),
+        ephemeral=True,  # a paused worker is not idle: it must not leave (and lose the pause)
         listener=lambda kind, data: events.append(kind),
     )
     thread = threading.Thread(target=worker.run)
@@ -33,6 +34,8 @@ def test_a_command_that_always_fails_pauses_its_agent_and_spares_the_backlog(
     try:
         wait_until(lambda: paused(fleet, "ada"), "the breaker to trip")
         wait_until(lambda: "paused" in events, "the worker to say it is paused")
+        thread.join(1.0)  # well past idle_timeout (the worker's idle clock is wall time)
+        assert thread.is_alive() and "left" not in events  # it waits out the pause
     finally:
         worker.stop()
         thread.join(30)

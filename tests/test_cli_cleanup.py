@@ -75,6 +75,11 @@ def test_bulk_cancel_by_ids_and_by_state(shoal: Shoal, fleet: Fleet) -> None:
     assert fleet.get(ids[2]).state is TaskState.CANCELLED
     neither = shoal("cancel")
     assert neither.code == 2 and "say what to cancel" in neither.err
+    assert "--state pending" in neither.err  # a state cancel takes
+    spared = fleet.post("spared", domain="a").id
+    mixed = shoal("cancel", str(spared), "--domain", "b")
+    assert mixed.code == 2 and "do not apply to task ids" in mixed.err
+    assert fleet.get(spared).state is TaskState.PENDING
 
 
 def test_a_paused_agent_is_shown_and_resumed(shoal: Shoal, fleet: Fleet) -> None:
@@ -84,7 +89,7 @@ def test_a_paused_agent_is_shown_and_resumed(shoal: Shoal, fleet: Fleet) -> None
         _, lease = one(fleet.claim("ada"))
         fleet.fail(lease, "command not found")
     assert fleet.agent("ada").status is AgentStatus.OVERLOADED
-    assert "overloaded (paused 10m more, 5 failures)" in shoal("agents").text
+    assert "overloaded (paused 10m more, after 5 failures)" in shoal("agents").text
     claim = shoal("claim", "--agent", "ada")
     assert claim.code == 1 and "paused" in claim.text and "shoal agent resume" in claim.text
     resumed = shoal("agent", "resume", "ada")

@@ -322,9 +322,10 @@ class Fleet:
         dest = draft.agent
         if dest is not None:
             agent = self._live_agent(tx, dest)
-            if agent.status is AgentStatus.OFFLINE and not draft.pinned:
+            if not policy.is_present(agent) and not draft.pinned:
+                away = "paused by the circuit breaker" if agent.paused(now) else "offline"
                 raise BadInput(
-                    f"agent {dest!r} is offline; nothing would work its queue",
+                    f"agent {dest!r} is {away}; nothing would work its queue",
                     hint="post to the pool or to a present agent, or pin it to wait for this one",
                 )
             if not policy.can_do(agent.skills, draft.skills):
@@ -342,8 +343,13 @@ class Fleet:
                 )
             if dest is None and parent_task.state is TaskState.CLAIMED and parent_task.agent:
                 spawner = tx.get_agent(parent_task.agent)
-                # Work-first: the spawner's own queue, at the head -- if it can do the child.
-                if spawner is not None and policy.can_do(spawner.skills, draft.skills):
+                # Work-first: the spawner's own queue, at the head -- if it can do the child
+                # and is there to (a paused spawner's children go to the pool).
+                if (
+                    spawner is not None
+                    and policy.is_present(spawner)
+                    and policy.can_do(spawner.skills, draft.skills)
+                ):
                     dest = spawner.id
         waiting = 0
         if draft.after:
@@ -362,7 +368,11 @@ class Fleet:
             state=TaskState.BLOCKED if waiting else TaskState.PENDING,
             waiting_on=waiting,
             created_at=now,
-            pool_key=policy.pool_key(draft.priority, now, settings.aging),
+            # Aging counts from when it is ready: a task posted for later gains nothing
+            # while it waits for its moment.
+            pool_key=policy.pool_key(
+                draft.priority, max(now, draft.ready_at or now), settings.aging
+            ),
             # A place in a queue matters only in a queue; the pool orders by pool_key.
             seq=(place if place is not None else tx.next_seq()) if dest is not None else 0,
             # Ready now, or at its not_before; blocked, it keeps only the not_before.
@@ -580,8 +590,8 @@ class Fleet:
             going = new_status in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
             if agent.paused(now) and not going:
                 raise InvalidTransition(
-                    f"agent {agent_id!r} is paused after {agent.failures} failures in a row "
-                    f"(for {_wait_words((agent.paused_until or now) - now)} more)",
+                    f"agent {agent_id!r} is paused by the circuit breaker after failing task "
+                    f"after task (for {_wait_words((agent.paused_until or now) - now)} more)",
                     hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
                 )
             if new_status is AgentStatus.IDLE and not release:
@@ -703,11 +713,12 @@ class Fleet:
             context = tx.claim_context(agent_id, now)
             assert context is not None
         agent = context.agent
-        if completed and agent.failures:
+        if completed and agent.failures and agent.paused_until is None:
             agent = replace(agent, failures=0)
             tx.save_agent(agent)
         if agent.paused_until is not None:  # the circuit breaker
             if agent.paused(now):
+                self._touch(tx, agent, now, agent.status)  # it is alive, and asking
                 return Claim(reason="paused", retry_at=agent.paused_until)
             agent = self._resume(tx, agent, now, "cooldown")
         room = policy.claim_room(context.held, agent.max_concurrent, n)
@@ -1066,7 +1077,7 @@ class Fleet:
             now = self.clock.now()
             settings = tx.load_settings()
             expired, dead = self._expire_due(tx, now, settings, None)
-            offline, returned, terminated = [], [], []
+            offline, returned, terminated, resumed = [], [], [], []
             for agent in tx.list_agents():
                 if policy.is_silent(agent, now, settings):
                     tx.save_agent(replace(agent, status=AgentStatus.OFFLINE, idle_since=None))
@@ -1088,6 +1099,7 @@ class Fleet:
                     terminated.append(agent.id)
                 elif policy.pause_over(agent, now):
                     self._resume(tx, agent, now, "cooldown")
+                    resumed.append(agent.id)
             stalled = []
             for task in tx.claimed_tasks():
                 if policy.is_stalled(task, now, settings):
@@ -1108,6 +1120,7 @@ class Fleet:
                 tuple(returned),
                 tuple(terminated),
                 tuple(stalled),
+                tuple(resumed),
             )
 
     @_rerun_on_conflict
@@ -1253,7 +1266,7 @@ class Fleet:
         agent = context.agent
         if not agent.status.live:
             return
-        if completed and agent.failures:
+        if completed and agent.failures and agent.paused_until is None:
             agent = replace(agent, failures=0)
             tx.save_agent(agent)
         if agent.status is AgentStatus.OVERLOADED:
@@ -1387,7 +1400,8 @@ class Fleet:
     def _terminate(self, tx: StoreTx, agent: Agent, now: float, why: str) -> None:
         self._release_held(tx, agent.id, now, why)
         self._return_queue(tx, agent, now, why)
-        tx.save_agent(replace(agent, status=AgentStatus.TERMINATED, idle_since=None, last_seen=now))
+        gone = replace(agent, status=AgentStatus.TERMINATED, idle_since=None, paused_until=None)
+        tx.save_agent(replace(gone, last_seen=now))
         tx.append_event(now, "agent.terminated", None, agent.id, {"why": why})
 
     def _release_held(self, tx: StoreTx, agent_id: str, now: float, why: str) -> list[int]:

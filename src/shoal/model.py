@@ -21,6 +21,7 @@ from shoal.errors import BadInput, InvalidPriority
 
 __all__ = [
     "MAX_ID",
+    "MAX_MOMENT",
     "PRIORITY_NAMES",
     "Agent",
     "AgentLoad",
@@ -173,14 +174,22 @@ def parse_duration(value: object, what: str = "duration") -> float:
     return seconds
 
 
+#: The latest moment shoal takes (the end of year 9999, the last one ISO 8601 can write).
+MAX_MOMENT = 253402300799.0
+
+
 def parse_moment(value: object, what: str = "time") -> float:
     """Epoch seconds from a number or an ISO 8601 time with its zone: 2026-12-01T09:00Z,
-    2026-12-01 10:00+01:00. A time without a zone is refused rather than guessed."""
+    2026-12-01 10:00+01:00. A time without a zone is refused rather than guessed; one before
+    1970 is taken as 1970 (it has passed either way)."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value) or value < 0:
-            raise BadInput(f"{what} must be a time, not {value!r}")
+        if not math.isfinite(value) or not 0 <= value <= MAX_MOMENT:
+            raise BadInput(
+                f"{what} must be a time (epoch seconds up to the year 9999), not {value!r}",
+                hint="or an ISO 8601 time with its zone, e.g. 2026-12-01T09:00Z",
+            )
         return float(value)
     elif isinstance(value, str):
         try:
@@ -197,7 +206,13 @@ def parse_moment(value: object, what: str = "time") -> float:
             f"{what} {value!r} has no time zone",
             hint="add Z for UTC or an offset such as +01:00, e.g. 2026-12-01T09:00Z",
         )
-    return moment.timestamp()
+    try:
+        seconds = moment.timestamp()
+    except (OverflowError, ValueError):  # past the year 9999 once in UTC
+        seconds = math.inf
+    if seconds > MAX_MOMENT:
+        raise BadInput(f"{what} {value!r} is after the year 9999", hint="give a nearer time")
+    return max(seconds, 0.0)
 
 
 def iso_time(seconds: float | None) -> str | None:
@@ -205,7 +220,7 @@ def iso_time(seconds: float | None) -> str | None:
     time leaves shoal in JSON."""
     if seconds is None:
         return None
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    moment = datetime.fromtimestamp(min(max(seconds, 0.0), MAX_MOMENT), tz=UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -591,10 +606,19 @@ class ReapReport:
     returned: tuple[int, ...] = ()  # their queued tasks, back in the pool
     terminated: tuple[str, ...] = ()  # ephemeral agents idle too long
     stalled: tuple[int, ...] = ()  # tasks running well past their expected duration
+    resumed: tuple[str, ...] = ()  # agents whose circuit-breaker pause ran out
 
     def __bool__(self) -> bool:
         return any(
-            (self.expired, self.dead, self.offline, self.returned, self.terminated, self.stalled)
+            (
+                self.expired,
+                self.dead,
+                self.offline,
+                self.returned,
+                self.terminated,
+                self.stalled,
+                self.resumed,
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -605,6 +629,7 @@ class ReapReport:
             "returned": list(self.returned),
             "terminated": list(self.terminated),
             "stalled": list(self.stalled),
+            "resumed": list(self.resumed),
         }
 
 

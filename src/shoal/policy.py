@@ -440,8 +440,8 @@ def breaker_trips(failures: int, settings: Settings) -> bool:
 
 
 def pause_over(agent: Agent, now: float) -> bool:
-    """A pause whose cooldown has run out: the agent may claim again."""
-    return agent.paused_until is not None and now >= agent.paused_until
+    """A live agent's pause whose cooldown has run out: it may claim again."""
+    return agent.status.live and agent.paused_until is not None and now >= agent.paused_until
 
 
 def return_queue(task: Task) -> str | None:
@@ -464,9 +464,14 @@ def idle_since_after(
 
 
 def is_present(agent: Agent) -> bool:
-    """Around to take work from its queue: neither offline nor terminated. Work bound for an
-    agent that is not present goes to the pool instead (unless pinned to it)."""
-    return agent.status not in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
+    """Around to take work from its queue: not offline, not paused by the circuit breaker,
+    not terminated. Work bound for an agent that is not present goes to the pool instead
+    (unless pinned to it)."""
+    return agent.status not in (
+        AgentStatus.OFFLINE,
+        AgentStatus.OVERLOADED,
+        AgentStatus.TERMINATED,
+    )
 
 
 def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
@@ -477,6 +482,7 @@ def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
             AgentStatus.IDLE,
             AgentStatus.WORKING,
             AgentStatus.WAITING,
+            AgentStatus.OVERLOADED,  # a paused agent still heartbeats while it waits
         )
         and now - agent.last_seen > settings.heartbeat_timeout
     )
@@ -606,8 +612,8 @@ def assess(
     def why(text: str) -> str:
         if paused:
             text += (
-                f"; {paused} agents paused after failing task after task "
-                "(fix them, then `shoal agent resume AGENT`)"
+                f"; {paused} agent{' is' if paused == 1 else 's are'} paused after failing task "
+                "after task (fix them, then `shoal agent resume AGENT`)"
             )
         if stuck:
             return f"{text}; {stuck} blocked tasks wait on dead or cancelled ones (retry those)"

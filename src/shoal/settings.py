@@ -19,6 +19,10 @@ from shoal.model import parse_duration, parse_priority
 
 __all__ = ["ORDERS", "SETTINGS", "Setting", "Settings", "format_setting", "parse_setting"]
 
+#: The longest duration a setting takes (ten years): far beyond any real use, and small
+#: enough that a moment it yields can still be written as a date.
+MAX_DURATION = 10 * 365 * 86400.0
+
 #: The values of the ``order`` setting: how tasks of equal priority are ranked.
 ORDERS = ("priority", "longest_first")
 
@@ -175,10 +179,11 @@ def parse_setting(name: str, value: object) -> Any:
         raise InvalidSetting(
             f"{name} must be {_describe(spec)}, not {value!r}", hint=f"{name}: {spec.help}"
         ) from exc
-    if not spec.minimum <= number <= spec.maximum:
+    maximum = min(spec.maximum, MAX_DURATION) if spec.kind == "duration" else spec.maximum
+    if not spec.minimum <= number <= maximum:
         bounds = f"at least {spec.minimum:g}"
-        if spec.maximum != math.inf:
-            bounds = f"between {spec.minimum:g} and {spec.maximum:g}"
+        if maximum != math.inf:
+            bounds = f"between {spec.minimum:g} and {maximum:g}"
         raise InvalidSetting(
             f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}"
         )

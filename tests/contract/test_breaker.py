@@ -111,7 +111,7 @@ def test_a_paused_agent_cannot_report_itself_back_to_work(broken: Fleet) -> None
         fail_next(broken)
     before = snapshot(broken)
     for status in ("idle", "working", "waiting"):
-        with pytest.raises(InvalidTransition, match="paused after 5 failures"):
+        with pytest.raises(InvalidTransition, match="paused by the circuit breaker"):
             broken.set_status("ada", status)
     with pytest.raises(BadInput, match="circuit breaker"):
         broken.set_status("bob", "overloaded")
@@ -126,7 +126,7 @@ def test_status_and_assess_show_the_paused_agent(broken: Fleet) -> None:
     line = next(a for a in status.agents if a.agent.id == "ada")
     assert line.agent.status is AgentStatus.OVERLOADED
     assessment = broken.assess()
-    assert "1 agents paused" in assessment.reason and "shoal agent resume" in assessment.reason
+    assert "1 agent is paused" in assessment.reason and "shoal agent resume" in assessment.reason
 
 
 def test_failure_streak_zero_turns_the_breaker_off(broken: Fleet) -> None:
@@ -153,3 +153,56 @@ def test_an_agent_holding_tasks_is_not_set_idle_unless_it_releases_them(fleet: F
     for lease in held.leases:
         task = fleet.get(lease.task_id)
         assert task.state is TaskState.PENDING and task.attempts == 0 and task.in_pool
+
+
+def test_work_is_not_routed_to_a_paused_agent(broken: Fleet, clock: ManualClock) -> None:
+    broken.register("cy", max_concurrent=2)
+    broken.configure(failure_streak=1)
+    held = broken.claim("cy", 2)
+    broken.fail(held.leases[0], "no tool")  # paused, still holding the other task
+    with pytest.raises(BadInput, match="paused by the circuit breaker"):
+        broken.post("for cy", to="cy")
+    child = broken.post("child", parent=held.tasks[1].id, priority=1)
+    assert child.in_pool  # not into the paused spawner's queue: others take it
+    assert one(broken.claim("bob"))[0].id == child.id
+
+
+def test_a_paused_agent_that_keeps_asking_is_not_taken_for_silent(
+    broken: Fleet, clock: ManualClock
+) -> None:
+    broken.configure(pause_cooldown=300)
+    for _ in range(5):
+        fail_next(broken)
+    for _ in range(29):
+        clock.advance(10)
+        assert broken.claim("ada").reason == "paused"  # but alive, and asking
+    clock.advance(11)  # the pause is over; ada was last heard from 11 s ago
+    report = broken.reap()
+    assert "ada" not in report.offline and report.resumed == ("ada",)
+
+
+def test_a_paused_agent_that_died_goes_offline(broken: Fleet, clock: ManualClock) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    clock.advance(91)  # heartbeat_timeout, and not a word from it
+    assert "ada" in broken.reap().offline
+
+
+def test_a_terminated_agent_is_not_resumed(broken: Fleet, clock: ManualClock) -> None:
+    for _ in range(5):
+        fail_next(broken)
+    broken.set_status("ada", "terminated")
+    clock.advance(601)
+    assert broken.reap().resumed == ()
+    assert "agent.resumed" not in kinds(broken, agent="ada")
+
+
+def test_a_completion_while_paused_keeps_the_count(fleet: Fleet) -> None:
+    fleet.configure(failure_streak=1)
+    fleet.register("ada", max_concurrent=2)
+    post_many(fleet, 2)
+    held = fleet.claim("ada", 2)
+    fleet.fail(held.leases[0], "no tool")
+    fleet.complete(held.leases[1], "ok")  # the other task still finished
+    ada = fleet.agent("ada")
+    assert ada.status is AgentStatus.OVERLOADED and ada.failures == 1

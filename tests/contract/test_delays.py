@@ -167,3 +167,24 @@ def test_an_expired_lease_is_retried_at_once(fleet: Fleet, clock: ManualClock) -
     one(fleet.claim("ada"))
     clock.advance(31)
     assert one(fleet.claim("bob"))[0].id == task.id  # the agent died; the task is fine
+
+
+def test_a_delayed_task_gains_no_age_while_it_waits(fleet: Fleet, clock: ManualClock) -> None:
+    fleet.register("ada")
+    fleet.post("low, for tomorrow", priority=9, not_before=clock.now() + 86400)
+    clock.advance(86400)
+    urgent = fleet.post("urgent", priority=1)
+    assert one(fleet.claim("ada"))[0].id == urgent.id
+
+
+def test_times_beyond_what_a_date_can_say_are_refused(fleet: Fleet) -> None:
+    before = snapshot(fleet)
+    for far in (253402300800, 1e300, "10000-01-01T00:00Z", "9999-12-31T23:59:59-05:00"):
+        with pytest.raises(BadInput, match="not_before"):
+            fleet.post("far", not_before=far)
+    for name in ("lease_ttl", "retry_delay_max", "pause_cooldown"):
+        with pytest.raises(BadInput, match=name):
+            fleet.configure(**{name: "999999999999d"})
+    assert snapshot(fleet) == before
+    old = fleet.post("long ago", not_before="0001-01-01T00:00Z")
+    assert old.ready_at == old.created_at  # long past: ready now

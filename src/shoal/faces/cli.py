@@ -35,6 +35,7 @@ from shoal.faces.cli_sim import sim_command
 from shoal.faces.mcp_command import SESSION_TTL_OPTION
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState, parse_duration, parse_moment
+from shoal.settings import MAX_DURATION
 
 __all__ = ["cli", "main"]
 
@@ -256,7 +257,10 @@ def add(
             raise BadInput(
                 "give --in or --at, not both", hint="--in 30m, or --at 2026-12-01T09:00Z"
             )
-        not_before = fleet.clock.now() + parse_duration(delay, "--in")
+        wait = parse_duration(delay, "--in")
+        if wait > MAX_DURATION:
+            raise BadInput(f"--in {delay} is more than ten years", hint="give a nearer time")
+        not_before = fleet.clock.now() + wait
     task, created = posting.post(
         fleet,
         title,

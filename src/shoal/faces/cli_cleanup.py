@@ -84,7 +84,7 @@ def _bulk(
     yes: bool,
 ) -> None:
     """Apply ``act`` to the listed ``ids`` or the selected tasks, and report."""
-    targets = list(ids) or [t.id for t in chosen]
+    targets = list(dict.fromkeys(ids)) or [t.id for t in chosen]  # each id once, in order
     if not targets:
         app.emit({"count": 0, "tasks": [], "skipped": []}, f"no tasks to {verb}")
         return
@@ -116,16 +116,25 @@ def _bulk(
         sys.exit(exit_code)
 
 
-def _check_selection(ids: tuple[int, ...], state: str | None, verb: str) -> None:
+def _check_selection(
+    ids: tuple[int, ...], state: str | None, verb: str, *filters: str | None
+) -> None:
+    example = "dead" if verb == "retry" else "pending"
+    if ids and any(f is not None for f in filters):
+        raise BadInput(
+            f"--domain and --agent narrow --state; they do not apply to task ids ({verb} "
+            "takes the ids as given)",
+            hint=f"e.g. `shoal {verb} 12 13` or `shoal {verb} --state {example} --domain web`",
+        )
     if ids and state:
         raise BadInput(
             f"give task ids or --state, not both, to say what to {verb}",
-            hint=f"e.g. `shoal {verb} 12 13` or `shoal {verb} --state dead --domain web`",
+            hint=f"e.g. `shoal {verb} 12 13` or `shoal {verb} --state {example} --domain web`",
         )
     if not ids and not state:
         raise BadInput(
             f"say what to {verb}: task ids, or --state (with --domain or --agent to narrow it)",
-            hint=f"e.g. `shoal {verb} 12` or `shoal {verb} --state dead`",
+            hint=f"e.g. `shoal {verb} 12` or `shoal {verb} --state {example}`",
         )
 
 
@@ -162,7 +171,7 @@ def cancel(
 ) -> None:
     """Cancel tasks that have not finished (a holder's lease is revoked): the listed IDs, or
     every task in --state (narrowed by --domain, --agent)."""
-    _check_selection(task_ids, state, "cancel")
+    _check_selection(task_ids, state, "cancel", domain, agent)
     fleet = app.fleet()
     chosen = list(_selected(fleet, TaskState(state), domain, agent)) if state else []
     _bulk(app, "cancel", task_ids, chosen, fleet.cancel, yes)
@@ -189,7 +198,7 @@ def retry(
     """Make tasks claimable now: a dead or cancelled task comes back with fresh attempts; a
     pending one waiting out its retry backoff or its --in/--at skips the wait. The listed
     IDs, or every task in --state (narrowed by --domain, --agent)."""
-    _check_selection(task_ids, state, "retry")
+    _check_selection(task_ids, state, "retry", domain, agent)
     fleet = app.fleet()
     chosen: list[Task] = []
     if state:

@@ -26,7 +26,7 @@ from rich.text import Text
 from shoal._checks import positive_duration
 from shoal.errors import BadInput
 from shoal.faces.live import supervisor_view
-from shoal.model import parse_duration
+from shoal.model import iso_time, parse_duration
 from shoal.runtime.command import check_command
 from shoal.runtime.hub import Hub, HubAction
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
@@ -83,7 +83,8 @@ class _Printer:
     def __call__(self, kind: str, text: str, data: dict[str, Any]) -> None:
         with self.lock:
             if self.json:
-                click.echo(json.dumps({"at": time.time(), "kind": kind, **data}, default=str))
+                at = iso_time(time.time())
+                click.echo(json.dumps({"at": at, "kind": kind, **data}, default=str))
             else:
                 self.console.print(_line(kind, text), soft_wrap=True)
 
@@ -147,6 +148,11 @@ def worker_line(kind: str, data: dict[str, Any]) -> str | None:
         return f"{agent} lost #{task}: {data.get('error')}"
     if kind == "deferred":
         return f"{agent} deferred #{task} until its children are done"
+    if kind == "paused":
+        return (
+            f"{agent} is paused by the circuit breaker (it failed task after task) until "
+            f"{data.get('until')}; fix what fails, then `shoal agent resume {agent}`"
+        )
     if kind == "idle":
         grace = data.get("grace")
         tail = f"; leaves after {grace:g}s without work" if grace is not None else ""

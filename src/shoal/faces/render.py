@@ -272,15 +272,16 @@ def registration_text(reg: Registration) -> str:
 def pause_note(agent: Agent, now: float) -> str:
     """`` (paused 9m more)`` for an agent the circuit breaker holds; else empty."""
     if agent.paused(now) and agent.paused_until is not None:
-        return f" (paused {_span(agent.paused_until - now)} more, {agent.failures} failures)"
+        return f" (paused {_span(agent.paused_until - now)} more, after {agent.failures} failures)"
     return ""
 
 
 def claim_text(claim: Claim, now: float) -> Text:
     if claim.reason == "paused" and claim.retry_at is not None:
         return Text(
-            f"nothing claimed: this agent is paused after failing task after task, until "
-            f"{ago(claim.retry_at, now)}; fix what fails, then `shoal agent resume AGENT`",
+            f"nothing claimed: this agent is paused after failing task after task, for "
+            f"{_span(max(claim.retry_at - now, 0.0))} more; fix what fails, then "
+            "`shoal agent resume AGENT`",
             style="yellow",
         )
     if not claim:

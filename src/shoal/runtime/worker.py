@@ -368,8 +368,13 @@ class Worker:
             if claim.reason == "busy":  # held elsewhere too (another process, same agent)
                 self._wait(settings.poll_base)
                 continue
-            if claim.reason == "paused" and empty == 0:  # the circuit breaker: say it once
-                self._say("paused", until=iso_time(claim.retry_at), agent=self.agent)
+            if claim.reason == "paused":  # the circuit breaker: not idle, waiting it out
+                if empty == 0:
+                    self._say("paused", until=iso_time(claim.retry_at), agent=self.agent)
+                empty, idle_from = empty + 1, None
+                until = (claim.retry_at or 0.0) - self.fleet.clock.now()
+                self._wait(min(max(until, MIN_POLL_GAP), settings.poll_max))
+                continue
             empty += 1
             delay = policy.poll_delay(empty, settings)
             if claim.retry_at is not None:  # work passed over is free to take then
