@@ -734,7 +734,8 @@ def test_an_expired_lease_is_lost_and_reap_puts_the_task_back(shoal: Shoal, flee
     reaped = shoal("reap", "--json")
     assert reaped.code == 0, reaped
     assert reaped.data["expired"] == [task_id]
-    assert set(reaped.data) == {"expired", "dead", "offline", "returned", "terminated", "stalled"}
+    parts = {"expired", "dead", "offline", "returned", "terminated", "stalled", "resumed"}
+    assert set(reaped.data) == parts
     assert fleet.get(task_id).state is TaskState.PENDING
 
     quiet = shoal("reap")

@@ -179,11 +179,15 @@ def parse_setting(name: str, value: object) -> Any:
         raise InvalidSetting(
             f"{name} must be {_describe(spec)}, not {value!r}", hint=f"{name}: {spec.help}"
         ) from exc
-    maximum = min(spec.maximum, MAX_DURATION) if spec.kind == "duration" else spec.maximum
-    if not spec.minimum <= number <= maximum:
+    if spec.kind == "duration" and number > MAX_DURATION:
+        raise InvalidSetting(
+            f"{name} must be at most ten years ({MAX_DURATION:g}s), not {number:g}s",
+            hint=f"{name}: {spec.help}",
+        )
+    if not spec.minimum <= number <= spec.maximum:
         bounds = f"at least {spec.minimum:g}"
-        if maximum != math.inf:
-            bounds = f"between {spec.minimum:g} and {maximum:g}"
+        if spec.maximum != math.inf:
+            bounds = f"between {spec.minimum:g} and {spec.maximum:g}"
         raise InvalidSetting(
             f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}"
         )
