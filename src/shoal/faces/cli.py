@@ -3,7 +3,7 @@
 Exit codes (the same for every command):
 
     0  ok
-    1  nothing to do: a claim found no work (or the agent is at capacity)
+    1  nothing to do: a claim found no work (or the agent is at capacity, or paused)
     2  bad input: a malformed priority, an unknown agent or task, a broken store URL...
     3  lease lost or conflict: a stale token, a full fleet, a finished task
     4  the store is unavailable; nothing changed and the command may be retried
