@@ -9,13 +9,14 @@ changed under the command (a retry racing a claim) is reported and skipped, neve
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from shoal.errors import BadInput, ShoalError, exit_code_for
+from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
 from shoal.model import Task, TaskState
 
 if TYPE_CHECKING:
@@ -208,7 +209,19 @@ def retry(
             for t in _selected(fleet, TaskState(state), domain, agent)
             if t.state is not TaskState.PENDING or t.waiting(now)
         ]
-    _bulk(app, "retry", task_ids, chosen, fleet.retry, yes)
+    _bulk(app, "retry", task_ids, chosen, functools.partial(_retry, fleet, state), yes)
+
+
+def _retry(fleet: Fleet, state: str | None, task_id: int) -> Task:
+    """``fleet.retry``; a task picked as waiting whose wait ended meanwhile is ready: done."""
+    try:
+        return fleet.retry(task_id)
+    except InvalidTransition:
+        if state == "pending":
+            task = fleet.get(task_id)
+            if task.state is TaskState.PENDING and not task.waiting(fleet.clock.now()):
+                return task
+        raise
 
 
 @click.group(short_help="Act on an agent: resume it, set its status.")
