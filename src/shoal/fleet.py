@@ -718,7 +718,7 @@ class Fleet:
             tx.save_agent(agent)
         if agent.paused_until is not None:  # the circuit breaker
             if agent.paused(now):
-                self._touch(tx, agent, now, agent.status)  # it is alive, and asking
+                self._touch(tx, agent, now, AgentStatus.OVERLOADED)  # alive, and asking
                 return Claim(reason="paused", retry_at=agent.paused_until)
             agent = self._resume(tx, agent, now, "cooldown")
         room = policy.claim_room(context.held, agent.max_concurrent, n)
