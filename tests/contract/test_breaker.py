@@ -8,6 +8,7 @@ import pytest
 
 from shoal import AgentStatus, Fleet, InvalidTransition, ManualClock, TaskState
 from shoal.errors import BadInput
+from shoal.runtime.hub import Hub
 from tests.helpers import kinds, one, post_many, snapshot
 
 
@@ -102,7 +103,8 @@ def test_the_monitor_resumes_agents_whose_cooldown_is_over(
     clock.advance(600)
     broken.heartbeat("ada")  # still paused to the heartbeat: it keeps its status
     assert broken.agent("ada").status is AgentStatus.OVERLOADED
-    broken.reap()
+    actions = Hub(broken).step().actions  # what `shoal monitor` runs and prints
+    assert [a.data for a in actions if a.kind == "resumed"] == [{"agent": "ada"}]
     assert broken.agent("ada").status is AgentStatus.WAITING
 
 

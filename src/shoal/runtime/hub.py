@@ -26,7 +26,7 @@ __all__ = ["Hub", "HubAction", "HubPass"]
 
 @dataclass(frozen=True, slots=True)
 class HubAction:
-    """One thing the hub did: ``kind`` (expired, dead, offline, returned, terminated,
+    """One thing the hub did: ``kind`` (expired, dead, offline, returned, terminated, resumed,
     stalled, moved, assessed, error), its data, and a sentence for people. A supervisor
     reports what it does in the same shape (``SupervisorEvent``)."""
 
@@ -61,6 +61,7 @@ _REAP_SAYS = {
     "returned": "queued work of offline agents back to the pool: {tasks}",
     "terminated": "{agent} idle (or away) too long: terminated",
     "stalled": "running well past their expected duration: {tasks}",
+    "resumed": "{agent} paused by the circuit breaker: its cooldown is over, it may claim again",
 }
 
 
