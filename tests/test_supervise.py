@@ -93,6 +93,24 @@ def test_supervise_keeps_its_floor_and_restarts_a_crashed_worker_with_backoff(
     assert fleet.agent("w-1").status.value == "terminated"
 
 
+def test_supervise_stops_on_a_command_that_cannot_run_and_spares_the_task(
+    url: str, fleet: Fleet
+) -> None:
+    """A worker whose command cannot start for a task (a shell's exit 127) gives the task
+    back and exits 2; restarting it would take the same task and stop again, so the
+    supervisor stops too, saying why (exit 2), and the task is untouched."""
+    task = fleet.post("needs a tool")
+    with running(url, "supervise", "--max-agents", "2", "--min", "1", "--interval", "0.1",
+                 "--prefix", "w", "--json", "--", "sh", "-c", "nosuchtool-xyz") as sup:  # fmt: skip
+        fault = sup.wait_for("fault", agent="w-1")
+        assert sup.wait() == 2, sup.text()
+    assert "nosuchtool-xyz" in fault["text"] or "127" in fault["text"]
+    assert "the supervisor stopped" in sup.text() and "fix the command" in sup.text()
+    assert not sup.events("restarted")
+    back = fleet.get(task.id)
+    assert back.state is TaskState.PENDING and back.attempts == 0
+
+
 def test_supervise_refuses_a_floor_above_its_cap_and_starts_nothing(url: str, fleet: Fleet) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
     proc = subprocess.run(

@@ -423,6 +423,12 @@ def supervise(
                 sup.run(stop, on_pass=lambda: view.update(supervisor_view(sup, log)))
         else:
             sup.run(stop)
+    if sup.fault is not None:
+        raise BadInput(
+            f"the supervisor stopped: {sup.fault}",
+            hint="fix the command after -- (install what it runs, correct its name or path, "
+            "or chmod +x it); the task it could not run is back in the pool, untouched",
+        )
 
 
 def _default_prefix() -> str:

@@ -16,6 +16,10 @@ floor and the cooldown since its last change, and starts or stops worker process
   agent id, after ``policy.restart_delay`` (doubling per crash in a row, capped), so a broken
   command does not spin. A worker that ran ``stable_after`` seconds starts its count afresh.
   A worker that exits 0 on its own (idle, or terminated from outside) is not restarted.
+* **Faults**: a worker that exits ``FAULT_EXIT`` (2: its command cannot run -- not found,
+  not executable, a shell's 126/127) released its task untouched; a restart would only take
+  the same task and stop again. The supervisor stops instead (draining the others), and
+  ``fault`` says why, so the operator fixes the command.
 
 The decision is a pure function so that it is tested without processes; this module does
 only the processes, the clock and the bookkeeping. Worker processes run in their own
@@ -43,6 +47,8 @@ from shoal.runtime.hub import Hub, HubAction
 
 __all__ = ["Supervisor", "SupervisorEvent", "WorkerSlot", "WorkerSpec"]
 
+#: The exit code of a worker that stopped on a fault of its own (``shoal worker``'s bad input).
+FAULT_EXIT = 2
 #: Steals kept for the live view.
 RECENT_STEALS = 8
 #: Events read from the fleet's log at a time.
@@ -75,6 +81,7 @@ class WorkerSlot:
     restart_at: float | None = None
     stopping: bool = False
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    reader: threading.Thread | None = None  # copies its stderr into ``tail``
 
     @property
     def pid(self) -> int | None:
@@ -85,6 +92,20 @@ class WorkerSlot:
         if self.restart_at is not None:
             return "restarting"
         return "stopping" if self.stopping else "running"
+
+
+def _last_error(tail: Iterable[str]) -> str:
+    """The last ``error:`` a worker printed, its wrapped lines joined (up to its hint)."""
+    lines = list(tail)
+    starts = [i for i, line in enumerate(lines) if line.startswith("error:")]
+    if not starts:
+        return "its command cannot run"
+    said = []
+    for line in lines[starts[-1] :]:
+        if line.startswith("hint:"):
+            break
+        said.append(line.strip())
+    return " ".join(said).removeprefix("error:").strip()
 
 
 def _drain_stderr(pipe: IO[bytes], tail: deque[str]) -> None:
@@ -145,6 +166,8 @@ class Supervisor:
         self.last_change = -float("inf")
         self._seen_event = 0
         self._count = 0
+        #: Why the supervisor stopped on a worker's fault (None: it did not).
+        self.fault: str | None = None
 
     # ------------------------------------------------------------------ one pass
 
@@ -184,7 +207,7 @@ class Supervisor:
     def run(self, stop: threading.Event, on_pass: Callable[[], None] | None = None) -> None:
         """Pass after pass until ``stop`` is set; then drain and stop every worker."""
         try:
-            while not stop.is_set():
+            while not stop.is_set() and self.fault is None:
                 self.step()
                 if on_pass is not None:
                     on_pass()
@@ -235,7 +258,10 @@ class Supervisor:
             self.spawned += 1
         slot.proc, slot.started, slot.restart_at, slot.stopping = proc, now, None, False
         assert proc.stderr is not None
-        threading.Thread(target=_drain_stderr, args=(proc.stderr, slot.tail), daemon=True).start()
+        slot.reader = threading.Thread(
+            target=_drain_stderr, args=(proc.stderr, slot.tail), daemon=True
+        )
+        slot.reader.start()
         kind = "restarted" if slot.crashes else "spawned"
         skills = ",".join(spec.skills) or "-"
         self._say(
@@ -267,6 +293,13 @@ class Supervisor:
                 del self.slots[agent]
                 why = "as asked" if slot.stopping else "on its own (idle, or terminated)"
                 self._say("exited", f"{agent} exited {why}", agent=agent, code=code)
+                continue
+            if code == FAULT_EXIT:  # its command cannot run: restarting will not fix that
+                del self.slots[agent]
+                if slot.reader is not None:
+                    slot.reader.join(2.0)  # its last words: why it stopped
+                self.fault = f"{agent} stopped: {_last_error(slot.tail)}"
+                self._say("fault", f"{self.fault}; stopping the supervisor", agent=agent)
                 continue
             ran = now - slot.started
             slot.crashes = 1 if ran >= self.stable_after else slot.crashes + 1
