@@ -105,7 +105,9 @@ def test_supervise_stops_on_a_command_that_cannot_run_and_spares_the_task(
         fault = sup.wait_for("fault", agent="w-1")
         assert sup.wait() == 2, sup.text()
     assert "nosuchtool-xyz" in fault["text"] or "127" in fault["text"]
-    assert "the supervisor stopped" in sup.text() and "fix the command" in sup.text()
+    [stopped] = [e["error"] for e in sup.events() if "error" in e]  # one compact JSON line
+    assert stopped["code"] == "bad_input" and "the supervisor stopped" in stopped["message"]
+    assert "fix the command" in stopped["hint"]
     assert not sup.events("restarted")
     back = fleet.get(task.id)
     assert back.state is TaskState.PENDING and back.attempts == 0

@@ -10,7 +10,6 @@ A command that runs and fails is the task's failure, as before.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -46,15 +45,9 @@ def error_of(proc: Proc) -> dict[str, Any]:
     """The `{"error": ...}` object a --json command printed before it exited."""
 
     def printed() -> dict[str, Any] | None:
-        text = proc.text()
-        start = text.find('{\n  "error"')
-        if start < 0:
-            return None
-        try:
-            found: dict[str, Any] = json.loads(text[start:])["error"]
-        except json.JSONDecodeError:
-            return None  # not all read yet
-        return found
+        # Piped, the error is one compact JSON line among the worker's event lines.
+        errors = [e["error"] for e in proc.events() if "error" in e]
+        return errors[-1] if errors else None
 
     return wait_until(printed, "the error the worker printed", 5)  # type: ignore[no-any-return]
 

@@ -632,6 +632,16 @@ class Fleet:
                 return agent
             return self._resume(tx, agent, now, "request")
 
+    def leases(self, agent_id: str) -> list[Lease]:
+        """The leases ``agent_id`` holds now, oldest claim first (read only: nothing is
+        renewed). For a face that acts for the agent it has already checked."""
+        with self.store.read() as tx:
+            agent = self._live_agent(tx, agent_id)
+            return [
+                Lease(task.id, agent.id, token, task.lease_expires or 0.0)
+                for task, token in tx.held_leases(agent.id)
+            ]
+
     @_rerun_on_conflict
     def heartbeat(self, agent_id: str) -> list[Lease]:
         """Say the agent is alive and extend every lease it holds; returns the renewed leases.
@@ -1180,13 +1190,16 @@ class Fleet:
         task: int | None = None,
         agent: str | None = None,
         limit: int = 1000,
+        newest: bool = False,
     ) -> list[Event]:
-        """The log, oldest first: events after id ``since``, optionally of one task or agent."""
+        """The log, oldest first: events after id ``since``, optionally of one task or agent.
+        With ``newest``, the last ``limit`` of those (still oldest first: a tail)."""
         since = check_count(since, "since", 0, MAX_ID)
         limit = check_count(limit, "limit", 1, 100_000_000)
         (task_id,) = as_task_ids([task], "task") if task is not None else (None,)
         with self.store.read() as tx:
-            return tx.events(since, task_id, agent, limit)
+            found = tx.events(since, task_id, agent, limit, newest)
+        return found[::-1] if newest else found
 
     def wait_for_change(self, timeout: float) -> bool:
         """Block until the fleet may have changed (or ``timeout`` seconds pass)."""

@@ -98,6 +98,8 @@ PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_DURATION_PARTS = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
@@ -157,17 +159,21 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
 
 
 def parse_duration(value: object, what: str = "duration") -> float:
-    """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d" or "250ms"."""
+    """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d", "250ms", or units together:
+    "1h30m", "2d 4h"."""
     if isinstance(value, bool):
         raise BadInput(f"{what} must be a duration, not {value!r}")
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    elif isinstance(value, str) and _DURATION_PARTS.match(value):
+        parts = _DURATION_PART.findall(value)
+        seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
     else:
         raise BadInput(
             f"{what} {value!r} is not a duration",
-            hint="give seconds (90) or a number with a unit: 250ms, 90s, 5m, 2h, 1d",
+            hint="give seconds (90) or numbers with units: 250ms, 90s, 5m, 1h30m, 2d",
         )
     if not math.isfinite(seconds) or seconds < 0:
         raise BadInput(f"{what} must be zero or more seconds, not {value!r}")

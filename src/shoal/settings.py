@@ -17,7 +17,15 @@ from typing import Any
 from shoal.errors import InvalidSetting
 from shoal.model import parse_duration, parse_priority
 
-__all__ = ["ORDERS", "SETTINGS", "Setting", "Settings", "format_setting", "parse_setting"]
+__all__ = [
+    "ORDERS",
+    "SETTINGS",
+    "Setting",
+    "Settings",
+    "format_duration",
+    "format_setting",
+    "parse_setting",
+]
 
 #: The longest duration a setting takes (ten years): far beyond any real use, and small
 #: enough that a moment it yields can still be written as a date.
@@ -204,9 +212,26 @@ def _parse_choice(spec: Setting, value: object) -> str:
     return word
 
 
-def format_setting(value: object) -> str:
-    """A setting's value for people: numbers without trailing zeros, words as they are."""
+def format_setting(value: object, name: str | None = None) -> str:
+    """A setting's value for people: a duration with its units (``10m``, ``1h30m``, ``90s``,
+    which ``config set`` takes back), other numbers without trailing zeros, words as they
+    are."""
+    spec = SETTINGS.get(name) if name else None
+    if spec is not None and spec.kind == "duration" and isinstance(value, int | float):
+        return format_duration(float(value))
     return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a duration ``parse_duration`` reads back: 0s, 0.5s, 90s, 10m, 1h30m, 2d."""
+    if seconds < 60 or not float(seconds).is_integer():
+        return f"{seconds:g}s"
+    parts, rest = [], int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
 
 
 def _describe(spec: Setting) -> str:

@@ -24,12 +24,15 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 
 from shoal import __version__
-from shoal.errors import BadInput, ShoalError, exit_code_for
-from shoal.faces import posting, render
+from shoal.errors import BadInput, LeaseLost, ShoalError, exit_code_for
+from shoal.faces import output, posting, render
+from shoal.faces.cli_app import App, json_option, pass_app
 from shoal.faces.cli_cleanup import add_cleanup_commands
+from shoal.faces.cli_doctor import add_doctor_commands
+from shoal.faces.cli_import import add_from_file, add_import_commands
+from shoal.faces.cli_prime import add_prime_commands, mcp_config_command
 from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
 from shoal.faces.mcp_command import SESSION_TTL_OPTION
@@ -42,69 +45,6 @@ __all__ = ["cli", "main"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
-
-
-class App:
-    """What every command shares: the store URL, the output mode and the open fleet."""
-
-    def __init__(self, store: str | None, as_json: bool) -> None:
-        self.store = store
-        self.json = as_json
-        self.out = Console(highlight=False, soft_wrap=False)
-        self.err = Console(stderr=True, highlight=False)
-        self._fleet: Fleet | None = None
-
-    def fleet(self, create: bool = False) -> Fleet:
-        if self._fleet is None:
-            self.refuse_memory()
-            self._fleet = Fleet.open(self.store, create=create)
-        return self._fleet
-
-    def refuse_memory(self) -> None:
-        """Each command is a new process: a memory:// fleet would be new and empty each time."""
-        if (self.store or os.environ.get("SHOAL_STORE", "")).strip().startswith("memory:"):
-            raise BadInput(
-                "a memory:// fleet lives inside one process and ends with it, so each "
-                "shoal command would see a new, empty fleet",
-                hint="use a fleet on disk: shoal init, or --store sqlite:///path/fleet.db",
-            )
-
-    def adopt(self, fleet: Fleet) -> None:
-        self._fleet = fleet
-
-    def now(self) -> float:
-        return self.fleet().clock.now()
-
-    def emit(self, data: Any, human: Any = None) -> None:
-        """Print ``data`` as JSON in --json mode, else ``human`` (a rich renderable or text)."""
-        if self.json:
-            click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
-        elif human is not None:
-            self.out.print(human)
-
-    def close(self) -> None:
-        if self._fleet is not None:
-            self._fleet.close()
-
-
-def json_option(fn: F) -> F:
-    """``--json`` on a command, equivalent to ``shoal --json COMMAND``."""
-
-    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(App).json = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=turn_on,
-        help="Print JSON (for agents and scripts).",
-    )(fn)
-
-
-pass_app = click.make_pass_decorator(App)
 
 
 def _lease(task_id: int, token: str | None) -> Lease:
@@ -150,9 +90,15 @@ def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
     "nearest .shoal/fleet.db).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for agents and scripts).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(output.FORMATS),
+    help="table (a terminal's default), tsv (a pipe's), json, or env (NAME=value).",
+)
 @click.version_option(__version__, prog_name="shoal")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, as_json: bool) -> None:
+def cli(ctx: click.Context, store: str | None, as_json: bool, output_format: str | None) -> None:
     """shoal: a work-stealing task coordinator for fleets of agents.
 
     Agents register, then claim the best task they can do under a lease, and complete
@@ -171,7 +117,8 @@ def cli(ctx: click.Context, store: str | None, as_json: bool) -> None:
     """
     app = ctx.ensure_object(App)
     app.store = store
-    app.json = app.json or as_json
+    app.json = app.json or as_json or output_format == "json"
+    app.format = app.format or output_format
     ctx.call_on_close(app.close)
 
 
@@ -198,7 +145,13 @@ def init(app: App) -> None:
 
 
 @cli.command()
-@click.argument("title")
+@click.argument("title", required=False)
+@click.option(
+    "--file",
+    "from_file",
+    metavar="FILE",
+    help="Post many: JSON Lines, one task per line ('-' reads stdin); see `shoal import`.",
+)
 @click.option("--body", "-b", default="", help="Longer description; '-' reads stdin.")
 @click.option("--payload", help="JSON data for the agent; '@file.json' reads a file.")
 @click.option(
@@ -231,7 +184,8 @@ def init(app: App) -> None:
 @pass_app
 def add(
     app: App,
-    title: str,
+    title: str | None,
+    from_file: str | None,
     body: str,
     payload: str | None,
     priority: str,
@@ -249,7 +203,17 @@ def add(
     at: str | None,
     retry_delay: str | None,
 ) -> None:
-    """Post a task to the pool (or to an agent's queue with --to)."""
+    """Post a task to the pool (or to an agent's queue with --to), e.g. `shoal add "fix the
+    parser" --skill python -p high`; or many from JSON Lines with --file."""
+    if from_file is not None:
+        if title is not None:
+            raise BadInput("give a TITLE or --file, not both", hint="shoal add --file tasks.jsonl")
+        add_from_file(app, from_file)
+        return
+    if title is None:
+        raise BadInput(
+            "add needs a title (or --file FILE)", hint='e.g. shoal add "fix the parser" -p high'
+        )
     fleet = app.fleet()
     not_before = parse_moment(at, "--at") if at is not None else None
     if delay is not None:
@@ -282,7 +246,9 @@ def add(
     )
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
-        {**task.to_dict(), "created": created}, f"{message}: {task.title}" if created else message
+        {**task.to_dict(), "created": created},
+        f"{message}: {task.title}" if created else message,
+        env={"SHOAL_TASK": task.id},
     )
 
 
@@ -295,7 +261,8 @@ def ready(app: App, agent: str | None, limit: int) -> None:
     """Pending tasks, in the order a claim would take them."""
     tasks = app.fleet().ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title))
+    none = f"nothing is ready for {agent}" if agent else "nothing is ready"
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title), empty=none)
 
 
 @cli.command()
@@ -317,7 +284,8 @@ def show(app: App, task_id: int) -> None:
 def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
     """Tasks, newest first."""
     tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()))
+    none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
 
 
 # ---------------------------------------------------------------------- claiming and leases
@@ -345,7 +313,18 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     if app.json and n == 1 and result:
         # One task: also at the top level, so agents can read .task.id and .lease.token.
         data = {**data, **data["claimed"][0]}
-    app.emit(data, render.claim_text(result, fleet.clock.now()))
+    human = render.claim_text(result, fleet.clock.now())
+    if result.reason == "busy":  # say what it holds: that is why
+        held = [lease.task_id for lease in fleet.leases(agent)]
+        data = {**data, "held": held}
+        human.append(f" (it holds {', '.join(map(str, held))})", style="yellow")
+    env: dict[str, object] = {}
+    if result:  # for eval: the first task and its lease, and who holds it
+        env = {"SHOAL_AGENT": agent}
+        for i, (task, lease) in enumerate(result.items()):
+            suffix = "" if i == 0 else f"_{i + 1}"
+            env[f"SHOAL_TASK{suffix}"], env[f"SHOAL_LEASE{suffix}"] = task.id, lease.token
+    app.emit(data, human, env=env)
     if not result:
         sys.exit(EXIT_NOTHING)
 
@@ -354,14 +333,19 @@ def _token_option(fn: F) -> F:
     return click.option(
         "--token",
         "-t",
-        envvar="SHOAL_TOKEN",
+        envvar=["SHOAL_LEASE", "SHOAL_TOKEN"],
         show_envvar=True,
-        help="The lease token from `shoal claim`.",
+        help='The lease token from `shoal claim` (eval "$(shoal claim --format env)").',
     )(fn)
 
 
+def _task_argument(fn: F) -> F:
+    """TASK_ID, or $SHOAL_TASK (set by eval "$(shoal claim --format env)")."""
+    return click.argument("task_id", type=int, envvar="SHOAL_TASK")(fn)
+
+
 @cli.command()
-@click.argument("task_id", type=int)
+@_task_argument
 @_token_option
 @click.option("--result", "-r", help="The result: JSON, or plain text; '@file' or '-' to read.")
 @json_option
@@ -378,7 +362,7 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
 
 
 @cli.command(short_help="Report that a task you hold failed.")
-@click.argument("task_id", type=int)
+@_task_argument
 @_token_option
 @click.option("--error", "-e", default="", help="What went wrong.")
 @click.option("--no-retry", is_flag=True, help="Do not retry: the task is dead at once.")
@@ -397,18 +381,34 @@ def fail(app: App, task_id: int, token: str | None, error: str, no_retry: bool) 
 
 
 @cli.command()
-@click.argument("task_id", type=int)
+@_task_argument
 @_token_option
+@click.option(
+    "--agent", "-a", envvar="SHOAL_AGENT", help="The agent holding it (then no token needed)."
+)
 @json_option
 @pass_app
-def release(app: App, task_id: int, token: str | None) -> None:
-    """Give a task back untouched (not counted as a failure)."""
-    task = app.fleet().release(_lease(task_id, token))
+def release(app: App, task_id: int, token: str | None, agent: str | None) -> None:
+    """Give a task back untouched (not counted as a failure). The holding agent may give
+    its token, or just its name: `shoal release 12 --agent ada`."""
+    fleet = app.fleet()
+    if not token and agent:
+        held = {lease.task_id: lease for lease in fleet.leases(agent)}
+        if task_id not in held:
+            raise LeaseLost(
+                f"agent {agent!r} holds no lease on task {task_id}"
+                + (f"; it holds {', '.join(map(str, held))}" if held else ""),
+                hint="check the task id (`shoal list --agent AGENT --state claimed`)",
+            )
+        lease = held[task_id]
+    else:
+        lease = _lease(task_id, token)
+    task = fleet.release(lease)
     app.emit(task.to_dict(), f"task {task.id} released; it is {task.state.value} again")
 
 
 @cli.command(short_help="Set a held task aside until others are done.")
-@click.argument("task_id", type=int)
+@_task_argument
 @_token_option
 @click.option("--after", multiple=True, type=int, required=True, metavar="ID", help="Wait for ID.")
 @json_option
@@ -440,7 +440,7 @@ def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
 
 
 @cli.command()
-@click.argument("agent")
+@click.argument("agent", envvar="SHOAL_AGENT")
 @click.option("--role", default="worker", show_default=True)
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
@@ -478,17 +478,28 @@ def register(
 def agents(app: App) -> None:
     """Every agent the fleet knows."""
     found = app.fleet().agents()
-    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()))
+    none = "no agents yet: `shoal register AGENT --skill ...`"
+    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
 
 
 # ---------------------------------------------------------------------- the hub
 
 
 @cli.command(short_help="The fleet at a glance.")
+@click.option("--watch", "-w", is_flag=True, help="Redraw in place until Ctrl-C (a terminal).")
+@click.option(
+    "--interval", default="2s", show_default=True, help="With --watch: redraw at least this often."
+)
 @json_option
 @pass_app
-def status(app: App) -> None:
-    """The fleet at a glance: agents, load, queues, counts, capacity, last assessment."""
+def status(app: App, watch: bool, interval: str) -> None:
+    """The fleet at a glance: agents, load, queues, counts, capacity, last assessment.
+    `shoal status --watch` keeps it on screen, live."""
+    if watch:
+        from shoal.faces.cli_watch import watch_status
+
+        watch_status(app.fleet(), app.out, parse_duration(interval, "--interval"))
+        return
     snapshot = app.fleet().status()
     app.emit(snapshot.to_dict(), render.status_view(snapshot))
 
@@ -528,29 +539,33 @@ def reap(app: App) -> None:
 @click.option("--since", default=0, show_default=True, help="Only events after this id.")
 @click.option("--task", type=int, help="Only events of this task.")
 @click.option("--agent", "-a", help="Only events of this agent.")
-@click.option("--limit", "-n", default=100, show_default=True)
+@click.option("--tail", "-n", "limit", default=100, show_default=True, help="The newest N events.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events (Ctrl-C stops).")
 @json_option
 @pass_app
 def events(
     app: App, since: int, task: int | None, agent: str | None, limit: int, follow: bool
 ) -> None:
-    """The event log, oldest first (every state change is one event)."""
+    """The event log: the newest --tail events, newest last (every state change is one
+    event). e.g. `shoal events -n 20 --follow`, `shoal events --task 12`."""
     fleet = app.fleet()
-    found = fleet.events(since, task=task, agent=agent, limit=limit)
+    found = fleet.events(since, task=task, agent=agent, limit=limit, newest=True)
     if not follow:
-        app.emit([e.to_dict() for e in found], render.events_table(found, app.now()))
+        table = render.events_table(found, app.now())
+        app.emit([e.to_dict() for e in found], table, empty="no events")
         return
     try:
         while True:
             for event in found:
                 if app.json:
-                    click.echo(json.dumps(event.to_dict()))
+                    click.echo(output.json_text(event.to_dict(), pretty=False))
+                elif app.output_format() == "tsv":
+                    click.echo("\t".join(output.plain_lines(render.event_line(event, app.now()))))
                 else:
                     app.out.print(render.event_line(event, app.now()))
                 since = event.id
             fleet.wait_for_change(1.0)
-            found = fleet.events(since, task=task, agent=agent, limit=limit)
+            found = fleet.events(since, task=task, agent=agent, limit=10_000)
     except KeyboardInterrupt:
         return
 
@@ -565,16 +580,24 @@ def config() -> None:
 @json_option
 @pass_app
 def config_get(app: App, name: str | None) -> None:
-    """Show all settings, or one."""
+    """Show all settings with their defaults and meaning, or one: `shoal config get
+    lease_ttl`. Durations read 10m, 1h30m; JSON gives seconds."""
     settings = app.fleet().settings()
     if name is None:
         app.emit(settings.to_dict(), render.settings_table(settings))
         return
-    from shoal.settings import format_setting, parse_setting
+    from shoal.settings import Settings, format_setting, parse_setting
 
     parse_setting(name, getattr(settings, name, 0))  # refuses unknown names with a hint
     value = getattr(settings, name)
-    app.emit({name: value}, format_setting(value))
+    default = getattr(Settings(), name)
+    words = format_setting(value, name)
+    if value != default:
+        words += f" (default {format_setting(default, name)})"
+    app.emit({name: value}, words)
+
+
+config.add_command(config_get, "list")  # `shoal config list`: the same, every setting
 
 
 @config.command("set", context_settings={"ignore_unknown_options": True})
@@ -588,10 +611,10 @@ def config_set(app: App, name: str, value: str) -> None:
 
     settings = app.fleet().configure(**{name: value})
     new = getattr(settings, name)
-    app.emit({name: new}, f"{name} = {format_setting(new)}")
+    app.emit({name: new}, f"{name} = {format_setting(new, name)}")
 
 
-@cli.command("mcp", short_help="Serve the fleet to LLM agents over MCP.")
+@cli.group("mcp", invoke_without_command=True, short_help="Serve the fleet to LLM agents over MCP.")
 @click.option("--agent", "-a", help="Act as this agent only (registered at start).")
 @click.option("--role", default="worker", show_default=True, help="With --agent: its role.")
 @click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
@@ -606,7 +629,9 @@ def config_set(app: App, name: str, value: str) -> None:
 @click.option("--port", default=8765, show_default=True, help="With --transport http.")
 @SESSION_TTL_OPTION
 @pass_app
+@click.pass_context
 def mcp(
+    ctx: click.Context,
     app: App,
     agent: str | None,
     role: str,
@@ -624,8 +649,11 @@ def mcp(
 
     With --agent, this server acts as that one agent (registered at start with the
     --skill/--domain/... given) and refuses to act as any other; without it, tools take
-    an `agent` argument. Needs the MCP SDK: pip install 'shoal[mcp]'.
+    an `agent` argument. Needs the MCP SDK: pip install 'shoal[mcp]'. `shoal mcp config
+    --client claude` prints the JSON that registers it with a client.
     """
+    if ctx.invoked_subcommand is not None:  # `shoal mcp config`: not serving
+        return
     from shoal.faces.mcp_command import run_mcp
 
     spec = {
@@ -694,6 +722,10 @@ def render_summary(summary: Any) -> Any:
 
 add_runtime_commands(cli)  # shoal worker, monitor, supervise
 add_cleanup_commands(cli)  # shoal cancel, retry, agent, set-status
+add_doctor_commands(cli)  # shoal doctor
+add_import_commands(cli)  # shoal import beads|github|jsonl
+add_prime_commands(cli)  # shoal prime
+mcp.add_command(mcp_config_command)  # shoal mcp config
 
 
 # ---------------------------------------------------------------------- entry point
@@ -732,7 +764,7 @@ def _fail(
     app: App, args: list[str], data: dict[str, Any], message: str, hint: str | None, code: int
 ) -> NoReturn:
     if app.json or "--json" in args:
-        click.echo(json.dumps({"error": data}, indent=2))
+        click.echo(output.json_text({"error": data}, pretty=app.out.is_terminal))
     else:
         render.print_error(app.err, message, hint)
     sys.exit(code)

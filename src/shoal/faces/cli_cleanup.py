@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
+from shoal.faces.cli_app import App, json_option
 from shoal.model import Task, TaskState
 
 if TYPE_CHECKING:
-    from shoal.faces.cli import App
     from shoal.fleet import Fleet
 
 __all__ = ["CONFIRM_ABOVE", "add_cleanup_commands"]
@@ -29,21 +29,6 @@ __all__ = ["CONFIRM_ABOVE", "add_cleanup_commands"]
 CONFIRM_ABOVE = 10
 #: Tasks read per page while selecting.
 _PAGE = 1000
-
-
-def _json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.obj.json = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=turn_on,
-        help="Print JSON (for agents and scripts).",
-    )(fn)
 
 
 def _selected(
@@ -160,7 +145,7 @@ def _filters(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="Cancel every task in this state.",
 )
 @_filters
-@_json_option
+@json_option
 @click.pass_obj
 def cancel(
     app: App,
@@ -186,7 +171,7 @@ def cancel(
     help="Retry every task in this state (pending: those waiting to be ready).",
 )
 @_filters
-@_json_option
+@json_option
 @click.pass_obj
 def retry(
     app: App,
@@ -231,7 +216,7 @@ def agent() -> None:
 
 @agent.command(short_help="Let an agent the circuit breaker paused claim again.")
 @click.argument("agent_id", metavar="AGENT")
-@_json_option
+@json_option
 @click.pass_obj
 def resume(app: App, agent_id: str) -> None:
     """Let AGENT claim again now. The circuit breaker pauses an agent that failed
@@ -248,7 +233,7 @@ def resume(app: App, agent_id: str) -> None:
 
 def _set_status_command(name: str) -> click.Command:
     @click.command(name, short_help="Set an agent's status (e.g. terminated).")
-    @click.argument("agent_id", metavar="AGENT")
+    @click.argument("agent_id", metavar="AGENT", envvar="SHOAL_AGENT")
     @click.argument(
         "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
     )
@@ -257,7 +242,7 @@ def _set_status_command(name: str) -> click.Command:
         is_flag=True,
         help="With idle: give back the tasks it holds (untouched) instead of refusing.",
     )
-    @_json_option
+    @json_option
     @click.pass_obj
     def set_status(app: App, agent_id: str, status: str, release: bool) -> None:
         """Set an agent's status. terminated releases its work and frees its place; idle is

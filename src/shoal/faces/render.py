@@ -74,15 +74,19 @@ def ago(then: float | None, now: float) -> str:
 
 
 def _span(seconds: float) -> str:
+    """A duration for people, two units at most, as precise as it is useful: 0.4s, 45s,
+    4m 10s; from 5 minutes to the minute (29m, 2h 5m); from a day to the hour (3d 4h)."""
     if seconds < 1:
-        return f"{seconds:.1f}s"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+        return f"{max(seconds, 0.0):.1f}s"
+    step = 1 if seconds < 300 else 60 if seconds < 86400 else 3600
+    whole = round(seconds / step) * step
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                          ("m", 60, "s", 1)):  # fmt: skip
+        if whole >= size:
+            major, rest = divmod(whole, size)
+            minor = rest // small_size
+            return f"{major}{unit} {minor}{small}" if minor else f"{major}{unit}"
+    return f"{whole}s"
 
 
 def ready_note(task: Task, now: float) -> str:
@@ -220,7 +224,8 @@ def status_view(status: FleetStatus) -> Group:
         a = line.agent
         if a.status.value == "terminated" and not line.held:
             continue
-        current = ", ".join(f"{t.id} {t.title}" for t in line.held) or "-"
+        # Titles come from agents: plain text, never read as markup.
+        current = Text(", ".join(f"{t.id} {t.title}" for t in line.held) or "-")
         table.add_row(
             a.id + (" *" if a.manager else ""),
             _status(a.status.value).append(pause_note(a, now), style="dim"),
@@ -326,7 +331,7 @@ def events_table(events: Sequence[Event], now: float, title: str | None = None) 
             e.kind,
             "-" if e.task_id is None else str(e.task_id),
             e.agent or "-",
-            details,
+            Text(details),  # error texts come from agents: never read as markup
         )
     return table
 
@@ -362,7 +367,10 @@ def settings_table(settings: Settings) -> Table:
         default = getattr(defaults, name)
         style = "bold" if value != default else ""
         table.add_row(
-            name, Text(format_setting(value), style=style), format_setting(default), spec.help
+            name,
+            Text(format_setting(value, name), style=style),
+            format_setting(default, name),
+            spec.help,
         )
     return table
 

@@ -289,9 +289,15 @@ class StoreTx(Protocol):
         ...
 
     def events(
-        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+        self,
+        since: int,
+        task_id: int | None,
+        agent_id: str | None,
+        limit: int,
+        newest: bool = False,
     ) -> list[Event]:
-        """Events with id > ``since``, oldest first."""
+        """Events with id > ``since``, oldest first -- or, with ``newest``, the last
+        ``limit`` of them, newest first."""
         ...
 
 

@@ -735,10 +735,16 @@ class _MemoryTx:
         self._append(self.d.events, event)
 
     def events(
-        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+        self,
+        since: int,
+        task_id: int | None,
+        agent_id: str | None,
+        limit: int,
+        newest: bool = False,
     ) -> list[Event]:
         out = []
-        for event in self.d.events[max(since, 0) :]:
+        log = self.d.events[max(since, 0) :]
+        for event in reversed(log) if newest else log:
             if (task_id is None or event.task_id == task_id) and (
                 agent_id is None or event.agent == agent_id
             ):

@@ -250,10 +250,12 @@ class PostgresStore:
                         hint="upgrade shoal (pip install -U 'shoal[postgres]') on this host",
                     )
                 if version < SCHEMA_VERSION and not create:
-                    what = "no fleet yet" if version == 0 else f"schema version {version}"
+                    what = "no fleet yet" if version == 0 else f"the older schema version {version}"
                     raise (StoreNotFound if version == 0 else SchemaMismatch)(
-                        f"{self._where} has {what}; this shoal needs {SCHEMA_VERSION}",
-                        hint=f"run `shoal init --store {self._where}` to create or upgrade it",
+                        f"{self._where} has {what}; this shoal works with store schema version "
+                        f"{SCHEMA_VERSION}, and does not upgrade a fleet unasked",
+                        hint=f"run `shoal init --store {self._where}` to create or upgrade it "
+                        "(tasks are kept)",
                     )
                 if version < SCHEMA_VERSION:
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
@@ -682,8 +684,17 @@ class PostgresTx(SqlTx):
         self._run("set_pool_keys", {"ids": list(keys), "keys": list(keys.values())})
 
     def events(
-        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+        self,
+        since: int,
+        task_id: int | None,
+        agent_id: str | None,
+        limit: int,
+        newest: bool = False,
     ) -> list[Event]:
+        # Named in full, so that every statement's name appears where it runs.
+        of_task = "events_of_task_newest" if newest else "events_of_task"
+        of_agent = "events_of_agent_newest" if newest else "events_of_agent"
+        every = "events_newest" if newest else "events"
         self._flush_events()
         settled = self._one("events_settled", {"grace": _EVENT_GAP_GRACE})
         until = int(settled[0] or 0) if settled else 0
@@ -695,12 +706,12 @@ class PostgresTx(SqlTx):
                 "until": until,
                 "limit": limit,
             }
-            rows = self._all("events_of_task", params)
+            rows = self._all(of_task, params)
         elif agent_id is not None:
             params = {"agent": agent_id, "since": since, "until": until, "limit": limit}
-            rows = self._all("events_of_agent", params)
+            rows = self._all(of_agent, params)
         else:
-            rows = self._all("events", {"since": since, "until": until, "limit": limit})
+            rows = self._all(every, {"since": since, "until": until, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
 
 

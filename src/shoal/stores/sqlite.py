@@ -167,10 +167,11 @@ class SqliteStore:
                     hint="upgrade shoal (pip install -U shoal) on this machine",
                 )
             if version < SCHEMA_VERSION and not create:
-                what = "no schema yet" if version == 0 else f"schema version {version}"
+                what = "no schema yet" if version == 0 else f"the older schema version {version}"
                 raise SchemaMismatch(
-                    f"the fleet at {self.path} has {what}; this shoal needs {SCHEMA_VERSION}",
-                    hint=f"run `shoal init --store {self.url}` to create or upgrade it",
+                    f"the fleet at {self.path} has {what}; this shoal works with store schema "
+                    f"version {SCHEMA_VERSION}, and does not upgrade a fleet unasked",
+                    hint=f"run `shoal init --store {self.url}` to upgrade it (tasks are kept)",
                 )
             if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 self._conn.execute("PRAGMA journal_mode = WAL")
@@ -522,16 +523,25 @@ class SqliteTx(SqlTx):
         self._c.executemany(_Q["set_pool_key"], [{"id": i, "pool_key": k} for i, k in keys.items()])
 
     def events(
-        self, since: int, task_id: int | None, agent_id: str | None, limit: int
+        self,
+        since: int,
+        task_id: int | None,
+        agent_id: str | None,
+        limit: int,
+        newest: bool = False,
     ) -> list[Event]:
+        # Named in full, so that every statement's name appears where it runs.
+        of_task = "events_of_task_newest" if newest else "events_of_task"
+        of_agent = "events_of_agent_newest" if newest else "events_of_agent"
+        every = "events_newest" if newest else "events"
         self.flush_events()
         if task_id is not None:
             params = {"task": task_id, "agent": agent_id, "since": since, "limit": limit}
-            rows = self._all("events_of_task", params)
+            rows = self._all(of_task, params)
         elif agent_id is not None:
-            rows = self._all("events_of_agent", {"agent": agent_id, "since": since, "limit": limit})
+            rows = self._all(of_agent, {"agent": agent_id, "since": since, "limit": limit})
         else:
-            rows = self._all("events", {"since": since, "limit": limit})
+            rows = self._all(every, {"since": since, "limit": limit})
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
 
 

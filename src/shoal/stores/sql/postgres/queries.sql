@@ -553,12 +553,29 @@ WHERE id <> prev_id + 1 AND logged_at > clock_timestamp() - make_interval(secs =
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > %(since)s AND id <= %(until)s ORDER BY id LIMIT %(limit)s;
 
+-- name: events_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > %(since)s AND id <= %(until)s ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: events_of_task
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE task_id = %(task)s AND id > %(since)s AND id <= %(until)s
   AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
 ORDER BY id LIMIT %(limit)s;
 
+-- name: events_of_task_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE task_id = %(task)s AND id > %(since)s AND id <= %(until)s
+  AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: events_of_agent
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id LIMIT %(limit)s;
+
+-- name: events_of_agent_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id DESC LIMIT %(limit)s;

@@ -431,13 +431,29 @@ INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (?, ?, ?, ?, ?);
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > :since ORDER BY id LIMIT :limit;
 
+-- name: events_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > :since ORDER BY id DESC LIMIT :limit;
+
 -- name: events_of_task
 -- A task's history (events_by_task), optionally only one agent's part of it.
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE task_id = :task AND id > :since AND (:agent IS NULL OR agent_id = :agent)
 ORDER BY id LIMIT :limit;
 
+-- name: events_of_task_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE task_id = :task AND id > :since AND (:agent IS NULL OR agent_id = :agent)
+ORDER BY id DESC LIMIT :limit;
+
 -- name: events_of_agent
 -- No index on agent (see the schema): this reads the log forward from `since`.
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > :since AND agent_id = :agent ORDER BY id LIMIT :limit;
+
+-- name: events_of_agent_newest
+-- The same, the newest first (`events --tail`).
+SELECT id, at, kind, task_id, agent_id, data FROM events
+WHERE id > :since AND agent_id = :agent ORDER BY id DESC LIMIT :limit;

@@ -1,0 +1,88 @@
+"""How a command's result reaches whoever ran it: one layer for every command.
+
+On a terminal a result is a rich table or panel, and JSON is indented for reading. Piped,
+or with ``--format tsv``, it is plain: one line per row, columns separated by tabs, no
+rules, no wrapping, no colour -- what ``cut``, ``awk`` and ``grep`` expect -- and JSON is one
+compact document. ``--format env`` prints ``export NAME=value`` lines for ``eval`` where a command
+yields ids (a claim's task and token). Colour also stays off under ``NO_COLOR`` (rich reads
+it).
+
+Text from agents (titles, errors) reaches people through here too, so cells are taken as
+plain text, never as markup, and control characters are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["FORMATS", "env_lines", "json_text", "plain_lines"]
+
+#: The values of ``--format``.
+FORMATS = ("table", "tsv", "json", "env")
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def json_text(data: Any, pretty: bool) -> str:
+    """``data`` as JSON: indented for a terminal, one compact line for a pipe."""
+    if pretty:
+        return json.dumps(data, indent=2, default=str)
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
+def env_lines(values: Mapping[str, object]) -> str:
+    """``export NAME=value`` lines, each value quoted for the shell: after
+    ``eval "$(shoal claim --format env)"`` the next shoal command sees them."""
+    return "\n".join(f"export {name}={shlex.quote(str(value))}" for name, value in values.items())
+
+
+def plain_lines(renderable: Any) -> Iterator[str]:
+    """A rich renderable as plain lines: a table as a header and one tab-separated line per
+    row; a panel as its title and content; text as its lines."""
+    if isinstance(renderable, Table):
+        yield from _table_lines(renderable)
+    elif isinstance(renderable, Group):
+        for part in renderable.renderables:
+            yield from plain_lines(part)
+    elif isinstance(renderable, Panel):
+        if renderable.title:
+            yield _cell(renderable.title)
+        yield from plain_lines(renderable.renderable)
+    elif isinstance(renderable, Text | str):
+        text = renderable.plain if isinstance(renderable, Text) else renderable
+        for line in text.splitlines():
+            if line.strip():
+                yield _clean(line)
+    else:  # anything else: as rich draws it, without colour or wrapping
+        console = Console(color_system=None, width=10_000, soft_wrap=True)
+        with console.capture() as captured:
+            console.print(renderable)
+        yield from (line for line in captured.get().splitlines() if line.strip())
+
+
+def _table_lines(table: Table) -> Iterator[str]:
+    columns = table.columns
+    if table.title:
+        yield f"# {_cell(table.title)}"
+    yield "\t".join(_cell(c.header) for c in columns)
+    cells = [list(c.cells) for c in columns]
+    for row in range(table.row_count):
+        yield "\t".join(_cell(column[row]) if row < len(column) else "" for column in cells)
+
+
+def _cell(value: Any) -> str:
+    text = value.plain if isinstance(value, Text) else str(value)
+    return _clean(text).replace("\t", " ").replace("\n", " ").strip()
+
+
+def _clean(text: str) -> str:
+    return _CONTROL.sub("", text)
