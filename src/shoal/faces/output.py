@@ -70,9 +70,7 @@ def plain_lines(renderable: Any) -> Iterator[str]:
 
 
 def _table_lines(table: Table) -> Iterator[str]:
-    columns = table.columns
-    if table.title:
-        yield f"# {_cell(table.title)}"
+    columns = table.columns  # (its title is for people: a pipe gets the header and rows)
     yield "\t".join(_cell(c.header) for c in columns)
     cells = [list(c.cells) for c in columns]
     for row in range(table.row_count):
