@@ -156,7 +156,12 @@ def cancel(
     yes: bool,
 ) -> None:
     """Cancel tasks that have not finished (a holder's lease is revoked): the listed IDs, or
-    every task in --state (narrowed by --domain, --agent)."""
+    every task in --state (narrowed by --domain, --agent).
+
+    \b
+    e.g. shoal cancel 12 13
+         shoal cancel --state pending --domain web --yes
+    """
     _check_selection(task_ids, state, "cancel", domain, agent)
     fleet = app.fleet()
     chosen = list(_selected(fleet, TaskState(state), domain, agent)) if state else []
@@ -183,7 +188,12 @@ def retry(
 ) -> None:
     """Make tasks claimable now: a dead or cancelled task comes back with fresh attempts; a
     pending one waiting out its retry backoff or its --in/--at skips the wait. The listed
-    IDs, or every task in --state (narrowed by --domain, --agent)."""
+    IDs, or every task in --state (narrowed by --domain, --agent).
+
+    \b
+    e.g. shoal retry 12
+         shoal retry --state dead --domain web --yes
+    """
     _check_selection(task_ids, state, "retry", domain, agent)
     fleet = app.fleet()
     chosen: list[Task] = []
@@ -211,7 +221,7 @@ def _retry(fleet: Fleet, state: str | None, task_id: int) -> Task:
 
 @click.group(short_help="Act on an agent: resume it, set its status.")
 def agent() -> None:
-    """Act on one agent."""
+    """Act on one agent: `shoal agent resume AGENT`, `shoal agent set-status AGENT idle`."""
 
 
 @agent.command(short_help="Let an agent the circuit breaker paused claim again.")
@@ -221,7 +231,7 @@ def agent() -> None:
 def resume(app: App, agent_id: str) -> None:
     """Let AGENT claim again now. The circuit breaker pauses an agent that failed
     failure_streak tasks in a row (status overloaded) for pause_cooldown; resume it once
-    whatever made it fail is fixed."""
+    whatever made it fail is fixed, e.g. `shoal agent resume ada`."""
     fleet = app.fleet()
     before = fleet.agent(agent_id)
     updated = fleet.resume(agent_id)
@@ -246,7 +256,12 @@ def _set_status_command(name: str) -> click.Command:
     @click.pass_obj
     def set_status(app: App, agent_id: str, status: str, release: bool) -> None:
         """Set an agent's status. terminated releases its work and frees its place; idle is
-        refused while it holds tasks, unless --release gives them back."""
+        refused while it holds tasks, unless --release gives them back.
+
+        \b
+        e.g. shoal set-status ada terminated
+             shoal agent set-status ada idle --release
+        """
         updated = app.fleet().set_status(agent_id, status, release=release)
         app.emit(updated.to_dict(), f"agent {agent_id} is {updated.status.value}")
 
