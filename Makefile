@@ -20,9 +20,14 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.base
 
-## Run the demo: agents share a skewed workload on a fresh SQLite fleet.
+## Run the demo: agents share a skewed workload on a fresh SQLite fleet; then say how to
+## get `shoal` on the PATH (make installs it in .venv/bin only).
 demo: $(VENV)/.base
 	$(BIN)/shoal demo
+	@echo
+	@echo "shoal is installed in $(BIN). To have \`shoal\` on your PATH:"
+	@echo "  . $(BIN)/activate                        # in this shell"
+	@echo "  pipx install .   (or: uv tool install .)   # in every shell; see Install in README.md"
 
 ## Lint, type-check, check the import layers, and run the whole test suite.
 test: lint
@@ -34,7 +39,7 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## The claim benchmark against huey (see the README for the figures).
+## The claim benchmark against huey (figures and how they were taken: docs/benchmarks.md).
 bench: $(VENV)/.dev
 	$(BIN)/python bench/claims.py
 
