@@ -48,12 +48,25 @@ EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 def _lease(task_id: int, token: str | None) -> Lease:
+    token = _token_for(task_id, token)
     if not token:
         raise BadInput(
-            "this command needs the lease token from `shoal claim`",
-            hint="pass --token TOKEN (or set SHOAL_TOKEN)",
+            f"this command needs the lease token of task {task_id} from `shoal claim`",
+            hint='pass --token TOKEN, or eval "$(shoal claim --agent AGENT --format env)" first',
         )
     return Lease(task_id=task_id, agent="", token=token, expires=0.0)
+
+
+def _token_for(task_id: int, token: str | None) -> str | None:
+    """The token to use for ``task_id``: one from the environment (SHOAL_LEASE) counts only
+    for the task it came with (SHOAL_TASK), so a leftover lease is not tried on another."""
+    ctx = click.get_current_context(silent=True)
+    from_env = ctx is not None and (
+        ctx.get_parameter_source("token") is click.core.ParameterSource.ENVIRONMENT
+    )
+    if from_env and os.environ.get("SHOAL_TASK", str(task_id)) != str(task_id):
+        return None
+    return token
 
 
 def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
@@ -96,9 +109,18 @@ def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
     type=click.Choice(output.FORMATS),
     help="table (a terminal's default), tsv (a pipe's), json, or env (NAME=value).",
 )
+@click.option("-v", "--verbose", count=True, help="Log more on stderr: -v info, -vv debug.")
+@click.option("-q", "--quiet", count=True, help="Log less: -q errors only, -qq critical only.")
 @click.version_option(__version__, prog_name="shoal")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, as_json: bool, output_format: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    store: str | None,
+    as_json: bool,
+    output_format: str | None,
+    verbose: int,
+    quiet: int,
+) -> None:
     """shoal: a work-stealing task coordinator for fleets of agents.
 
     Agents register, then claim the best task they can do under a lease, and complete
@@ -114,7 +136,12 @@ def cli(ctx: click.Context, store: str | None, as_json: bool, output_format: str
 
     Exit codes: 0 ok, 1 nothing to do, 2 bad input, 3 lease lost or conflict,
     4 store unavailable (retry).
+
+    Logs go to stderr: -v/-vv or -q, else $SHOAL_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR).
     """
+    from shoal.faces.cli_logging import configure_logging
+
+    configure_logging(verbose, quiet)
     app = ctx.ensure_object(App)
     app.store = store
     app.json = app.json or as_json or output_format == "json"
@@ -129,7 +156,8 @@ def cli(ctx: click.Context, store: str | None, as_json: bool, output_format: str
 @json_option
 @pass_app
 def init(app: App) -> None:
-    """Create a fleet (.shoal/fleet.db here, or --store), or upgrade an existing one."""
+    """Create a fleet (.shoal/fleet.db here, or --store), or upgrade an existing one, e.g.
+    `shoal init`, `shoal init --store postgresql://host/db`."""
     app.refuse_memory()
     fleet = Fleet.init(app.store)
     app.adopt(fleet)
@@ -254,11 +282,11 @@ def add(
 
 @cli.command()
 @click.option("--agent", "-a", envvar="SHOAL_AGENT", help="Preview what this agent would claim.")
-@click.option("--limit", "-n", default=20, show_default=True)
+@click.option("--limit", "-n", default=20, show_default=True, help="Show at most this many.")
 @json_option
 @pass_app
 def ready(app: App, agent: str | None, limit: int) -> None:
-    """Pending tasks, in the order a claim would take them."""
+    """Pending tasks, in the order a claim would take them, e.g. `shoal ready --agent ada`."""
     tasks = app.fleet().ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
@@ -270,7 +298,7 @@ def ready(app: App, agent: str | None, limit: int) -> None:
 @json_option
 @pass_app
 def show(app: App, task_id: int) -> None:
-    """One task in full: fields, dependencies and history."""
+    """One task in full: fields, dependencies and history, e.g. `shoal show 12`."""
     detail = app.fleet().show(task_id)
     app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
 
@@ -278,11 +306,11 @@ def show(app: App, task_id: int) -> None:
 @cli.command("list")
 @click.option("--state", type=click.Choice([s.value for s in TaskState]), help="Only this state.")
 @click.option("--agent", "-a", help="Only tasks of this agent.")
-@click.option("--limit", "-n", default=50, show_default=True)
+@click.option("--limit", "-n", default=50, show_default=True, help="Show at most this many.")
 @json_option
 @pass_app
 def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
-    """Tasks, newest first."""
+    """Tasks, newest first, e.g. `shoal list --state dead`, `shoal list --agent ada`."""
     tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
@@ -301,6 +329,8 @@ def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> No
 @pass_app
 def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     """Claim the best task(s) this agent can do; prints each task and its lease token.
+    e.g. `shoal claim --agent ada --json`, or for the shell
+    eval "$(shoal claim --agent ada --format env)" (then `shoal done`).
 
     Exits 1 when nothing was claimed (reason "empty", "busy", or "paused": the circuit
     breaker holds the agent after failure_streak failures in a row).
@@ -351,7 +381,8 @@ def _task_argument(fn: F) -> F:
 @json_option
 @pass_app
 def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
-    """Complete a task you hold."""
+    """Complete a task you hold, e.g. `shoal done 12 --token T --result '{"ok": true}'`, or
+    just `shoal done` after eval "$(shoal claim --agent ada --format env)"."""
     outcome = app.fleet().complete(
         _lease(task_id, token), _json_arg(result, "result", text_ok=True)
     )
@@ -370,7 +401,7 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
 @pass_app
 def fail(app: App, task_id: int, token: str | None, error: str, no_retry: bool) -> None:
     """Report that a task you hold failed (it is retried, after a backoff, while attempts
-    remain)."""
+    remain), e.g. `shoal fail 12 --token T --error "tests fail"`."""
     fleet = app.fleet()
     task = fleet.fail(_lease(task_id, token), error, retry=not no_retry)
     note = render.ready_note(task, fleet.clock.now())
@@ -392,6 +423,7 @@ def release(app: App, task_id: int, token: str | None, agent: str | None) -> Non
     """Give a task back untouched (not counted as a failure). The holding agent may give
     its token, or just its name: `shoal release 12 --agent ada`."""
     fleet = app.fleet()
+    token = _token_for(task_id, token)
     if not token and agent:
         held = {lease.task_id: lease for lease in fleet.leases(agent)}
         if task_id not in held:
@@ -414,7 +446,8 @@ def release(app: App, task_id: int, token: str | None, agent: str | None) -> Non
 @json_option
 @pass_app
 def defer(app: App, task_id: int, token: str | None, after: tuple[int, ...]) -> None:
-    """Set a task you hold aside until other tasks are done (it returns to your queue)."""
+    """Set a task you hold aside until other tasks are done (it returns to your queue),
+    e.g. `shoal defer 12 --token T --after 13 --after 14`."""
     task = app.fleet().defer(_lease(task_id, token), after)
     app.emit(task.to_dict(), f"task {task.id} deferred; it is {task.state.value}")
 
@@ -425,7 +458,8 @@ def defer(app: App, task_id: int, token: str | None, after: tuple[int, ...]) -> 
 @json_option
 @pass_app
 def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
-    """Say an agent is alive and extend its leases."""
+    """Say an agent is alive and extend its leases, e.g. `shoal heartbeat ada` (or with
+    SHOAL_AGENT set, `shoal heartbeat`)."""
     who = agent or agent_opt
     if not who:
         raise BadInput("heartbeat needs an agent", hint="shoal heartbeat AGENT (or --agent)")
@@ -441,7 +475,7 @@ def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
 
 @cli.command()
 @click.argument("agent", envvar="SHOAL_AGENT")
-@click.option("--role", default="worker", show_default=True)
+@click.option("--role", default="worker", show_default=True, help="What it does (free text).")
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
 @click.option("--max-concurrent", default=1, show_default=True, help="Tasks it may hold at once.")
@@ -459,7 +493,8 @@ def register(
     manager: bool,
     ephemeral: bool,
 ) -> None:
-    """Register an agent (or update a live one). Refused when the fleet is full."""
+    """Register an agent (or update a live one). Refused when the fleet is full. e.g.
+    `shoal register ada --skill python --domain api --max-concurrent 2`."""
     reg = app.fleet().register(
         agent,
         role=role,
@@ -476,7 +511,7 @@ def register(
 @json_option
 @pass_app
 def agents(app: App) -> None:
-    """Every agent the fleet knows."""
+    """Every agent the fleet knows, e.g. `shoal agents`, `shoal agents --json`."""
     found = app.fleet().agents()
     none = "no agents yet: `shoal register AGENT --skill ...`"
     app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
@@ -508,7 +543,8 @@ def status(app: App, watch: bool, interval: str) -> None:
 @json_option
 @pass_app
 def assess(app: App) -> None:
-    """Assess the workload: spawn, terminate_idle or maintain (recommends only)."""
+    """Assess the workload: spawn, terminate_idle or maintain (recommends only), e.g.
+    `shoal assess`."""
     result = app.fleet().assess()
     app.emit(result.to_dict(), render.assessment_panel(result, result.at))
 
@@ -518,7 +554,8 @@ def assess(app: App) -> None:
 @json_option
 @pass_app
 def rebalance(app: App, dry_run: bool) -> None:
-    """Move queued tasks from overloaded agents to agents idle for a while."""
+    """Move queued tasks from overloaded agents to agents idle for a while, e.g.
+    `shoal rebalance --dry-run`."""
     moves = app.fleet().rebalance(dry_run=dry_run)
     app.emit(
         {"dry_run": dry_run, "moves": [m.to_dict() for m in moves]},
@@ -530,7 +567,8 @@ def rebalance(app: App, dry_run: bool) -> None:
 @json_option
 @pass_app
 def reap(app: App) -> None:
-    """Expire leases, mark silent agents offline, end idle ephemeral agents, flag stalls."""
+    """Expire leases, mark silent agents offline, end idle ephemeral agents, flag stalls,
+    e.g. `shoal reap` (`shoal monitor` does it on an interval)."""
     report = app.fleet().reap()
     app.emit(report.to_dict(), render.reap_text(report))
 
@@ -572,7 +610,8 @@ def events(
 
 @cli.group()
 def config() -> None:
-    """Read or change fleet settings."""
+    """Read or change fleet settings, e.g. `shoal config list`, `shoal config get
+    lease_ttl`, `shoal config set lease_ttl 15m`."""
 
 
 @config.command("get")
@@ -674,7 +713,7 @@ def mcp(
 @click.option("--agents", "agent_count", default=4, show_default=True, help="Agents to run.")
 @click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
 @click.option("--speed", default=1.0, show_default=True, help="Run faster (>1) or slower.")
-@click.option("--seed", default=7, show_default=True)
+@click.option("--seed", default=7, show_default=True, help="The workload's random seed.")
 @click.option(
     "--dir",
     "folder",
@@ -694,6 +733,7 @@ def demo(
     quiet: bool,
 ) -> None:
     """Watch a fleet work: agents with domains share a skewed workload, steal, finish.
+    e.g. `shoal demo`, `shoal demo --agents 6 --speed 4`.
 
     The demo always runs on a new fleet of its own, never on yours (--store and
     SHOAL_STORE are ignored), and says where it is so you can look around afterwards.
