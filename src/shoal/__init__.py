@@ -12,6 +12,8 @@ busy ones; dead agents' work comes back; the fleet says when to add or retire ag
     'done'
 """
 
+import logging
+
 from shoal.clock import Clock, ManualClock, SystemClock
 from shoal.errors import (
     BadInput,
@@ -53,6 +55,8 @@ from shoal.model import (
 from shoal.settings import Settings
 
 __version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())  # the application configures
 
 __all__ = [
     "Agent",

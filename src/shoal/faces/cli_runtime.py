@@ -9,6 +9,7 @@ mode, the consoles and the open fleet. Each prints one readable line per thing t
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import threading
@@ -344,6 +345,11 @@ def monitor(app: Any, interval: str, once: bool) -> None:
 )  # fmt: skip
 @click.option("--timeout", metavar="DURATION", help="Per-task timeout of each worker.")
 @click.option("--drain", default="30s", show_default=True, metavar="DURATION")
+@click.option(
+    "--log-dir", type=click.Path(file_okay=False), metavar="DIR",
+    help="Keep each worker's stdout and stderr in DIR/AGENT.log (private, rotated at 10 MB, "
+    "3 old files kept); e.g. --log-dir .shoal/logs",
+)  # fmt: skip
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @_json_option
 @click.pass_obj
@@ -359,6 +365,7 @@ def supervise(
     max_concurrent: int,
     timeout: str | None,
     drain: str,
+    log_dir: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Start and stop `shoal worker -- COMMAND` processes to follow the assessment.
@@ -368,9 +375,12 @@ def supervise(
     --max-agents) or stop one that sits idle (down to --min), one change per --cooldown.
     Workers above --min are ephemeral and also leave by themselves once idle. Crashed
     workers are restarted with a growing delay. Ctrl-C drains and stops them all.
+    With --log-dir each worker's output is kept in its own file (logging at the level of
+    this command's -v/-q or $SHOAL_LOG_LEVEL).
 
     \b
     Example:  shoal supervise --max-agents 4 --skill python -- ./run-task.sh {id}
+              shoal -v supervise --max-agents 4 --log-dir .shoal/logs -- ./run-task.sh {id}
     """
     if not command:
         raise BadInput(
@@ -411,6 +421,9 @@ def supervise(
         prefix=prefix or _default_prefix(),
         drain=drain_s,
         listener=listener,
+        # The workers log at this command's level, into their files.
+        env=None if log_dir is None else {"SHOAL_LOG_LEVEL": _log_level()},
+        log_dir=log_dir,
     )
     stop = threading.Event()
 
@@ -429,6 +442,13 @@ def supervise(
             hint="fix the command after -- (install what it runs, correct its name or path, "
             "or chmod +x it); the task it could not run is back in the pool, untouched",
         )
+
+
+def _log_level() -> str:
+    """The level the ``shoal`` loggers log at here, as SHOAL_LOG_LEVEL spells it."""
+    level = logging.getLogger("shoal").getEffectiveLevel()
+    name = logging.getLevelName(level)
+    return name if isinstance(name, str) and not name.startswith("Level ") else str(level)
 
 
 def _default_prefix() -> str:

@@ -24,6 +24,7 @@ when the system cannot start it, or when it exits 126 or 127, which is how ``sh`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -52,6 +53,8 @@ __all__ = [
     "run_command",
     "task_env",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Bytes of stdout kept as the result; the rest is read and dropped.
 STDOUT_LIMIT = 64 * 1024
@@ -327,6 +330,10 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the command's process group, then SIGKILL it if it is still there."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 5.0)):
+        if sig == signal.SIGKILL:
+            log.warning(
+                "command (pid %d) still running %gs after SIGTERM: SIGKILL", proc.pid, KILL_GRACE
+            )
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -376,7 +383,10 @@ def run_command(
                 start_new_session=True,  # its own process group: stopping it stops its children
             )
         except OSError as exc:  # not found, not executable, no such cwd, exec format...
+            log.warning("task #%d: %s could not start: %s", task.id, argv[0], exc.strerror)
             raise _not_started(args[0], exc) from exc
+        # The program as written, not as filled in: its arguments may hold the task's data.
+        log.debug("task #%d: started %s (pid %d)", task.id, argv[0], proc.pid)
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -394,6 +404,7 @@ def run_command(
                 pass
             if stop.is_set():
                 stopped = why_stopped() if why_stopped is not None else "asked to stop"
+                log.info("task #%d: stopping its command (pid %d): %s", task.id, proc.pid, stopped)
                 _stop_group(proc)
                 break
         out.thread.join(timeout=5.0)
@@ -405,6 +416,14 @@ def run_command(
         stderr_tail=bytes(err.data).decode("utf-8", errors="replace"),
         stopped=stopped,
         seconds=time.monotonic() - started,
+    )
+    log.debug(
+        "task #%d: %s (pid %d) %s after %.3fs",
+        task.id,
+        argv[0],
+        proc.pid,
+        f"stopped ({stopped})" if stopped is not None else f"exited {proc.returncode}",
+        outcome.seconds,
     )
     cannot_run = _cannot_run(outcome)
     if cannot_run is not None:

@@ -12,6 +12,7 @@ is reported when its verdict changes, not every pass, so a quiet fleet makes a q
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from shoal.fleet import Fleet
 from shoal.model import Assessment, Move, ReapReport
 
 __all__ = ["Hub", "HubAction", "HubPass"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,17 @@ class Hub:
         moves = tuple(self.fleet.rebalance())
         assessment = self.fleet.assess()
         actions = reap_actions(report)
+        for action in actions:
+            log.info("%s", action.text)
         for move in moves:
+            log.info(
+                "rebalance: #%d %s -> %s (p%d %r)",
+                move.task_id,
+                move.from_agent,
+                move.to_agent,
+                move.priority,
+                move.title,
+            )
             actions.append(
                 HubAction(
                     "moved",
@@ -102,7 +115,20 @@ class Hub:
                 )
             )
         verdict = (assessment.workload, assessment.recommendation)
+        log.debug(
+            "hub pass: %d reaped, %d moved; %s -> %s",
+            len(actions),
+            len(moves),
+            assessment.workload,
+            assessment.recommendation,
+        )
         if verdict != self._verdict:
+            log.info(
+                "assess: %s -> %s (%s)",
+                assessment.workload,
+                assessment.recommendation,
+                assessment.reason,
+            )
             self._verdict = verdict
             actions.append(
                 HubAction(
@@ -127,5 +153,6 @@ class Hub:
                 for action in self.step().actions:
                     on_action(action)
             except StoreUnavailable as exc:
+                log.warning("hub pass skipped: store unavailable: %s", exc.message)
                 on_action(HubAction("error", f"store unavailable: {exc.message}", {}))
             stop.wait(interval)

@@ -21,6 +21,13 @@ floor and the cooldown since its last change, and starts or stops worker process
   the same task and stop again. The supervisor stops instead (draining the others), and
   ``fault`` says why, so the operator fixes the command.
 
+* **Logs**: with ``log_dir`` each worker's stdout and stderr go to ``log_dir/<agent>.log``
+  (one line each: time, stream, the line), rotated by the stdlib's ``RotatingFileHandler``
+  (``log_bytes``, ``log_backups`` old files kept); the directory is made 0700 and the files
+  0600, since a worker's output may carry what its tasks print. Without it, stdout is
+  dropped. Either way the last lines of stderr are kept in memory for the crash and fault
+  messages.
+
 The decision is a pure function so that it is tested without processes; this module does
 only the processes, the clock and the bookkeeping. Worker processes run in their own
 session: a Ctrl-C at the terminal reaches the supervisor alone, which then drains them.
@@ -28,7 +35,10 @@ session: a Ctrl-C at the terminal reaches the supervisor alone, which then drain
 
 from __future__ import annotations
 
+import logging
+import logging.handlers
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -37,6 +47,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from io import TextIOWrapper
+from pathlib import Path
 from typing import IO, Any
 
 from shoal import policy
@@ -53,6 +65,21 @@ FAULT_EXIT = 2
 RECENT_STEALS = 8
 #: Events read from the fleet's log at a time.
 EVENT_PAGE = 10_000
+#: A worker's log file is rotated at this size, keeping this many older files.
+LOG_BYTES = 10 * 1024 * 1024
+LOG_BACKUPS = 3
+#: A line of a log record (``2025-01-31T12:00:00...``): not part of a worker's error message.
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+log = logging.getLogger(__name__)
+
+#: How loud the log is about each thing the supervisor does (the rest: INFO).
+_LEVELS = {
+    "crashed": logging.WARNING,
+    "killed": logging.WARNING,
+    "error": logging.WARNING,
+    "fault": logging.ERROR,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +108,9 @@ class WorkerSlot:
     restart_at: float | None = None
     stopping: bool = False
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
-    reader: threading.Thread | None = None  # copies its stderr into ``tail``
+    reader: threading.Thread | None = None  # copies its stderr into ``tail`` (and ``log``)
+    out_reader: threading.Thread | None = None  # copies its stdout into ``log``
+    log: logging.Handler | None = None  # its log file (``log_dir``), kept across restarts
 
     @property
     def pid(self) -> int | None:
@@ -100,18 +129,80 @@ def _last_error(tail: Iterable[str]) -> str:
     starts = [i for i, line in enumerate(lines) if line.startswith("error:")]
     if not starts:
         return "its command cannot run"
-    said = []
+    said: list[str] = []
     for line in lines[starts[-1] :]:
-        if line.startswith("hint:"):
+        if line.startswith("hint:") or (said and _LOG_LINE.match(line)):
             break
         said.append(line.strip())
     return " ".join(said).removeprefix("error:").strip()
 
 
-def _drain_stderr(pipe: IO[bytes], tail: deque[str]) -> None:
+def _drain_stderr(
+    pipe: IO[bytes],
+    tail: deque[str] | None,
+    sink: logging.Handler | None = None,
+    stream: str = "stderr",
+) -> None:
+    """Read a worker's pipe to its end: each line into ``tail`` and the log file, if any."""
     with pipe:
-        for line in pipe:
-            tail.append(line.decode("utf-8", errors="replace").rstrip())
+        for raw in pipe:
+            line = raw.decode("utf-8", errors="replace").rstrip()
+            if tail is not None:
+                tail.append(line)
+            if sink is not None:
+                record = logging.LogRecord(log.name, logging.INFO, __file__, 0, line, None, None)
+                record.stream = stream
+                sink.handle(record)
+
+
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    """The stdlib's rotating file, created 0600 (a new one at each rollover too)."""
+
+    def _open(self) -> TextIOWrapper:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a file left from an earlier run may be more open
+        except OSError:
+            os.close(fd)
+            raise
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+class _UTCFormatter(logging.Formatter):
+    def __init__(self, fmt: str, datefmt: str) -> None:
+        super().__init__(fmt, datefmt)
+        self.converter = time.gmtime
+
+
+def _worker_log(directory: Path, agent: str, max_bytes: int, backups: int) -> logging.Handler:
+    """The log file of worker ``agent``: ``directory/<agent>.log``, rotated."""
+    handler = _PrivateLog(
+        directory / f"{agent}.log", maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+    )
+    handler.setFormatter(
+        _UTCFormatter("%(asctime)s.%(msecs)03dZ %(stream)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+    )
+    return handler
+
+
+def _log_dir(path: Path | str) -> Path:
+    """The directory for the workers' logs, made private (0700) if this makes it."""
+    directory = Path(path)
+    try:
+        if not directory.is_dir():
+            directory.mkdir(mode=0o700, parents=True)
+            directory.chmod(0o700)  # whatever the umask
+    except OSError as exc:
+        raise BadInput(
+            f"cannot make the log directory {directory}: {exc.strerror}",
+            hint="choose a directory this user may write to (--log-dir DIR)",
+        ) from exc
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise BadInput(
+            f"cannot write worker logs in {directory}",
+            hint="choose a directory this user may write to (--log-dir DIR)",
+        )
+    return directory
 
 
 class Supervisor:
@@ -136,6 +227,9 @@ class Supervisor:
         drain: float = 30.0,
         listener: Callable[[SupervisorEvent], None] | None = None,
         env: dict[str, str] | None = None,
+        log_dir: Path | str | None = None,
+        log_bytes: int = LOG_BYTES,
+        log_backups: int = LOG_BACKUPS,
     ) -> None:
         if maximum < 1:
             raise BadInput(f"--max-agents must be at least 1, not {maximum}")
@@ -158,6 +252,9 @@ class Supervisor:
         self.stable_after = stable_after
         self.listener = listener or (lambda event: None)
         self.env = env
+        #: Where each worker's output is kept (None: only its stderr's last lines, in memory).
+        self.log_dir = None if log_dir is None else _log_dir(log_dir)
+        self.log_bytes, self.log_backups = log_bytes, log_backups
         self.slots: dict[str, WorkerSlot] = {}
         self.assessment: Assessment | None = None
         self.agents: dict[str, Agent] = {}
@@ -244,10 +341,11 @@ class Supervisor:
     ) -> None:
         argv = self.argv_for(spec)
         env = {**os.environ, **(self.env or {})}
+        keep = self.log_dir is not None
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if keep else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the supervisor, which drains them
@@ -257,11 +355,24 @@ class Supervisor:
             self.slots[spec.agent] = slot
             self.spawned += 1
         slot.proc, slot.started, slot.restart_at, slot.stopping = proc, now, None, False
+        if self.log_dir is not None and slot.log is None:
+            slot.log = _worker_log(self.log_dir, spec.agent, self.log_bytes, self.log_backups)
         assert proc.stderr is not None
         slot.reader = threading.Thread(
-            target=_drain_stderr, args=(proc.stderr, slot.tail), daemon=True
+            target=_drain_stderr,
+            args=(proc.stderr, slot.tail, slot.log, "stderr"),
+            name=f"shoal-stderr-{spec.agent}",
+            daemon=True,
         )
         slot.reader.start()
+        if proc.stdout is not None:
+            slot.out_reader = threading.Thread(
+                target=_drain_stderr,
+                args=(proc.stdout, None, slot.log, "stdout"),
+                name=f"shoal-stdout-{spec.agent}",
+                daemon=True,
+            )
+            slot.out_reader.start()
         kind = "restarted" if slot.crashes else "spawned"
         skills = ",".join(spec.skills) or "-"
         self._say(
@@ -291,13 +402,13 @@ class Supervisor:
             code = slot.proc.returncode
             if slot.stopping or code == 0:
                 del self.slots[agent]
+                self._close_log(slot)
                 why = "as asked" if slot.stopping else "on its own (idle, or terminated)"
                 self._say("exited", f"{agent} exited {why}", agent=agent, code=code)
                 continue
             if code == FAULT_EXIT:  # its command cannot run: restarting will not fix that
                 del self.slots[agent]
-                if slot.reader is not None:
-                    slot.reader.join(2.0)  # its last words: why it stopped
+                self._close_log(slot)  # its last words (why it stopped) are read by then
                 self.fault = f"{agent} stopped: {_last_error(slot.tail)}"
                 self._say("fault", f"{self.fault}; stopping the supervisor", agent=agent)
                 continue
@@ -364,7 +475,19 @@ class Supervisor:
                 with suppress(ShoalError):
                     self.fleet.set_status(agent, "terminated", why="its worker was stopped")
         self._collect(time.monotonic())
+        for slot in self.slots.values():
+            self._close_log(slot)
         self.slots.clear()
+
+    @staticmethod
+    def _close_log(slot: WorkerSlot) -> None:
+        """Read the exited worker's pipes to their end, then close its log file."""
+        for reader in (slot.reader, slot.out_reader):
+            if reader is not None:
+                reader.join(2.0)
+        if slot.log is not None:
+            slot.log.close()
+            slot.log = None
 
     # ------------------------------------------------------------------ what it saw
 
@@ -379,6 +502,7 @@ class Supervisor:
                 return
 
     def _say(self, kind: str, text: str, **data: Any) -> None:
+        log.log(_LEVELS.get(kind, logging.INFO), "%s", text)
         self._tell(SupervisorEvent(kind, text, data))
 
     def _tell(self, event: SupervisorEvent) -> None:

@@ -44,6 +44,7 @@ threads share one; each call is one short transaction.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -76,6 +77,8 @@ MIN_POLL_GAP = 0.05
 STOP_GRACE = 3.0
 
 Listener = Callable[[str, dict[str, Any]], None]
+
+log = logging.getLogger(__name__)
 
 
 class Deferred:
@@ -296,6 +299,14 @@ class Worker:
                 max_concurrent=self.max_concurrent,
                 ephemeral=self.ephemeral,
             )
+            log.info(
+                "%s registered (skills %s, domains %s, up to %d at once%s)",
+                self.agent,
+                ",".join(self.skills) or "-",
+                ",".join(self.domains) or "-",
+                self.max_concurrent,
+                ", ephemeral" if self.ephemeral else "",
+            )
             self._say("registered", skills=list(self.skills), domains=list(self.domains))
             self._fail_leftovers()
             beats = threading.Thread(target=self._heartbeats, name="shoal-heartbeat", daemon=True)
@@ -321,6 +332,11 @@ class Worker:
         attempt counts, so a task that kills its worker every time ends up dead) instead of
         being renewed by our heartbeats forever."""
         for lease in self.fleet.heartbeat(self.agent):
+            log.warning(
+                "%s: task #%d was left by a dead worker of it: failing it",
+                self.agent,
+                lease.task_id,
+            )
             with suppress(LeaseLost):
                 after = self.fleet.fail(lease, "the worker running it died; its agent restarted")
                 self._say("failed", task=lease.task_id, error="left by a dead worker",
@@ -352,6 +368,9 @@ class Worker:
             except UnknownAgent:
                 return "terminated"
             except StoreUnavailable as exc:
+                log.warning(
+                    "%s: the store is unavailable (%s); trying again", self.agent, exc.message
+                )
                 self._say("store-unavailable", error=exc.message)
                 self._wait(1.0)
                 continue
@@ -416,6 +435,14 @@ class Worker:
 
     def _start(self, task: Task, lease: Lease, source: str, origin: str | None) -> None:
         ctx = TaskContext(self, task, lease, source)
+        log.debug(
+            "%s claimed #%d %r (%s%s)",
+            self.agent,
+            task.id,
+            task.title,
+            source,
+            f" from {origin}" if origin else "",
+        )
         if source == "steal":
             self._tally("stolen")
         self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
@@ -430,6 +457,7 @@ class Worker:
         try:
             self.fleet.release(lease)
         except ShoalError as exc:  # its lease expires by itself if the store is away
+            log.warning("%s: could not release #%d: %s", self.agent, task.id, exc.message)
             self._say("error", task=task.id, error=exc.message)
             return
         self._tally("released")
@@ -466,6 +494,7 @@ class Worker:
         try:
             self._settle(ctx, box, finished=not inner.is_alive(), seconds=round(seconds, 3))
         except ShoalError as exc:
+            log.warning("%s: could not settle #%d: %s", self.agent, ctx.task.id, exc.message)
             self._say("error", task=ctx.task.id, error=exc.message)
         finally:
             with self._lock:
@@ -484,15 +513,22 @@ class Worker:
                 self._say("deferred", task=task.id)
             elif ctx.stopped.is_set() and ctx.stop_reason.startswith("timed out"):
                 after = self.fleet.fail(lease, ctx.stop_reason)
+                log.info("%s: #%d %s: %s", self.agent, task.id, ctx.stop_reason, after.state.value)
                 self._tally("failed")
                 self._say("failed", task=task.id, error=ctx.stop_reason, state=after.state.value)
             elif ctx.stopped.is_set() and ctx.stop_reason == "lease lost":
+                log.warning(
+                    "%s: lost the lease on #%d; its handler was stopped", self.agent, task.id
+                )
                 self._tally("lost")
                 self._say("lost", task=task.id, error="the lease was lost; handler stopped")
             elif isinstance(box.get("error"), WorkerFault):
                 self._give_back(ctx, box["error"])
             elif ctx.stopped.is_set() or not finished:
                 self.fleet.release(lease)
+                log.info(
+                    "%s: released #%d (%s)", self.agent, task.id, ctx.stop_reason or "shutting down"
+                )
                 self._tally("released")
                 self._say("released", task=task.id, why=ctx.stop_reason or "shutting down")
             elif "error" in box:
@@ -501,11 +537,21 @@ class Worker:
                     str(exc) if isinstance(exc, CommandFailed) else f"{type(exc).__name__}: {exc}"
                 )
                 after = self.fleet.fail(lease, error[-4000:])
+                # Not the error's words: a command's stderr may hold what it was given.
+                log.debug(
+                    "%s: #%d failed after %.3fs (%s): %s",
+                    self.agent,
+                    task.id,
+                    seconds,
+                    type(exc).__name__,
+                    after.state.value,
+                )
                 self._tally("failed")
                 self._say("failed", task=task.id, error=error, state=after.state.value)
             else:
                 self._complete(ctx, box.get("result"), seconds)
         except LeaseLost as exc:
+            log.warning("%s: lost the lease on #%d: %s", self.agent, task.id, exc.message)
             self._tally("lost")
             self._say("lost", task=task.id, error=exc.message)
 
@@ -519,6 +565,12 @@ class Worker:
         self._stopping.set()
         self._wake.set()
         if first:
+            log.error(
+                "%s: stopping on a fault of its own, releasing #%d untouched: %s",
+                self.agent,
+                ctx.task.id,
+                fault,
+            )
             self._say("fault", task=ctx.task.id, error=str(fault), hint=fault.hint)
         self.fleet.release(ctx.lease)
         self._tally("released")
@@ -529,9 +581,22 @@ class Worker:
             outcome = self.fleet.complete(ctx.lease, result)
         except BadInput as exc:  # a result that is not JSON: the task failed, say why
             after = self.fleet.fail(ctx.lease, f"the result could not be stored: {exc.message}")
+            log.info(
+                "%s: #%d's result could not be stored: %s",
+                self.agent,
+                ctx.task.id,
+                after.state.value,
+            )
             self._tally("failed")
             self._say("failed", task=ctx.task.id, error=exc.message, state=after.state.value)
             return
+        log.debug(
+            "%s: #%d done in %.3fs%s",
+            self.agent,
+            ctx.task.id,
+            seconds,
+            " (already done)" if outcome.already_done else "",
+        )
         self._tally("done")
         self._say("done", task=ctx.task.id, seconds=seconds, already=outcome.already_done)
 
@@ -551,6 +616,12 @@ class Worker:
         self._collect()
         if not self._slots:
             return
+        log.info(
+            "%s: draining %d running task(s) for up to %gs",
+            self.agent,
+            len(self._slots),
+            self.drain,
+        )
         self._say("draining", running=sorted(self._slots), seconds=self.drain)
         deadline = time.monotonic() + self.drain
         while self._slots and not self._aborting.is_set():
@@ -582,6 +653,7 @@ class Worker:
                 interval = min(ttls) / 3
                 held = {lease.task_id for lease in self.fleet.heartbeat(self.agent)}
             except UnknownAgent:
+                log.warning("%s was terminated from outside: stopping its tasks", self.agent)
                 self._say("terminated", why="the agent was terminated from outside")
                 self._gone.set()
                 for slot in before.values():
@@ -590,6 +662,7 @@ class Worker:
                 return
             except Exception as exc:  # keep beating: a lost heartbeat thread loses every lease
                 message = exc.message if isinstance(exc, ShoalError) else repr(exc)
+                log.warning("%s: heartbeat failed (%s); trying again", self.agent, message)
                 self._say("heartbeat-failed", error=message)
                 interval = min(interval, 1.0)
             else:
@@ -604,6 +677,7 @@ class Worker:
         """Leaving on purpose frees the agent's place; if it is gone already, nothing to do."""
         report = self.report
         report.why, report.hint = self._why_left()
+        log.info("%s left: %s", self.agent, report.why)
         if report.reason != "terminated":
             with suppress(UnknownAgent):
                 self.fleet.set_status(self.agent, "terminated", why=report.why)

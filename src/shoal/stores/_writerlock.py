@@ -30,6 +30,7 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import logging
 import mmap
 import os
 import threading
@@ -48,6 +49,8 @@ _EOWNERDEAD = errno.EOWNERDEAD
 _ETIMEDOUT = errno.ETIMEDOUT
 _FUTEX_WAITERS = 0x80000000
 _FUTEX_TID_MASK = 0x3FFFFFFF
+
+log = logging.getLogger(__name__)
 
 
 class WriterLock(Protocol):
@@ -70,8 +73,10 @@ def open_writer_lock(path: Path) -> WriterLock:
     if libc is not None:
         try:
             return _RobustMutex(path, libc)
-        except OSError:
-            pass
+        except OSError as exc:
+            log.warning("the fair writer queue at %s cannot be had (%s); using flock", path, exc)
+    else:
+        log.debug("no glibc here: the writer queue at %s is a plain flock", path)
     return _Flock(path.with_name(path.name + "-flock"))
 
 
@@ -123,6 +128,7 @@ class _RobustMutex:
 
     def __init__(self, path: Path, libc: ctypes.CDLL) -> None:
         self._libc = libc
+        self._path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._map = self._attach()
@@ -150,6 +156,7 @@ class _RobustMutex:
             except BlockingIOError:
                 alone = False
             if alone:
+                log.debug("setting up the writer queue at %s (its first user)", self._path)
                 os.ftruncate(fd, _FILE_SIZE)
                 shared = mmap.mmap(fd, _FILE_SIZE)
                 self._initialise(shared)
@@ -200,6 +207,7 @@ class _RobustMutex:
             if rc == 0:
                 return True
             if rc == _EOWNERDEAD:  # its holder died; SQLite undoes what it was writing
+                log.warning("a writer died holding the queue at %s; carrying on", self._path)
                 self._libc.pthread_mutex_consistent(self._mutex)
                 return True
             if rc != _ETIMEDOUT:

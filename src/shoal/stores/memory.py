@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import copy
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,6 +37,8 @@ __all__ = ["MemoryStore"]
 
 _REGISTRY: dict[str, MemoryStore] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -170,11 +173,14 @@ class MemoryStore:
         """``memory://`` is a new private fleet; ``memory://name`` is shared in this process."""
         name = url[len("memory://") :]
         if not name:
+            log.debug("opened a private fleet in memory")
             return cls(url)
         with _REGISTRY_LOCK:
             if name not in _REGISTRY:
+                log.debug("opened the in-memory fleet %r (new)", name)
                 _REGISTRY[name] = cls(url)
                 return _REGISTRY[name]
+            log.debug("opened the in-memory fleet %r (shared in this process)", name)
             store = _REGISTRY[name]
             store.created = False
             return store

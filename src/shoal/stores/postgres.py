@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import threading
@@ -98,6 +99,8 @@ _Q_READ = {
 }
 _MIGRATIONS = load_migrations("postgres")
 SCHEMA_VERSION = len(_MIGRATIONS)
+
+log = logging.getLogger(__name__)
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.
 _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 #: How long the log waits for a gap in event ids to fill before taking it for a rollback.
@@ -202,10 +205,18 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=30.0)
         except PoolTimeout as exc:
             self._pool.close()
+            log.warning("no connection to the fleet at %s within 30s", self._where)
             raise StoreUnavailable(
                 f"cannot open connections to the fleet at {self._where}",
                 hint="check that the server is up and accepts connections; then try again",
             ) from exc
+        log.debug(
+            "opened the fleet at %s (schema %s, version %d, pool of up to %d connections)",
+            self._where,
+            self.schema,
+            SCHEMA_VERSION,
+            pool_size,
+        )
 
     # --------------------------------------------------------------- schema
 
@@ -258,6 +269,13 @@ class PostgresStore:
                         "(tasks are kept)",
                     )
                 if version < SCHEMA_VERSION:
+                    log.debug(
+                        "migrating schema %s at %s from version %d to %d",
+                        self.schema,
+                        self._where,
+                        version,
+                        SCHEMA_VERSION,
+                    )
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                     conn.execute(_Q["create_migrations_table"])
                     for number, name, script in _MIGRATIONS[version:]:
@@ -265,6 +283,14 @@ class PostgresStore:
                         conn.execute(_Q["record_migration"], {"version": number, "name": name})
                     self.created = True
                 conn.execute("COMMIT")
+                if self.created:
+                    log.info(
+                        "applied migrations %s to schema %s at %s: version %d",
+                        ", ".join(name for _n, name, _s in _MIGRATIONS[version:]),
+                        self.schema,
+                        self._where,
+                        SCHEMA_VERSION,
+                    )
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise StoreError(
                     f"not allowed to create the fleet at {self._where}: {_first_line(exc)}",
@@ -290,6 +316,7 @@ class PostgresStore:
         try:
             conn = self._pool.getconn()
         except PoolTimeout as exc:
+            log.warning("no connection to the fleet at %s within 30s", self._where)
             raise StoreUnavailable(
                 f"no connection to the fleet at {self._where} within 30s",
                 hint="the server may be down or at max_connections; nothing was changed, try again",
@@ -346,6 +373,7 @@ class PostgresStore:
         in shoal (bad SQL, a broken constraint) are left as they are, to be reported."""
         text = _first_line(exc)
         if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+            log.warning("write conflict at %s (%s); nothing was changed", self._where, text)
             return WriteConflict(
                 f"another writer of the fleet got in the way ({text})",
                 hint="nothing was changed; try again",
@@ -356,6 +384,7 @@ class PostgresStore:
                 hint=f"run `shoal init --store {self._where}`",
             )
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            log.warning("lost the connection to the fleet at %s (%s)", self._where, text)
             return StoreUnavailable(
                 f"lost the connection to the fleet at {self._where} ({text})",
                 hint="the server restarted or the network dropped; the call may not have been "
@@ -370,7 +399,9 @@ class PostgresStore:
         self._same_process()
         with self._listener_lock:
             if self._listener is None:
-                self._listener = _Listener(self._conninfo, self._connect_kwargs, self._channel)
+                self._listener = _Listener(
+                    self._conninfo, self._connect_kwargs, self._channel, where=self._where
+                )
             listener = self._listener
         since: int | None = getattr(self._seen, "wakeups", None)
         self._seen.wakeups = None
@@ -396,8 +427,11 @@ class _Listener:
     Every (re)connection counts as a wake-up, since notifications sent while nobody listened
     are lost: whoever waits then looks again. While the connection is down, waiters poll."""
 
-    def __init__(self, conninfo: str, kwargs: Mapping[str, Any], channel: str) -> None:
+    def __init__(
+        self, conninfo: str, kwargs: Mapping[str, Any], channel: str, *, where: str = ""
+    ) -> None:
         self._conninfo = conninfo
+        self._where = where or channel  # for the log: the URL without its password
         self._kwargs = dict(kwargs)
         self._channel = channel
         self._changed = threading.Condition()
@@ -434,6 +468,7 @@ class _Listener:
 
     def _run(self) -> None:
         backoff = 0.05
+        lost = False  # the connection dropped and has not come back yet
         while not self._stopping:
             try:
                 with psycopg.connect(self._conninfo, **self._kwargs) as conn:
@@ -441,12 +476,27 @@ class _Listener:
                     conn.execute(f'LISTEN "{self._channel}"')
                     self._listening = True
                     backoff = 0.05
+                    if lost:
+                        log.warning("listening again at %s (reconnected)", self._where)
+                    else:
+                        log.debug("listening for wake-ups at %s", self._where)
+                    lost = False
                     self._wake()
                     while not self._stopping:
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             self._wake()
-            except psycopg.Error:
-                pass
+            except psycopg.Error as exc:
+                if self.stopping:
+                    pass  # the connection was cancelled on purpose
+                elif not lost:
+                    lost = True
+                    log.warning(
+                        "lost the LISTEN connection to %s (%s); waiters poll while it reconnects",
+                        self._where,
+                        _first_line(exc),
+                    )
+                else:
+                    log.debug("reconnecting to %s failed (%s)", self._where, _first_line(exc))
             finally:
                 self._conn = None
                 self._listening = False
@@ -454,6 +504,10 @@ class _Listener:
                 self._wake()  # waiters fall back to polling
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def stop(self) -> None:
         self._stopping = True

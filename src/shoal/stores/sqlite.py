@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -61,6 +62,8 @@ _CHECKPOINT_BYTES = 32 << 20  # checkpoint once the WAL is this big
 _Q = load_queries("sqlite")
 _MIGRATIONS = load_migrations("sqlite")
 SCHEMA_VERSION = len(_MIGRATIONS)
+
+log = logging.getLogger(__name__)
 
 
 class SqliteStore:
@@ -139,12 +142,20 @@ class SqliteStore:
             self._prepare(create)
             self._data_version = self._read_data_version()
         except BaseException as exc:
+            log.debug("could not open the fleet at %s: %r", self.path, exc)
             self.close()
             if not lock_existed:  # leave no trace beside a file that is not our fleet
                 lock_path.unlink(missing_ok=True)
             if isinstance(exc, sqlite3.DatabaseError):
                 raise _translate(exc, self.path) from exc
             raise
+        log.debug(
+            "opened the fleet at %s (schema version %d, %s writer queue, busy_timeout %gs)",
+            self.path,
+            SCHEMA_VERSION,
+            "fair" if self._writer.fair else "flock",
+            timeout,
+        )
 
     # --------------------------------------------------------------- schema
 
@@ -180,6 +191,7 @@ class SqliteStore:
                 self.created = True
 
     def _migrate(self, version: int) -> None:
+        log.debug("migrating %s from schema version %d to %d", self.path, version, SCHEMA_VERSION)
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             for number, _name, script in _MIGRATIONS[version:]:
@@ -190,7 +202,14 @@ class SqliteStore:
             self._conn.execute("COMMIT")
         except BaseException:
             self._conn.execute("ROLLBACK")
+            log.warning("migrating %s failed; rolled back to schema version %d", self.path, version)
             raise
+        log.info(
+            "applied migrations %s to %s: schema version %d",
+            ", ".join(name for _n, name, _s in _MIGRATIONS[version:]),
+            self.path,
+            SCHEMA_VERSION,
+        )
 
     # --------------------------------------------------------------- transactions
 
@@ -208,6 +227,9 @@ class SqliteStore:
         self._same_process()
         with self._mutex:
             if not self._writer.acquire(self._timeout):
+                log.warning(
+                    "waited %gs for the other writers of %s; giving up", self._timeout, self.path
+                )
                 raise StoreUnavailable(
                     f"waited {self._timeout:g}s for the other writers of {self.path}",
                     hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
@@ -253,6 +275,7 @@ class SqliteStore:
         if size >= _CHECKPOINT_BYTES:
             with self._mutex, suppress(sqlite3.DatabaseError):
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                log.debug("checkpointed the %d-byte WAL of %s", size, self.path)
 
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
@@ -601,6 +624,7 @@ def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
     if "unable to open" in text:
         return StoreNotFound(f"cannot open the fleet at {path} ({text})", hint="check the path")
     if "locked" in text or "busy" in text:
+        log.warning("the fleet at %s stayed locked by another program (%s)", path, text)
         return StoreUnavailable(
             f"the fleet at {path} stayed locked by another program ({text})",
             hint="nothing was changed; try again",
