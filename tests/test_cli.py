@@ -442,7 +442,7 @@ def test_ready_lists_pending_work_in_claim_order_for_the_fleet_or_one_agent(
 
     human = shoal("ready", "-a", "ada")
     assert human.code == 0
-    assert "ready for ada" in human.text
+    assert "ready for ada" in shoal("ready", "--agent", "ada", "--format", "table").text
     assert "fix the parser" in human.text
     assert "port to rust" not in human.text
     assert snapshot(fleet) == before  # reading changes nothing
@@ -958,7 +958,7 @@ def test_rebalance_dry_run_shows_the_moves_and_changes_nothing(shoal: Shoal, fle
     assert all((m["from"], m["to"]) == ("bob", "ada") for m in moves)
     human = shoal("rebalance", "--dry-run")
     assert human.code == 0
-    assert "would move" in human.text
+    assert "would move" in shoal("rebalance", "--dry-run", "--format", "table").text
     assert snapshot(fleet) == before
 
     real = shoal("rebalance", "--json")

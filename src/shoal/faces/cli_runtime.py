@@ -209,7 +209,7 @@ def worker_argv(
 @click.option("--agent", "-a", envvar="SHOAL_AGENT", required=True, help="The agent id.")
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
-@click.option("--role", default="worker", show_default=True)
+@click.option("--role", default="worker", show_default=True, help="What it does (free text).")
 @click.option(
     "--max-concurrent", default=1, show_default=True, type=click.IntRange(1),
     help="Tasks run at once.",
@@ -296,12 +296,15 @@ def worker(
 
 
 @click.command(short_help="The hub: reap, rebalance and assess on an interval.")
-@click.option("--interval", default="5s", show_default=True, metavar="DURATION")
+@click.option(
+    "--interval", default="5s", show_default=True, metavar="DURATION", help="Time between passes."
+)
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @_json_option
 @click.pass_obj
 def monitor(app: Any, interval: str, once: bool) -> None:
-    """Reap, rebalance and assess every --interval, one line per thing done (Ctrl-C stops).
+    """Reap, rebalance and assess every --interval, one line per thing done (Ctrl-C stops),
+    e.g. `shoal monitor`, `shoal monitor --once --json`.
 
     Expired leases go back to pending, silent agents offline (their queues to the pool),
     idle ephemeral agents are terminated, stalled tasks flagged; queued work moves to
@@ -331,7 +334,9 @@ def monitor(app: Any, interval: str, once: bool) -> None:
 @click.command(short_help="Run local workers, as many as the work calls for.")
 @click.option("--max-agents", "maximum", type=int, required=True, help="Hard cap on workers.")
 @click.option("--min", "minimum", type=int, default=0, show_default=True, help="Workers kept.")
-@click.option("--interval", default="2s", show_default=True, metavar="DURATION")
+@click.option(
+    "--interval", default="2s", show_default=True, metavar="DURATION", help="Time between passes."
+)
 @click.option(
     "--cooldown", default="10s", show_default=True, metavar="DURATION",
     help="Least time between two scaling changes.",
@@ -344,7 +349,13 @@ def monitor(app: Any, interval: str, once: bool) -> None:
     help="Tasks per worker at once.",
 )  # fmt: skip
 @click.option("--timeout", metavar="DURATION", help="Per-task timeout of each worker.")
-@click.option("--drain", default="30s", show_default=True, metavar="DURATION")
+@click.option(
+    "--drain",
+    default="30s",
+    show_default=True,
+    metavar="DURATION",
+    help="On stop, how long workers may finish what they run.",
+)
 @click.option(
     "--log-dir", type=click.Path(file_okay=False), metavar="DIR",
     help="Keep each worker's stdout and stderr in DIR/AGENT.log (private, rotated at 10 MB, "

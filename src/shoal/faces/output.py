@@ -45,18 +45,22 @@ def env_lines(values: Mapping[str, object]) -> str:
     return "\n".join(f"export {name}={shlex.quote(str(value))}" for name, value in values.items())
 
 
-def plain_lines(renderable: Any) -> Iterator[str]:
+def plain_lines(renderable: Any, nested: bool = False) -> Iterator[str]:
     """A rich renderable as plain lines: a table as a header and one tab-separated line per
-    row; a panel as its title and content; text as its lines."""
+    row (a table that is the whole result has nothing else, so ``cut`` and ``awk`` see only
+    rows; one inside a panel or group keeps its title, which says what it is); a panel as
+    its title and content; text as its lines."""
     if isinstance(renderable, Table):
+        if nested and renderable.title:
+            yield _cell(renderable.title)
         yield from _table_lines(renderable)
     elif isinstance(renderable, Group):
         for part in renderable.renderables:
-            yield from plain_lines(part)
+            yield from plain_lines(part, nested=True)
     elif isinstance(renderable, Panel):
         if renderable.title:
             yield _cell(renderable.title)
-        yield from plain_lines(renderable.renderable)
+        yield from plain_lines(renderable.renderable, nested=True)
     elif isinstance(renderable, Text | str):
         text = renderable.plain if isinstance(renderable, Text) else renderable
         for line in text.splitlines():
@@ -70,8 +74,9 @@ def plain_lines(renderable: Any) -> Iterator[str]:
 
 
 def _table_lines(table: Table) -> Iterator[str]:
-    columns = table.columns  # (its title is for people: a pipe gets the header and rows)
-    yield "\t".join(_cell(c.header) for c in columns)
+    columns = table.columns
+    if any(_cell(c.header) for c in columns):  # a grid (name, value) has no header
+        yield "\t".join(_cell(c.header) for c in columns)
     cells = [list(c.cells) for c in columns]
     for row in range(table.row_count):
         yield "\t".join(_cell(column[row]) if row < len(column) else "" for column in cells)
