@@ -130,6 +130,20 @@ def test_a_postgres_url_with_a_wrong_port_is_named(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
 
 
+def test_a_healthy_postgres_fleet_checks_the_server_clock(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """On PostgreSQL the write probe and the server's clock are checked (this host and the
+    server share a clock here: well within the skew allowed)."""
+    Fleet.init(postgres_url).close()
+    result = Doctor(tmp_path, {"SHOAL_STORE": postgres_url})("doctor", "--json")
+    assert result.code == 0, result
+    checks = {c["name"]: c for c in result.data["checks"]}
+    assert checks["store"]["ok"] and checks["clock_skew"]["ok"]
+    assert "the server's clock is" in checks["clock_skew"]["finding"]
+    assert "lock_file" not in checks  # SQLite's files only
+
+
 def test_dead_tasks_and_a_paused_agent_exit_3_with_their_fixes(doctor: Doctor, db: Path) -> None:
     with Fleet.open(f"sqlite://{db}") as fleet:
         fleet.configure(failure_streak=1)

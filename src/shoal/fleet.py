@@ -122,6 +122,7 @@ from shoal.model import (
     Lease,
     Move,
     NewTask,
+    Probe,
     ReapReport,
     Registration,
     Task,
@@ -631,6 +632,15 @@ class Fleet:
             if agent.paused_until is None:
                 return agent
             return self._resume(tx, agent, now, "request")
+
+    @_rerun_on_conflict
+    def probe(self) -> Probe:
+        """Prove the store takes a write (it records when it was last probed), and read its
+        server's clock in the same transaction: what ``shoal doctor`` checks."""
+        with self.store.write() as tx:
+            now = self.clock.now()
+            tx.set_meta("last_probe", iso_time(now) or "")
+            return Probe(now, tx.server_time())
 
     def leases(self, agent_id: str) -> list[Lease]:
         """The leases ``agent_id`` holds now, oldest claim first (read only: nothing is

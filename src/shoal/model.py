@@ -36,6 +36,7 @@ __all__ = [
     "Lease",
     "Move",
     "NewTask",
+    "Probe",
     "QueueDepth",
     "ReapReport",
     "Registration",
@@ -540,6 +541,20 @@ class BatchCompletion:
             "released": list(self.released),
             "next": None if self.next is None else self.next.to_dict(now),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What ``Fleet.probe`` found: the store took a write at ``at`` (this process's clock),
+    and its server's own clock then read ``server_time`` (None: the store has no server)."""
+
+    at: float
+    server_time: float | None = None
+
+    @property
+    def skew(self) -> float | None:
+        """Seconds the server's clock is ahead of this one (negative: behind)."""
+        return None if self.server_time is None else self.server_time - self.at
 
 
 @dataclass(frozen=True, slots=True)

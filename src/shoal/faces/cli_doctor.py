@@ -97,11 +97,11 @@ def _open(url: str | None) -> tuple[Fleet | None, list[Check]]:
 
 
 def _probe(fleet: Fleet) -> Check:
-    """Reachable and writable: read the settings, then take the fleet's write lock in a
-    transaction that changes nothing (``configure()`` with no changes writes no row)."""
+    """Reachable and writable: read the settings, then write (``Fleet.probe`` records when
+    the fleet was last probed), so a read-only file or server fails here."""
     try:
         fleet.settings()
-        fleet.configure()
+        fleet.probe()
     except ShoalError as exc:
         return _failed("store", exc)
     path = _sqlite_file(fleet.url)
@@ -197,16 +197,31 @@ def _size(count: float) -> str:
 # ---------------------------------------------------------------------- PostgreSQL
 
 
-def _clock_check() -> Check:
-    """Leases expire by the clocks of the hosts that claim, so a server far off the local
-    clock matters; but ``Fleet`` offers no way yet to read the server's clock."""
-    return Check(
-        "clock_skew",
-        True,
-        "not checked: shoal cannot read the server's clock yet; compare `date -u` here "
-        "with `SELECT now()` on the server",
-        skipped=True,
+#: Seconds the server's clock may differ from this host's before doctor says so.
+MAX_SKEW = 5.0
+
+
+def _clock_check(fleet: Fleet) -> Check:
+    """Leases are stamped and judged by the clocks of the hosts that claim and reap, so a
+    host whose clock is off the server's (and so off the other hosts') makes leases expire
+    early or late. The server's clock is the common reference."""
+    try:
+        skew = fleet.probe().skew
+    except ShoalError as exc:
+        return _failed("clock_skew", exc)
+    if skew is None:
+        return Check("clock_skew", True, "not checked: this store has no server", skipped=True)
+    finding = (
+        f"the server's clock is {abs(skew):.2f}s {'ahead of' if skew > 0 else 'behind'} this host's"
     )
+    if abs(skew) > MAX_SKEW:
+        return Check(
+            "clock_skew",
+            False,
+            f"{finding} (more than {MAX_SKEW:g}s): leases would expire early or late",
+            "synchronise the clocks of this host and the server (chrony or systemd-timesyncd)",
+        )
+    return Check("clock_skew", True, finding)
 
 
 # ---------------------------------------------------------------------- fleet state
@@ -325,7 +340,7 @@ def run_checks(url: str | None) -> list[Check]:
             checks += [_lock_check(db), _disk_check(db)]
         if fleet is not None:
             if fleet.url.startswith(("postgres:", "postgresql:")):
-                checks.append(_clock_check())
+                checks.append(_clock_check(fleet))
             checks += _state_checks(fleet)
     finally:
         if fleet is not None:

@@ -87,6 +87,9 @@ class SqlTx:
         row = self._one("get_meta", {"key": key})
         return None if row is None else str(row[0])
 
+    def server_time(self) -> float | None:
+        return None  # an embedded store runs on this machine's clock
+
     def set_meta(self, key: str, value: str) -> None:
         self._run("set_meta", {"key": key, "value": value})
 

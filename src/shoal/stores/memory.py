@@ -470,6 +470,9 @@ class _MemoryTx:
         rows.sort(key=lambda r: policy.tail_order(*_order_fields(r), rules.longest))
         return [_candidate(r) for r in rows[:limit]]
 
+    def server_time(self) -> float | None:
+        return None
+
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
         eligible = set(skillsets)
         due = [

@@ -652,6 +652,9 @@ class PostgresTx(SqlTx):
         name = "steal_tail_longest" if rules.longest else "steal_tail"
         return [candidate_of(r) for r in self._all(name, params)]
 
+    def server_time(self) -> float | None:
+        return float(self._one("server_time")[0])
+
     def _id_list(self, ids: Sequence[int]) -> Any:
         return list(ids)
 

@@ -244,6 +244,10 @@ SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
 
+-- name: server_time
+-- The server's clock now (for `shoal doctor`: leases are stamped by the claimers' clocks).
+SELECT extract(epoch FROM clock_timestamp())::float8;
+
 -- name: waiting_tasks
 -- Pending tasks not ready yet, and when the first is (tasks_waiting, from now on).
 SELECT count(*), min(ready_at) FROM tasks WHERE state = 'pending' AND ready_at > %(now)s;
