@@ -5,6 +5,7 @@ Machine output (``--json``) never goes through here; it is each record's ``to_di
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from rich import box
@@ -165,9 +166,9 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
     if t.error:
         rows.append(("error", Text(t.error, style="red")))
     if t.result is not None:
-        rows.append(("result", repr(t.result) if not isinstance(t.result, str) else t.result))
+        rows.append(("result", Text(shown(t.result))))
     if t.payload is not None:
-        rows.append(("payload", repr(t.payload)))
+        rows.append(("payload", Text(shown(t.payload))))
     for name, value in rows:
         grid.add_row(name, value)
     parts: list[Table | Text] = [grid]
@@ -306,10 +307,22 @@ def claim_text(claim: Claim, now: float) -> Text:
     return out
 
 
+def shown(value: object) -> str:
+    """A value for people: text as it is, anything else as JSON (never a Python repr)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def details_of(e: Event) -> str:
+    """An event's data as ``key=value`` pairs, values as ``shown``."""
+    return " ".join(f"{k}={shown(v)}" for k, v in e.data.items() if v not in (None, ""))
+
+
 def event_line(e: Event, now: float) -> Text:
     who = f" {e.agent}" if e.agent else ""
     task = f" task {e.task_id}" if e.task_id is not None else ""
-    data = " ".join(f"{k}={v}" for k, v in e.data.items() if v not in (None, ""))
+    data = details_of(e)
     text = Text(f"{e.id:>6} ", style="dim")
     text.append(f"{ago(e.at, now):>9} ", style="dim")
     text.append(e.kind, style="bold")
@@ -324,7 +337,7 @@ def events_table(events: Sequence[Event], now: float, title: str | None = None) 
     for column in ("id", "when", "event", "task", "agent", "details"):
         table.add_column(column)
     for e in events:
-        details = " ".join(f"{k}={v}" for k, v in e.data.items() if v not in (None, ""))
+        details = details_of(e)
         table.add_row(
             str(e.id),
             ago(e.at, now),
