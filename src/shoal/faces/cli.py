@@ -52,7 +52,8 @@ def _lease(task_id: int, token: str | None) -> Lease:
     if not token:
         raise BadInput(
             f"this command needs the lease token of task {task_id} from `shoal claim`",
-            hint='pass --token TOKEN, or eval "$(shoal claim --agent AGENT --format env)" first',
+            hint="pass --token TOKEN (or set SHOAL_LEASE; SHOAL_TOKEN is read too), or "
+            'eval "$(shoal claim --agent AGENT --format env)" first',
         )
     return Lease(task_id=task_id, agent="", token=token, expires=0.0)
 
