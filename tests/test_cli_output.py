@@ -105,3 +105,35 @@ def test_empty_results_say_so_on_a_terminal_and_stay_empty_in_a_pipe(
     assert piped.code == 0 and rows(piped.out)[0][0] == "id" and len(rows(piped.out)) == 1
     told = shoal("--format", "table", "ready")
     assert "nothing is ready" in told.out
+
+
+def test_an_empty_claim_fails_the_eval_and_forgets_the_last_task(
+    shoal: Shoal, fleet: Fleet, url: str
+) -> None:
+    fleet.register("ada")
+    fleet.post("only one")
+    script = (
+        'n=0; while eval "$(shoal claim --agent ada --format env)"; do '
+        "shoal done || exit 9; n=$((n+1)); [ $n -ge 3 ] && exit 8; done; "
+        'echo "worked $n, left: ${SHOAL_TASK:-none}"'
+    )
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "SHOAL_STORE": url, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    ran = subprocess.run(
+        ["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, ran  # the loop ends at the first empty claim
+    assert "worked 1, left: none" in ran.stdout
+    assert "nothing claimed" in ran.stderr
+
+
+def test_escape_sequences_in_a_title_never_reach_the_terminal(shoal: Shoal, fleet: Fleet) -> None:
+    task = fleet.post("a\x1b]0;PWN\x07b\nc\x1b[2J")
+    fleet.register("ada")
+    for args in (("list", "--format", "table"), ("show", str(task.id), "--format", "table"),
+                 ("claim", "--agent", "ada", "--format", "table"), ("list",)):  # fmt: skip
+        result = shoal(*args)
+        assert "\x1b]" not in result.out and "\x07" not in result.out, (args, result.out)
+        assert "\x1b[2J" not in result.out, (args, result.out)
+    added = shoal("add", "x\ny\x1b[31m")
+    assert added.out.count("\n") == 1 and "\x1b" not in added.out  # one line, no escape

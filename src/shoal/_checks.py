@@ -197,6 +197,13 @@ def check_text(value: object, what: str, limit: int) -> str:
         raise BadInput(f"{what} must be text, not {type(value).__name__}")
     if len(value) > limit:
         raise BadInput(f"{what} is too long ({len(value)} characters; the limit is {limit})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(
+            f"{what} is not valid text: it holds bytes that are not UTF-8",
+            hint="send UTF-8 text (check the terminal's or the file's encoding)",
+        ) from None
     return value
 
 

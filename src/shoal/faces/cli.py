@@ -108,7 +108,7 @@ def _json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
     "--format",
     "output_format",
     type=click.Choice(output.FORMATS),
-    help="table (a terminal's default), tsv (a pipe's), json, or env (NAME=value).",
+    help="table (a terminal's default), tsv (a pipe's), json, or env (export NAME=value).",
 )
 @click.option("-v", "--verbose", count=True, help="Log more on stderr: -v info, -vv debug.")
 @click.option("-q", "--quiet", count=True, help="Log less: -q errors only, -qq critical only.")
@@ -235,8 +235,19 @@ def add(
     """Post a task to the pool (or to an agent's queue with --to), e.g. `shoal add "fix the
     parser" --skill python -p high`; or many from JSON Lines with --file."""
     if from_file is not None:
-        if title is not None:
-            raise BadInput("give a TITLE or --file, not both", hint="shoal add --file tasks.jsonl")
+        given = [name for name, value in (("TITLE", title), ("--to", to), ("--after", after),
+                 ("--parent", parent), ("--skill", skills), ("--domain", domain),
+                 ("--key", key), ("--in", delay), ("--at", at), ("--body", body),
+                 ("--payload", payload), ("--pinned", pinned), ("--retry-delay", retry_delay),
+                 ("--expected-duration", expected_duration), ("--lease-ttl", lease_ttl),
+                 ("--max-attempts", max_attempts)) if value]  # fmt: skip
+        if priority != "5":
+            given.append("--priority")
+        if given:
+            raise BadInput(
+                f"--file takes every field from the file; {', '.join(given)} would be ignored",
+                hint="put the fields on each line of the file (see `shoal import --help`)",
+            )
         add_from_file(app, from_file)
         return
     if title is None:
@@ -276,7 +287,7 @@ def add(
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
         {**task.to_dict(), "created": created},
-        f"{message}: {task.title}" if created else message,
+        f"{message}: {output.one_line(task.title)}" if created else message,
         env={"SHOAL_TASK": task.id},
     )
 
@@ -287,7 +298,7 @@ def add(
 @json_option
 @pass_app
 def ready(app: App, agent: str | None, limit: int) -> None:
-    """Pending tasks, in the order a claim would take them, e.g. `shoal ready --agent ada`."""
+    """Pending tasks, in the order a claim would take them. e.g. `shoal ready --agent ada`."""
     tasks = app.fleet().ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
@@ -311,7 +322,7 @@ def show(app: App, task_id: int) -> None:
 @json_option
 @pass_app
 def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
-    """Tasks, newest first, e.g. `shoal list --state dead`, `shoal list --agent ada`."""
+    """Tasks, newest first. e.g. `shoal list --state dead`, `shoal list --agent ada`."""
     tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
@@ -349,6 +360,12 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
         held = [lease.task_id for lease in fleet.leases(agent)]
         data = {**data, "held": held}
         human.append(f" (it holds {', '.join(map(str, held))})", style="yellow")
+    if not result and app.output_format() == "env":
+        # For `eval "$(shoal claim --format env)" && work`: fail the eval, and forget any
+        # task from before, so that nothing acts on it again.
+        click.echo("unset SHOAL_TASK SHOAL_LEASE; false")
+        app.err.print(human, soft_wrap=True)
+        sys.exit(EXIT_NOTHING)
     env: dict[str, object] = {}
     if result:  # for eval: the first task and its lease, and who holds it
         env = {"SHOAL_AGENT": agent}
@@ -382,7 +399,7 @@ def _task_argument(fn: F) -> F:
 @json_option
 @pass_app
 def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
-    """Complete a task you hold, e.g. `shoal done 12 --token T --result '{"ok": true}'`, or
+    """Complete a task you hold. e.g. `shoal done 12 --token T --result '{"ok": true}'`, or
     just `shoal done` after eval "$(shoal claim --agent ada --format env)"."""
     outcome = app.fleet().complete(
         _lease(task_id, token), _json_arg(result, "result", text_ok=True)
@@ -459,7 +476,7 @@ def defer(app: App, task_id: int, token: str | None, after: tuple[int, ...]) -> 
 @json_option
 @pass_app
 def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
-    """Say an agent is alive and extend its leases, e.g. `shoal heartbeat ada` (or with
+    """Say an agent is alive and extend its leases. e.g. `shoal heartbeat ada` (or with
     SHOAL_AGENT set, `shoal heartbeat`)."""
     who = agent or agent_opt
     if not who:
@@ -512,7 +529,7 @@ def register(
 @json_option
 @pass_app
 def agents(app: App) -> None:
-    """Every agent the fleet knows, e.g. `shoal agents`, `shoal agents --json`."""
+    """Every agent the fleet knows. e.g. `shoal agents`, `shoal agents --json`."""
     found = app.fleet().agents()
     none = "no agents yet: `shoal register AGENT --skill ...`"
     app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
@@ -598,8 +615,9 @@ def events(
             for event in found:
                 if app.json:
                     click.echo(output.json_text(event.to_dict(), pretty=False))
-                elif app.output_format() == "tsv":
-                    click.echo("\t".join(output.plain_lines(render.event_line(event, app.now()))))
+                elif app.output_format() == "tsv":  # the columns of `shoal events`, piped
+                    row = render.events_table([event], app.now())
+                    click.echo(list(output.plain_lines(row))[-1])
                 else:
                     app.out.print(render.event_line(event, app.now()))
                 since = event.id
@@ -611,7 +629,7 @@ def events(
 
 @cli.group()
 def config() -> None:
-    """Read or change fleet settings, e.g. `shoal config list`, `shoal config get
+    """Read or change fleet settings. e.g. `shoal config list`, `shoal config get
     lease_ttl`, `shoal config set lease_ttl 15m`."""
 
 

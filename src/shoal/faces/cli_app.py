@@ -112,7 +112,7 @@ def json_option(fn: F) -> F:
         type=click.Choice(output.FORMATS),
         expose_value=False,
         callback=set_format,
-        help="table (a terminal's default), tsv (a pipe's), json, or env (NAME=value).",
+        help="table (a terminal's default), tsv (a pipe's), json, or env (export NAME=value).",
     )(fn)
     return click.option(
         "--json",

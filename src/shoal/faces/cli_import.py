@@ -49,7 +49,10 @@ def _json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def read_source(file: str) -> str:
     """The text of ``file``, or of stdin for ``-``; a file that cannot be read is bad input."""
     if file == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise BadInput("stdin is not UTF-8 text", hint="export it as UTF-8 JSON") from None
     try:
         return Path(file).read_text("utf-8-sig")
     except OSError as exc:

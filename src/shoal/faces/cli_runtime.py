@@ -27,6 +27,7 @@ from rich.text import Text
 from shoal._checks import positive_duration
 from shoal.errors import BadInput
 from shoal.faces.live import supervisor_view
+from shoal.faces.output import one_line
 from shoal.model import iso_time, parse_duration
 from shoal.runtime.command import check_command
 from shoal.runtime.hub import Hub, HubAction
@@ -129,14 +130,15 @@ def _on_signals(first: Callable[[], None], again: Callable[[], None]) -> Iterato
 def worker_line(kind: str, data: dict[str, Any]) -> str | None:
     """Words for one thing a worker did (None: not worth a line)."""
     agent, task = data.get("agent", ""), data.get("task")
+    title = one_line(str(data.get("title", "")))  # from agents: one safe line
     if kind == "registered":
         skills = ",".join(data.get("skills", [])) or "none"
         domains = ",".join(data.get("domains", [])) or "none"
         return f"{agent} registered (skills {skills}; domains {domains})"
     if kind == "claimed":
         if data.get("source") == "steal":
-            return f"{agent} STEALS #{task} from {data.get('origin')}: {data.get('title')}"
-        return f"{agent} claims #{task} from its {data.get('source')}: {data.get('title')}"
+            return f"{agent} STEALS #{task} from {data.get('origin')}: {title}"
+        return f"{agent} claims #{task} from its {data.get('source')}: {title}"
     if kind == "done":
         return f"{agent} done #{task} in {data.get('seconds', 0):.2f}s"
     if kind == "failed":

@@ -24,7 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["FORMATS", "env_lines", "json_text", "plain_lines"]
+__all__ = ["FORMATS", "clean", "env_lines", "json_text", "one_line", "plain_lines"]
 
 #: The values of ``--format``.
 FORMATS = ("table", "tsv", "json", "env")
@@ -89,3 +89,15 @@ def _cell(value: Any) -> str:
 
 def _clean(text: str) -> str:
     return _CONTROL.sub("", text)
+
+
+def clean(text: str) -> str:
+    """Text from agents, safe to show: control characters (escape sequences, bells) gone,
+    line breaks kept."""
+    return _CONTROL.sub("", text)
+
+
+def one_line(text: str) -> str:
+    """Text from agents for a one-line message: safe (``clean``), tabs and line breaks as
+    spaces."""
+    return " ".join(clean(text.replace("\t", " ")).splitlines())

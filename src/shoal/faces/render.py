@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from shoal.faces.output import clean, one_line
 from shoal.model import (
     Agent,
     Assessment,
@@ -120,7 +121,7 @@ def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> 
             str(t.id),
             _state(t.state.value),
             str(t.priority),
-            Text(t.title + flags),
+            Text(one_line(t.title) + flags),
             agent,
             ",".join(t.skills) or "-",
             t.domain or "-",
@@ -164,7 +165,7 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
     if flags:
         rows.append(("flags", ", ".join(flags)))
     if t.error:
-        rows.append(("error", Text(t.error, style="red")))
+        rows.append(("error", Text(clean(t.error), style="red")))
     if t.result is not None:
         rows.append(("result", Text(shown(t.result))))
     if t.payload is not None:
@@ -173,10 +174,11 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         grid.add_row(name, value)
     parts: list[Table | Text] = [grid]
     if t.body:
-        parts.append(Text("\n" + t.body))
+        parts.append(Text("\n" + clean(t.body)))
     if detail.events:
         parts.append(events_table(detail.events, now, title="history"))
-    return Panel(Group(*parts), title=f"task {t.id}: {t.title}", title_align="left")
+    title = Text(f"task {t.id}: {one_line(t.title)}")
+    return Panel(Group(*parts), title=title, title_align="left")
 
 
 def agents_table(agents: Sequence[Agent], now: float) -> Table:
@@ -226,7 +228,7 @@ def status_view(status: FleetStatus) -> Group:
         if a.status.value == "terminated" and not line.held:
             continue
         # Titles come from agents: plain text, never read as markup.
-        current = Text(", ".join(f"{t.id} {t.title}" for t in line.held) or "-")
+        current = Text(", ".join(f"{t.id} {one_line(t.title)}" for t in line.held) or "-")
         table.add_row(
             a.id + (" *" if a.manager else ""),
             _status(a.status.value).append(pause_note(a, now), style="dim"),
@@ -302,21 +304,22 @@ def claim_text(claim: Claim, now: float) -> Text:
     out = Text()
     for task, lease, source in zip(claim.tasks, claim.leases, claim.sources, strict=True):
         out.append(f"claimed task {task.id}", style="bold green")
-        out.append(f" ({source}, p{task.priority}) {task.title}\n")
+        out.append(f" ({source}, p{task.priority}) {one_line(task.title)}\n")
         out.append(f"  token {lease.token}\n", style="dim")
     return out
 
 
 def shown(value: object) -> str:
-    """A value for people: text as it is, anything else as JSON (never a Python repr)."""
+    """A value for people: text (made safe), anything else as JSON (never a Python repr)."""
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+        return clean(value)
+    return clean(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def details_of(e: Event) -> str:
     """An event's data as ``key=value`` pairs, values as ``shown``."""
-    return " ".join(f"{k}={shown(v)}" for k, v in e.data.items() if v not in (None, ""))
+    pairs = (f"{k}={shown(v)}" for k, v in e.data.items() if v not in (None, ""))
+    return one_line(" ".join(pairs))
 
 
 def event_line(e: Event, now: float) -> Text:
@@ -356,7 +359,9 @@ def moves_table(moves: Sequence[Move], dry_run: bool) -> Table | Text:
     for column in ("task", "p", "title", "from", "to"):
         table.add_column(column)
     for m in moves:
-        table.add_row(str(m.task_id), str(m.priority), m.title, m.from_agent, m.to_agent)
+        table.add_row(
+            str(m.task_id), str(m.priority), Text(one_line(m.title)), m.from_agent, m.to_agent
+        )
     return table
 
 
