@@ -15,7 +15,6 @@ read the path from the store URL and look at the files with ``os.stat``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 import click
 
 from shoal.errors import BadInput, SchemaMismatch, ShoalError, exit_code_for
+from shoal.faces.output import json_text
 from shoal.fleet import Fleet
 from shoal.model import AgentStatus, FleetStatus, Task
 
@@ -409,7 +409,7 @@ def doctor(shared: _Shared, as_json: bool) -> None:
     checks = run_checks(shared.store)
     if as_json or shared.json:
         data = {"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}
-        _echo(json.dumps(data, indent=2 if sys.stdout.isatty() else None))
+        _echo(json_text(data, pretty=sys.stdout.isatty()))  # compact in a pipe
     else:
         _echo("\n".join(report_lines(checks)))
     code = exit_code(checks)
