@@ -733,9 +733,8 @@ class Fleet:
             context = tx.claim_context(agent_id, now)
             assert context is not None
         agent = context.agent
-        if completed and agent.failures and agent.paused_until is None:
-            agent = replace(agent, failures=0)
-            tx.save_agent(agent)
+        if completed:
+            agent = self._end_streak(tx, agent)
         if agent.paused_until is not None:  # the circuit breaker
             if agent.paused(now):
                 self._touch(tx, agent, now, AgentStatus.OVERLOADED)  # alive, and asking
@@ -1289,9 +1288,8 @@ class Fleet:
         agent = context.agent
         if not agent.status.live:
             return
-        if completed and agent.failures and agent.paused_until is None:
-            agent = replace(agent, failures=0)
-            tx.save_agent(agent)
+        if completed:
+            agent = self._end_streak(tx, agent)
         if agent.status is AgentStatus.OVERLOADED:
             return
         status = AgentStatus.WORKING if context.held else AgentStatus.WAITING  # (back, if offline)
@@ -1453,6 +1451,14 @@ class Fleet:
         data = {"failures": agent.failures, "until": iso_time(until), "from": agent.status.value}
         tx.append_event(now, "agent.paused", None, agent_id, data)
         self._return_queue(tx, agent, now, "agent paused")
+
+    def _end_streak(self, tx: StoreTx, agent: Agent) -> Agent:
+        """A completion: the agent's failure count starts over (``policy.streak_ends``)."""
+        if not policy.streak_ends(agent):
+            return agent
+        ended = replace(agent, failures=0)
+        tx.save_agent(ended)
+        return ended
 
     def _resume(self, tx: StoreTx, agent: Agent, now: float, by: str) -> Agent:
         """End an agent's pause: it may claim again, its failure count starts over."""

@@ -64,6 +64,7 @@ __all__ = [
     "ScaleDecision",
     "StealFilter",
     "assess",
+    "breaker_trips",
     "can_do",
     "claim_room",
     "claim_victims",
@@ -81,6 +82,7 @@ __all__ = [
     "longest_first",
     "might_hold",
     "order_victims",
+    "pause_over",
     "poll_delay",
     "pool_key",
     "queue_order",
@@ -88,6 +90,7 @@ __all__ = [
     "ready_time",
     "reserved_for",
     "restart_delay",
+    "retry_backoff",
     "return_queue",
     "scale_decision",
     "score",
@@ -95,6 +98,7 @@ __all__ = [
     "state_after_failure",
     "steal_budget",
     "steal_filter",
+    "streak_ends",
     "tail_order",
     "task_max_attempts",
 ]
@@ -437,6 +441,12 @@ def breaker_trips(failures: int, settings: Settings) -> bool:
     likely broken than its tasks are (a missing tool, a bad credential), so it is paused
     before it burns through every attempt of the backlog. 0 turns the breaker off."""
     return settings.failure_streak > 0 and failures >= settings.failure_streak
+
+
+def streak_ends(agent: Agent) -> bool:
+    """A completion ends an agent's failure streak -- unless the breaker has paused it:
+    then the count stays until it is resumed (and says why it was paused meanwhile)."""
+    return agent.failures > 0 and agent.paused_until is None
 
 
 def pause_over(agent: Agent, now: float) -> bool:

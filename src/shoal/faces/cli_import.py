@@ -9,41 +9,15 @@ says what happened. ``cli.py`` registers the group with ``add_import_commands`` 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
 
 import click
 
 from shoal.errors import BadInput
 from shoal.faces import importing
-from shoal.fleet import Fleet
+from shoal.faces.cli_app import App, json_option
 
 __all__ = ["add_from_file", "add_import_commands", "read_source"]
-
-
-class App(Protocol):
-    """What these commands need of the CLI's ``App`` (named here, not imported, so this
-    module does not import the command set that registers it)."""
-
-    def fleet(self, create: bool = False) -> Fleet: ...
-
-    def emit(self, data: Any, human: Any = None) -> None: ...
-
-
-def _json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.obj.json = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=turn_on,
-        help="Print JSON (for agents and scripts).",
-    )(fn)
 
 
 def read_source(file: str) -> str:
@@ -97,7 +71,7 @@ def import_group() -> None:
 
 @import_group.command(short_help="Import a beads export (bd export, .beads/issues.jsonl).")
 @_FILE
-@_json_option
+@json_option
 @click.pass_obj
 def beads(app: App, file: str) -> None:
     """Import the JSON Lines that beads exports (`bd export -o FILE`, .beads/issues.jsonl).
@@ -117,7 +91,7 @@ def beads(app: App, file: str) -> None:
 
 @import_group.command(short_help="Import `gh issue list --json number,title,body,labels`.")
 @_FILE
-@_json_option
+@json_option
 @click.pass_obj
 def github(app: App, file: str) -> None:
     """Import the JSON array of `gh issue list --json number,title,body,labels`.
@@ -136,7 +110,7 @@ def github(app: App, file: str) -> None:
 
 @import_group.command(short_help="Import shoal's own JSON Lines (one task per line).")
 @_FILE
-@_json_option
+@json_option
 @click.pass_obj
 def jsonl(app: App, file: str) -> None:
     """Import shoal JSON Lines: one task per line, the same as `shoal add --file FILE`.
