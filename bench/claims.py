@@ -512,7 +512,7 @@ def observed_durability(plan: Plan) -> tuple[str, str]:
     a missing attribute reads as "unknown" instead of failing the run."""
     with fresh_folder(plan, "pragmas") as folder:
         with new_fleet(folder, plan.durability) as fleet:
-            conn = getattr(fleet.store, "_conn", None)
+            conn = getattr(getattr(fleet, "_store", None), "_conn", None)
             mine = _pragmas(conn) if isinstance(conn, sqlite3.Connection) else "unknown"
         huey, _ = make_huey(folder, plan.durability)
         theirs = _pragmas(huey.storage.conn)

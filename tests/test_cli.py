@@ -28,8 +28,8 @@ import pytest
 
 from shoal import Fleet, TaskState, __version__
 from shoal.faces.cli import main
-from shoal.model import iso_time, parse_moment
 from shoal.stores import find_fleet
+from shoal.times import iso_time, parse_moment
 from tests.helpers import snapshot, wait_until
 
 ENV_NAMES = ("SHOAL_STORE", "SHOAL_AGENT", "SHOAL_TOKEN")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from shoal import AgentStatus, Fleet, TaskState
-from shoal.model import parse_moment
+from shoal.times import parse_moment
 from tests.helpers import one
 from tests.test_cli import Shoal, claim_one, fleet, shoal, url  # noqa: F401 (its fixtures)
 

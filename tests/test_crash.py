@@ -130,6 +130,6 @@ def test_a_writer_killed_inside_its_transaction_neither_wedges_nor_leaks(
     child.join(timeout=30)
     task = fleet.post("the next writer goes ahead")  # not stuck behind the dead writer
     assert task.id == 1
-    with fleet.store.read() as tx:
+    with fleet._store.read() as tx:
         assert tx.get_meta("probe") is None  # its half-written transaction is gone
     fleet.close()

@@ -82,7 +82,7 @@ def test_verbose_logs_on_stderr_one_line_per_record_and_the_level_variable_rules
 
 def test_quiet_silences_warnings(url: str) -> None:
     with Fleet.open(url) as fleet:
-        writer = fleet.store._writer  # type: ignore[attr-defined]
+        writer = fleet._store._writer  # type: ignore[attr-defined]
         assert writer.acquire(5.0)  # every other writer of the fleet now waits
         try:
             busy = f"{url}?busy_timeout=0.2"

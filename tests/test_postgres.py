@@ -70,10 +70,10 @@ def test_an_empty_schema_is_not_a_fleet_until_init(postgres_url: str) -> None:
         Fleet.open(postgres_url, create=False)
     assert "shoal init" in (err.value.hint or "")
     created = Fleet.init(postgres_url)
-    assert created.store.created
+    assert created.created
     created.close()
     again = Fleet.open(postgres_url, create=False)
-    assert not again.store.created
+    assert not again.created
     again.close()
 
 
@@ -139,7 +139,7 @@ def _listening(url: str) -> bool:
 
 
 def test_a_post_wakes_a_waiting_claim_by_notification(fleet: Fleet, postgres_url: str) -> None:
-    assert fleet.store.capabilities.notifies
+    assert fleet._store.capabilities.notifies
     waiter = Fleet.open(postgres_url)  # another host, in effect
     waiter.register("idle-agent")
     waiter.wait_for_change(0.01)  # the listener is up before the claim starts waiting
@@ -162,7 +162,7 @@ def test_a_post_during_an_empty_claim_is_not_a_lost_wake_up(
     waiter = Fleet.open(postgres_url)
     waiter.register("idle-agent")
     waiter.wait_for_change(0.01)  # the listener is up
-    listener = waiter.store._listener  # type: ignore[attr-defined]
+    listener = waiter._store._listener  # type: ignore[attr-defined]
     deadline = time.monotonic() + 10
     while not _listening(postgres_url):
         assert time.monotonic() < deadline

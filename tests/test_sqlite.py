@@ -92,7 +92,7 @@ def test_the_default_fleet_is_found_like_git_finds_dot_git(
         Fleet.open()
     monkeypatch.chdir(tmp_path)
     created = Fleet.init()
-    assert created.store.created and (tmp_path / ".shoal" / "fleet.db").is_file()
+    assert created.created and (tmp_path / ".shoal" / "fleet.db").is_file()
     created.close()
     monkeypatch.chdir(deep)
     found = Fleet.open()
@@ -143,7 +143,7 @@ def test_an_older_schema_needs_init_unless_created(tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatch, match="shoal init"):
         Fleet.open(url_of(tmp_path / "f.db"), create=False)
     fleet = Fleet.init(url_of(tmp_path / "f.db"))
-    assert fleet.store.created
+    assert fleet.created
     fleet.post("works")
     fleet.close()
 

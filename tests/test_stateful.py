@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from shoal import Fleet, Lease, ManualClock, ShoalError, policy
 from shoal.model import Agent, AgentStatus, Claim, TaskState
+from shoal.vocabulary import ClaimSource, EventKind
 
 AGENTS = ["ada", "bob", "cy", "dee", "eve"]
 SKILLS = ["py", "web"]
@@ -200,17 +201,18 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
         task never stolen before, not pinned, and one the locality rules did not hold."""
         fleet, now = self.fleets[1], self.clock.now()
         settings = fleet.settings()
-        assert claim.sources.count("steal") <= 1
+        assert claim.sources.count(ClaimSource.STEAL) <= 1
         idle = [a for a in before.values() if a.status is AgentStatus.IDLE and a.id != thief.id]
-        for task, source, origin in zip(claim.tasks, claim.sources, claim.origins, strict=True):
-            if source == "queue":
+        for grant in claim.grants:
+            task, source, origin = grant.task, grant.source, grant.origin
+            if source is ClaimSource.QUEUE:
                 continue
-            if source == "steal":
+            if source is ClaimSource.STEAL:
                 assert origin is not None and before[origin].status is AgentStatus.WORKING
                 depth_then = fleet.agent(origin).queued + 1  # what it had before this steal
                 assert depth_then > settings.steal_threshold
                 assert not task.pinned and task.priority >= settings.steal_min_priority
-                stolen = [e for e in fleet.events(task=task.id) if e.kind == "stolen"]
+                stolen = [e for e in fleet.events(task=task.id) if e.kind == EventKind.STOLEN]
                 assert len(stolen) == 1  # I4: this was its first steal
             if task.domain is None or task.domain in thief.domains:
                 continue

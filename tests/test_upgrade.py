@@ -64,7 +64,7 @@ def refused_then_upgraded(url: str) -> None:
         Fleet.open(url, create=False)
     assert "shoal init" in (err.value.hint or "")
     fleet = Fleet.init(url)
-    assert fleet.store.created
+    assert fleet.created
     check_upgraded(fleet)
     fleet.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
@@ -28,6 +29,16 @@ class Clock(Protocol):
         """Let ``seconds`` pass (really, or by moving a manual clock forward)."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back, for deadlines and durations."""
+        ...
+
+    def wait(self, until_change: Callable[[float], bool], seconds: float) -> bool:
+        """Wait up to ``seconds`` for a change that ``until_change(timeout)`` blocks on (it
+        returns whether the change came). A manual clock never blocks: it looks once, and
+        if nothing changed lets the time pass."""
+        ...
+
 
 class SystemClock:
     """The real clock: ``time.time()`` and ``time.sleep()``."""
@@ -38,6 +49,12 @@ class SystemClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wait(self, until_change: Callable[[float], bool], seconds: float) -> bool:
+        return until_change(max(seconds, 0.0))
 
     def __repr__(self) -> str:
         return "SystemClock()"
@@ -76,6 +93,16 @@ class ManualClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             self.advance(seconds)
+
+    def monotonic(self) -> float:
+        """The manual time itself: deadlines pass as the clock is moved."""
+        return self.now()
+
+    def wait(self, until_change: Callable[[float], bool], seconds: float) -> bool:
+        if until_change(0.0):
+            return True
+        self.sleep(seconds)
+        return until_change(0.0)
 
     def __repr__(self) -> str:
         return f"ManualClock({self._now!r})"

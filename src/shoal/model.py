@@ -1,28 +1,28 @@
-"""The fleet's data: tasks, agents, leases, events, and the checks every input goes through.
+"""The fleet's data: tasks, agents, leases, claims, events, as frozen values.
 
 Everything here is a frozen value. A ``Task`` or ``Agent`` is a snapshot taken inside a
 store transaction; changing one means asking ``Fleet`` for a transition, never mutating a
-record. Validation of user input (priorities, ids, skill names, durations) lives here too,
-so every face rejects the same things with the same words.
+record. The closed sets of names these values use (states, statuses, event kinds, claim
+sources...) are in ``vocabulary``; the checks of user input are in ``validation``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, NamedTuple
 
-from shoal.errors import BadInput, InvalidPriority
+from shoal.times import iso_time, parse_moment
+from shoal.vocabulary import (
+    AgentStatus,
+    ClaimReason,
+    ClaimSource,
+    Recommendation,
+    TaskState,
+    Workload,
+)
 
 __all__ = [
-    "MAX_ID",
-    "MAX_MOMENT",
-    "PRIORITY_NAMES",
     "Agent",
     "AgentLoad",
     "AgentStatus",
@@ -33,6 +33,7 @@ __all__ = [
     "Completion",
     "Event",
     "FleetStatus",
+    "Grant",
     "Lease",
     "Move",
     "NewTask",
@@ -43,205 +44,7 @@ __all__ = [
     "Task",
     "TaskDetail",
     "TaskState",
-    "as_task_ids",
-    "check_agent_id",
-    "check_count",
-    "check_json",
-    "iso_time",
-    "normalize_names",
-    "parse_duration",
-    "parse_moment",
-    "parse_priority",
 ]
-
-
-class TaskState(StrEnum):
-    """Where a task is in its life. See ARCHITECTURE.md for the diagram.
-
-    ``blocked`` waits on dependencies; ``pending`` is claimable (in the pool or a queue);
-    ``claimed`` is held under a lease; ``done``, ``dead`` and ``cancelled`` are final until
-    someone retries a dead or cancelled task.
-    """
-
-    BLOCKED = "blocked"
-    PENDING = "pending"
-    CLAIMED = "claimed"
-    DONE = "done"
-    DEAD = "dead"
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        return self in (TaskState.DONE, TaskState.DEAD, TaskState.CANCELLED)
-
-
-class AgentStatus(StrEnum):
-    """What an agent is doing, as the fleet last saw it."""
-
-    IDLE = "idle"  # found no work; idle_since says since when
-    WORKING = "working"  # holds at least one lease
-    WAITING = "waiting"  # between tasks: finished one, has not asked for the next yet
-    OFFLINE = "offline"  # missed heartbeats; may come back
-    #: Paused by the circuit breaker after failing ``failure_streak`` tasks in a row: it
-    #: claims nothing until ``paused_until`` or until someone resumes it.
-    OVERLOADED = "overloaded"
-    TERMINATED = "terminated"  # gone for good; registering the id again starts anew
-
-    @property
-    def live(self) -> bool:
-        """Counts against max_agents (everything but terminated, as in the anti-idle rules)."""
-        return self is not AgentStatus.TERMINATED
-
-
-#: Names accepted wherever a priority is asked for. 1 is the most urgent.
-PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low": 8}
-
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
-_DURATION_PARTS = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def parse_priority(value: object) -> int:
-    """Turn 1..9, "3" or a name (critical, high, medium, low) into a priority number."""
-    if isinstance(value, bool):
-        raise InvalidPriority(f"priority must be a number from 1 to 9, not {value!r}")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.strip().lower() in PRIORITY_NAMES:
-        return PRIORITY_NAMES[value.strip().lower()]
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value.strip())
-    else:
-        raise InvalidPriority(
-            f"priority {value!r} is not understood",
-            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
-        )
-    if not 1 <= number <= 9:
-        raise InvalidPriority(
-            f"priority {number} is out of range",
-            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
-        )
-    return number
-
-
-def check_agent_id(agent_id: object) -> str:
-    """An agent id: letters, digits and ``_ . : @ / -``, starting with a letter or digit."""
-    if not isinstance(agent_id, str) or not _ID_RE.match(agent_id):
-        raise BadInput(
-            f"agent id {agent_id!r} is not valid",
-            hint="use 1-128 letters, digits or _ . : @ / -, starting with a letter or digit",
-        )
-    return agent_id
-
-
-def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
-    """Skills or domains as a sorted, de-duplicated tuple; a string may list them with commas."""
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = [values]
-    names: set[str] = set()
-    for raw in values:
-        if not isinstance(raw, str):
-            raise BadInput(f"{what} must be text, not {raw!r}")
-        for part in raw.split(","):
-            name = part.strip()
-            if name and not _NAME_RE.match(name):
-                raise BadInput(
-                    f"{what} name {name!r} is not valid",
-                    hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
-                )
-            if name:
-                names.add(name)
-    return tuple(sorted(names))
-
-
-def parse_duration(value: object, what: str = "duration") -> float:
-    """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d", "250ms", or units together:
-    "1h30m", "2d 4h"."""
-    if isinstance(value, bool):
-        raise BadInput(f"{what} must be a duration, not {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    elif isinstance(value, str) and _DURATION_PARTS.match(value):
-        parts = _DURATION_PART.findall(value)
-        seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
-    else:
-        raise BadInput(
-            f"{what} {value!r} is not a duration",
-            hint="give seconds (90) or numbers with units: 250ms, 90s, 5m, 1h30m, 2d",
-        )
-    if not math.isfinite(seconds) or seconds < 0:
-        raise BadInput(f"{what} must be zero or more seconds, not {value!r}")
-    return seconds
-
-
-#: The latest moment shoal takes (the end of year 9999, the last one ISO 8601 can write).
-MAX_MOMENT = 253402300799.0
-
-
-def parse_moment(value: object, what: str = "time") -> float:
-    """Epoch seconds from a number or an ISO 8601 time with its zone: 2026-12-01T09:00Z,
-    2026-12-01 10:00+01:00. A time without a zone is refused rather than guessed; one before
-    1970 is taken as 1970 (it has passed either way)."""
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value <= MAX_MOMENT:
-            raise BadInput(
-                f"{what} must be a time (epoch seconds up to the year 9999), not {value!r}",
-                hint="or an ISO 8601 time with its zone, e.g. 2026-12-01T09:00Z",
-            )
-        return float(value)
-    elif isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise BadInput(
-                f"{what} {value!r} is not a time",
-                hint="give an ISO 8601 time with its zone, e.g. 2026-12-01T09:00Z",
-            ) from None
-    else:
-        raise BadInput(f"{what} must be a time, not {value!r}")
-    if moment.tzinfo is None:
-        raise BadInput(
-            f"{what} {value!r} has no time zone",
-            hint="add Z for UTC or an offset such as +01:00, e.g. 2026-12-01T09:00Z",
-        )
-    try:
-        seconds = moment.timestamp()
-    except (OverflowError, ValueError):  # past the year 9999 once in UTC
-        seconds = math.inf
-    if seconds > MAX_MOMENT:
-        raise BadInput(f"{what} {value!r} is after the year 9999", hint="give a nearer time")
-    return max(seconds, 0.0)
-
-
-def iso_time(seconds: float | None) -> str | None:
-    """A moment as ISO 8601 UTC to the millisecond (``2026-11-23T09:30:00.000Z``): how every
-    time leaves shoal in JSON."""
-    if seconds is None:
-        return None
-    moment = datetime.fromtimestamp(min(max(seconds, 0.0), MAX_MOMENT), tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def check_json(value: object, what: str) -> object:
-    """Make sure ``value`` can be stored as JSON; return it unchanged."""
-    if value is None or isinstance(value, str | int | bool):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise BadInput(f"{what} must be JSON-serializable: {exc}") from None
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,39 +270,59 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
-    """What ``Fleet.claim`` handed out: leases with their tasks, or why there were none.
+class Grant:
+    """One task a claim handed out: the task, the lease on it, the step of the claim cascade
+    that found it (``source``), and whose queue it was in (``origin``: None for the pool;
+    the victim, for a steal)."""
 
-    ``reason`` is None when something was claimed, ``"busy"`` when the agent is at its
-    max_concurrent, ``"paused"`` when the circuit breaker holds it, and ``"empty"`` when
-    nothing it can do is waiting. ``sources`` says for each lease where the task came from:
-    ``queue``, ``pool`` or ``steal``; ``origins`` whose queue it was in (None for the pool),
-    so a steal names its victim. ``retry_at`` is set when the claim passed over work it may
-    take later (another domain's task, left to that domain's agents for ``domain_wait`` or
-    ``locality_wait``; a task waiting out its retry backoff or its ``not_before``), or when
-    a pause ends: the moment to ask again.
+    task: Task
+    lease: Lease
+    source: ClaimSource
+    origin: str | None = None
+
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
+        return {
+            "task": self.task.to_dict(),
+            "lease": self.lease.to_dict(now),
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What ``Fleet.claim`` handed out: a grant per task, or why there were none.
+
+    ``reason`` is None when something was claimed, else a ``ClaimReason``: ``busy`` when the
+    agent is at its max_concurrent, ``paused`` when the circuit breaker holds it, ``empty``
+    when nothing it can do is waiting. ``retry_at`` is set when the claim passed over work
+    it may take later (another domain's task, left to that domain's agents for
+    ``domain_wait`` or ``locality_wait``; a task waiting out its retry backoff or its
+    ``not_before``), or when a pause ends: the moment to ask again.
     """
 
-    leases: tuple[Lease, ...] = ()
-    tasks: tuple[Task, ...] = ()
-    sources: tuple[str, ...] = ()
-    reason: str | None = None
-    origins: tuple[str | None, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    reason: ClaimReason | None = None
     retry_at: float | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.leases)
+        return bool(self.grants)
 
-    def items(self) -> list[tuple[Task, Lease]]:
-        return list(zip(self.tasks, self.leases, strict=True))
+    @property
+    def leases(self) -> tuple[Lease, ...]:
+        return tuple(g.lease for g in self.grants)
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(g.task for g in self.grants)
+
+    @property
+    def sources(self) -> tuple[ClaimSource, ...]:
+        return tuple(g.source for g in self.grants)
 
     def to_dict(self, now: float | None = None) -> dict[str, Any]:
         """As JSON; with ``now``, each lease says how long it has left."""
         return {
-            "claimed": [
-                {"task": t.to_dict(), "lease": lease.to_dict(now), "source": s}
-                for t, lease, s in zip(self.tasks, self.leases, self.sources, strict=True)
-            ],
+            "claimed": [g.to_dict(now) for g in self.grants],
             "reason": self.reason,
             "retry_at": iso_time(self.retry_at),
         }
@@ -658,13 +481,14 @@ class ReapReport:
 class Assessment:
     """The workload assessment and what to do about it.
 
-    ``workload`` is idle / underutilized / balanced / overloaded; ``recommendation`` is
-    spawn / terminate_idle / maintain. ``missing_skills`` are skills that pending tasks need
-    and no live agent has: an agent spawned for this fleet should bring them.
+    ``workload`` is idle / underutilized / balanced / overloaded (``Workload``);
+    ``recommendation`` is spawn / terminate_idle / maintain (``Recommendation``).
+    ``missing_skills`` are skills that pending tasks need and no live agent has: an agent
+    spawned for this fleet should bring them.
     """
 
-    workload: str
-    recommendation: str
+    workload: Workload
+    recommendation: Recommendation
     reason: str
     pending: int
     in_progress: int
@@ -699,8 +523,8 @@ class Assessment:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Assessment:
         return cls(
-            workload=data["workload"],
-            recommendation=data["recommendation"],
+            workload=Workload(data["workload"]),
+            recommendation=Recommendation(data["recommendation"]),
             reason=data.get("reason", ""),
             pending=data["pending"],
             in_progress=data["in_progress"],
@@ -761,42 +585,3 @@ class FleetStatus:
             "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
         }
-
-
-#: The largest id a store can hold (a signed 64-bit integer).
-MAX_ID = 2**63 - 1
-
-
-def as_task_ids(values: Sequence[int] | int | str | None, what: str) -> tuple[int, ...]:
-    """Task ids from user input: one id, a list, or text like "12" or "12, 14"."""
-    if values is None:
-        return ()
-    items: Sequence[object]
-    if isinstance(values, str):
-        items = values.replace(",", " ").split()
-    elif isinstance(values, int):
-        items = [values]
-    else:
-        items = values
-    out: list[int] = []
-    for value in items:
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            try:
-                number = int(str(value).strip().lstrip("#"))
-            except ValueError:
-                raise BadInput(
-                    f"{what} must list task ids (whole numbers), not {value!r}"
-                ) from None
-        if not 1 <= number <= MAX_ID:
-            raise BadInput(f"{what}: {number} is not a task id (ids are whole numbers from 1)")
-        out.append(number)
-    return tuple(dict.fromkeys(out))
-
-
-def check_count(value: object, what: str, low: int, high: int) -> int:
-    """A whole number from ``low`` to ``high`` (never a bool, never unbounded)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise BadInput(f"{what} must be a whole number from {low} to {high}, not {value!r}")
-    return value

@@ -54,6 +54,7 @@ from typing import Any, Protocol, TypeVar
 
 from shoal.model import Agent, AgentStatus, Assessment, QueueDepth, Task, TaskState
 from shoal.settings import Settings
+from shoal.vocabulary import Recommendation, Workload
 
 __all__ = [
     "DOMAIN_BONUS",
@@ -601,7 +602,7 @@ def assess(
     )
     room = len(workers) < settings.max_agents
 
-    def verdict(workload: str, recommendation: str, reason: str) -> Assessment:
+    def verdict(workload: Workload, recommendation: Recommendation, reason: str) -> Assessment:
         return Assessment(
             workload=workload,
             recommendation=recommendation,
@@ -630,7 +631,9 @@ def assess(
         return text
 
     if pending == 0 and in_progress == 0:
-        return verdict("idle", "terminate_idle", why("no pending or running tasks"))
+        return verdict(
+            Workload.IDLE, Recommendation.TERMINATE_IDLE, why("no pending or running tasks")
+        )
     reasons = []
     if pending >= settings.assess_spawn_pending:
         reasons.append(f"{pending} pending tasks (threshold {settings.assess_spawn_pending})")
@@ -646,21 +649,23 @@ def assess(
         )
     if reasons:
         if room:
-            return verdict("overloaded", "spawn", why("; ".join(reasons)))
+            return verdict(Workload.OVERLOADED, Recommendation.SPAWN, why("; ".join(reasons)))
         offline = sum(1 for a in workers if a.status is AgentStatus.OFFLINE)
         full = f"at capacity ({len(workers)}/{settings.max_agents} agents)"
         if offline:
             full += f"; {offline} of them offline: terminate them to make room"
-        return verdict("overloaded", "maintain", why("; ".join([*reasons, full])))
+        return verdict(
+            Workload.OVERLOADED, Recommendation.MAINTAIN, why("; ".join([*reasons, full]))
+        )
     if pending <= settings.assess_idle_pending and len(workers) > 1 and idle > 0:
         return verdict(
-            "underutilized",
-            "terminate_idle",
+            Workload.UNDERUTILIZED,
+            Recommendation.TERMINATE_IDLE,
             why(f"{pending} pending, {idle} of {len(workers)} agents idle"),
         )
     return verdict(
-        "balanced",
-        "maintain",
+        Workload.BALANCED,
+        Recommendation.MAINTAIN,
         why(f"{pending} pending, {in_progress} in progress, {len(workers)} agents"),
     )
 
@@ -727,11 +732,11 @@ def scale_decision(
         )
     if since_change < cooldown:
         return ScaleDecision(reason=f"cooling down ({cooldown - since_change:.1f}s left)")
-    if recommendation == "spawn":
+    if recommendation == Recommendation.SPAWN:
         if headroom:
             return ScaleDecision(spawn=1, reason="the assessment asks for another agent")
         why = f"at the cap of {maximum}" if running >= maximum else "the fleet is full"
         return ScaleDecision(reason=f"the assessment asks for another agent, but {why}")
-    if recommendation == "terminate_idle" and running > minimum and idle:
+    if recommendation == Recommendation.TERMINATE_IDLE and running > minimum and idle:
         return ScaleDecision(stop=(idle[0],), reason="the assessment says agents sit idle")
     return ScaleDecision(reason=f"the assessment says {recommendation}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from shoal.errors import InvalidSetting
-from shoal.model import parse_duration, parse_priority
+from shoal.validation import parse_duration, parse_priority
 
 __all__ = [
     "ORDERS",

@@ -310,7 +310,7 @@ def test_the_busiest_victim_is_robbed_first(crew: Fleet) -> None:
     crew.set_status("forge", "working")
     post_many(crew, 2, to="iris", priority=9, domain="research")
     post_many(crew, 4, to="forge", priority=9, domain="research")
-    origins = [crew.claim("spark").origins[0] for _ in range(2)]
+    origins = [crew.claim("spark").grants[0].origin for _ in range(2)]
     assert origins == ["forge", "forge"]  # 4 > 2, then 3 > 2
     assert crew.agent("forge").queued == crew.agent("iris").queued == 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shoal import Fleet, ManualClock, TaskState
-from shoal.model import iso_time
+from shoal.times import iso_time
 from tests.helpers import one
 
 

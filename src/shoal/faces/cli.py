@@ -37,8 +37,10 @@ from shoal.faces.cli_runtime import add_runtime_commands
 from shoal.faces.cli_sim import sim_command
 from shoal.faces.mcp_command import SESSION_TTL_OPTION
 from shoal.fleet import Fleet
-from shoal.model import Lease, TaskState, parse_duration, parse_moment
+from shoal.model import Lease, TaskState
 from shoal.settings import MAX_DURATION
+from shoal.times import parse_moment
+from shoal.validation import parse_duration
 
 __all__ = ["cli", "main"]
 
@@ -162,7 +164,7 @@ def init(app: App) -> None:
     app.refuse_memory()
     fleet = Fleet.init(app.store)
     app.adopt(fleet)
-    created = fleet.store.created
+    created = fleet.created
     app.emit(
         {"store": fleet.url, "created": created},
         f"{'created a fleet' if created else 'fleet ready'} at {fleet.url}\n"
@@ -369,9 +371,10 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     env: dict[str, object] = {}
     if result:  # for eval: the first task and its lease, and who holds it
         env = {"SHOAL_AGENT": agent}
-        for i, (task, lease) in enumerate(result.items()):
+        for i, grant in enumerate(result.grants):
             suffix = "" if i == 0 else f"_{i + 1}"
-            env[f"SHOAL_TASK{suffix}"], env[f"SHOAL_LEASE{suffix}"] = task.id, lease.token
+            env[f"SHOAL_TASK{suffix}"] = grant.task.id
+            env[f"SHOAL_LEASE{suffix}"] = grant.lease.token
     app.emit(data, human, env=env)
     if not result:
         sys.exit(EXIT_NOTHING)

@@ -24,15 +24,15 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from shoal._checks import positive_duration
 from shoal.errors import BadInput
 from shoal.faces.live import supervisor_view
 from shoal.faces.output import one_line
-from shoal.model import iso_time, parse_duration
 from shoal.runtime.command import check_command
 from shoal.runtime.hub import Hub, HubAction
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
 from shoal.runtime.worker import CommandHandler, Worker
+from shoal.times import iso_time
+from shoal.validation import parse_duration, positive_duration
 
 __all__ = ["add_runtime_commands", "worker_argv"]
 

@@ -53,10 +53,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from shoal._checks import draft_of
 from shoal.errors import BadInput
 from shoal.fleet import Fleet
-from shoal.model import PRIORITY_NAMES, Task, TaskState
+from shoal.model import Task, TaskState
+from shoal.validation import PRIORITY_NAMES, draft_of
 
 __all__ = [
     "BEADS_PRIORITY",

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from shoal.errors import BadInput
 from shoal.fleet import Fleet
-from shoal.model import parse_duration
+from shoal.validation import parse_duration
 
 __all__ = ["SESSION_TTL_ENV", "SESSION_TTL_OPTION", "parse_session_ttl", "run_mcp"]
 

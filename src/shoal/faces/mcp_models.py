@@ -22,7 +22,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from shoal.model import Agent, Assessment, Claim, Event, Lease, Task, TaskDetail, iso_time
+from shoal.model import Agent, Assessment, Claim, Event, Lease, Task, TaskDetail
+from shoal.times import iso_time
 
 __all__ = [
     "AgentInfo",
@@ -211,12 +212,13 @@ class ClaimResult(BaseModel):
                 waited_seconds=waited,
                 next_step=step,
             )
-        task, lease = claim.tasks[0], claim.leases[0]
+        grant = claim.grants[0]
+        task = grant.task
         return cls(
             claimed=True,
             task=TaskInfo.of(task),
-            lease=LeaseInfo.of(lease, now),
-            source=claim.sources[0],
+            lease=LeaseInfo.of(grant.lease, now),
+            source=grant.source,
             waited_seconds=waited,
             next_step=(
                 f"Do task {task.id}, then call complete_task (or fail_task). Call heartbeat "

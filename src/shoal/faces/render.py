@@ -302,10 +302,11 @@ def claim_text(claim: Claim, now: float) -> Text:
             )
         return text
     out = Text()
-    for task, lease, source in zip(claim.tasks, claim.leases, claim.sources, strict=True):
+    for grant in claim.grants:
+        task = grant.task
         out.append(f"claimed task {task.id}", style="bold green")
-        out.append(f" ({source}, p{task.priority}) {one_line(task.title)}\n")
-        out.append(f"  token {lease.token}\n", style="dim")
+        out.append(f" ({grant.source}, p{task.priority}) {one_line(task.title)}\n")
+        out.append(f"  token {grant.lease.token}\n", style="dim")
     return out
 
 

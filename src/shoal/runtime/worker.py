@@ -57,9 +57,11 @@ from typing import Any
 from shoal import policy
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
-from shoal.model import Lease, Task, iso_time
+from shoal.model import Grant, Lease, Task
 from shoal.runtime.command import CommandFailed, CommandNotStarted, check_command, run_command
 from shoal.settings import Settings
+from shoal.times import iso_time
+from shoal.vocabulary import ClaimReason, ClaimSource
 
 __all__ = [
     "MIN_POLL_GAP",
@@ -376,18 +378,16 @@ class Worker:
                 continue
             if claim:
                 empty, idle_from = 0, None
-                for (task, lease), source, origin in zip(
-                    claim.items(), claim.sources, claim.origins, strict=True
-                ):
+                for grant in claim.grants:
                     if self._stopping.is_set():  # stopped (or faulted) while it claimed
-                        self._release_unstarted(task, lease)
+                        self._release_unstarted(grant.task, grant.lease)
                     else:
-                        self._start(task, lease, source, origin)
+                        self._start(grant)
                 continue
-            if claim.reason == "busy":  # held elsewhere too (another process, same agent)
+            if claim.reason is ClaimReason.BUSY:  # held elsewhere too (another process, same agent)
                 self._wait(settings.poll_base)
                 continue
-            if claim.reason == "paused":  # the circuit breaker: not idle, waiting it out
+            if claim.reason is ClaimReason.PAUSED:  # the circuit breaker: not idle, waiting it out
                 if empty == 0:
                     self._say("paused", until=iso_time(claim.retry_at), agent=self.agent)
                 empty, idle_from = empty + 1, None
@@ -433,7 +433,8 @@ class Worker:
 
     # ------------------------------------------------------------------ running tasks
 
-    def _start(self, task: Task, lease: Lease, source: str, origin: str | None) -> None:
+    def _start(self, grant: Grant) -> None:
+        task, lease, source, origin = grant.task, grant.lease, grant.source, grant.origin
         ctx = TaskContext(self, task, lease, source)
         log.debug(
             "%s claimed #%d %r (%s%s)",
@@ -443,7 +444,7 @@ class Worker:
             source,
             f" from {origin}" if origin else "",
         )
-        if source == "steal":
+        if source is ClaimSource.STEAL:
             self._tally("stolen")
         self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
         thread = threading.Thread(target=self._run_task, args=(ctx,), daemon=True)

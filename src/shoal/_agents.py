@@ -1,0 +1,165 @@
+"""The agents' side of the fleet: joining, saying how they are, staying alive.
+
+``Fleet.register``, ``Fleet.set_status`` and ``Fleet.heartbeat`` check their input, open one
+transaction and call these. Registration enforces ``max_agents`` for live non-managers
+(invariant I3); a status change that takes an agent away sends its queue back to the pool;
+a heartbeat renews every lease the agent holds, after expiring those already past due.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from shoal import policy
+from shoal._transitions import (
+    agent_data,
+    expire_due,
+    live_agent,
+    present_status,
+    release_held,
+    return_queue,
+    terminate,
+    wait_words,
+    with_idle_since,
+)
+from shoal.errors import FleetFull, InvalidTransition
+from shoal.limits import EXPIRE_PER_CLAIM
+from shoal.model import Agent, Lease, Registration
+from shoal.stores.base import StoreTx
+from shoal.vocabulary import AgentStatus, EventKind
+
+__all__ = ["heartbeat_in", "register_in", "set_status_in"]
+
+
+def register_in(
+    tx: StoreTx,
+    now: float,
+    agent_id: str,
+    *,
+    role: str,
+    skill_names: tuple[str, ...],
+    domain_names: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+) -> Registration:
+    """Register ``agent_id`` (checked input), or update its live registration."""
+    settings = tx.load_settings()
+    agents = tx.list_agents()
+    existing = next((a for a in agents if a.id == agent_id), None)
+    live_workers = [a for a in agents if a.status.live and not a.manager]
+    counted = existing is not None and existing.status.live and not existing.manager
+    if not manager and not counted and len(live_workers) >= settings.max_agents:
+        offline = sum(1 for a in live_workers if a.status is AgentStatus.OFFLINE)
+        silent = f", {offline} of them offline" if offline else ""
+        raise FleetFull(
+            f"fleet is full: {len(live_workers)} of {settings.max_agents} agents are live"
+            f"{silent}; agent {agent_id!r} was not registered",
+            hint=f"raise the limit (`shoal config set max_agents "
+            f"{settings.max_agents + 1}`) or terminate an agent "
+            f"(`shoal set-status AGENT terminated`)",
+        )
+    if existing is not None and existing.status.live:
+        status = existing.status
+        if status is AgentStatus.OFFLINE:
+            status = present_status(tx, existing, now)
+        agent = replace(existing, status=status)
+        kind = EventKind.AGENT_UPDATED
+    else:
+        agent = Agent(
+            id=agent_id,
+            status=AgentStatus.IDLE,
+            idle_since=now,
+            registered_at=now,
+            incarnation=existing.incarnation + 1 if existing else 1,
+        )
+        kind = EventKind.AGENT_REGISTERED
+    agent = replace(
+        agent,
+        role=role,
+        skills=skill_names,
+        domains=domain_names,
+        max_concurrent=max_concurrent,
+        manager=manager,
+        ephemeral=ephemeral,
+        last_seen=now,
+    )
+    if existing is not None and kind is EventKind.AGENT_UPDATED:
+        agent = with_idle_since(agent, existing, now)
+    tx.save_agent(agent)
+    tx.append_event(now, kind, None, agent_id, agent_data(agent))
+    created = kind is EventKind.AGENT_REGISTERED
+    # Live workers now: the others, and this one unless it is a manager.
+    live = sum(1 for a in live_workers if a.id != agent_id) + (0 if manager else 1)
+    saved = tx.get_agent(agent_id)
+    assert saved is not None
+    return Registration(saved, created, live, settings.max_agents)
+
+
+def set_status_in(
+    tx: StoreTx,
+    now: float,
+    agent_id: str,
+    new_status: AgentStatus,
+    reason: str | None,
+    release: bool,
+) -> Agent:
+    """Apply a status an agent reports (``Fleet.set_status``), with what follows from it."""
+    agent = live_agent(tx, agent_id)
+    going = new_status in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
+    if agent.paused(now) and not going:
+        raise InvalidTransition(
+            f"agent {agent_id!r} is paused by the circuit breaker after failing task "
+            f"after task (for {wait_words((agent.paused_until or now) - now)} more)",
+            hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
+        )
+    if new_status is AgentStatus.IDLE and not release:
+        held = [task.id for task, _ in tx.held_leases(agent_id)]
+        if held:
+            raise InvalidTransition(
+                f"agent {agent_id!r} holds tasks {', '.join(map(str, held))}; an agent "
+                "that holds work is not idle",
+                hint="complete, fail or release them first, or pass --release "
+                "(release=True) to give them back untouched",
+            )
+    if release:
+        release_held(tx, agent_id, now, f"agent set {new_status.value}")
+    if new_status is AgentStatus.TERMINATED:
+        terminate(tx, agent, now, reason or "terminated by request")
+    else:
+        updated = with_idle_since(replace(agent, status=new_status, last_seen=now), agent, now)
+        tx.save_agent(updated)
+        if new_status is not agent.status:
+            data = {"from": agent.status.value, "to": new_status.value}
+            tx.append_event(now, EventKind.AGENT_STATUS, None, agent_id, data)
+            if new_status is AgentStatus.OFFLINE:
+                return_queue(tx, agent, now, "agent offline")
+    saved = tx.get_agent(agent_id)
+    assert saved is not None
+    return saved
+
+
+def heartbeat_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> list[Lease]:
+    """The agent is alive: note it, and renew every lease it holds that has not expired."""
+    settings = tx.load_settings()
+    expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
+    agent = live_agent(tx, agent_id, lock=True)
+    if agent.status is AgentStatus.OFFLINE:
+        back = present_status(tx, agent, now)
+        tx.save_agent(with_idle_since(replace(agent, status=back, last_seen=now), agent, now))
+        tx.append_event(
+            now,
+            EventKind.AGENT_STATUS,
+            None,
+            agent_id,
+            {"from": "offline", "to": back.value},
+        )
+    else:
+        tx.save_agent(replace(agent, last_seen=now))
+    leases = []
+    for task, token in tx.held_leases(agent_id, lock=True):
+        expires = policy.lease_expiry(now, task.lease_ttl, settings)
+        tx.set_lease_expiry(task.id, expires)
+        leases.append(Lease(task.id, agent_id, token, expires))
+    return leases

@@ -1,0 +1,361 @@
+"""The claim cascade: how an agent that asks for work gets the best task it can do.
+
+The problem
+-----------
+Several agents share a body of work. Each can do some of it (its skills) and is best at
+some of it (its domains). Work arrives in bursts, often routed to one agent, and takes
+wildly different times. We want three things at once: no agent idle while another has a
+backlog it could help with; no task handed to two agents; and no task lost when an agent
+dies holding it. And we want it with no central dispatcher in the loop: an agent asks for
+work when it has room, and the answer is decided there and then, atomically, in the store.
+
+Designs we did not take
+-----------------------
+* Push routing on a timer (a router hands out tasks every N minutes): agents sit idle
+  between rounds while others are buried, and a task pushed to a busy agent stays there.
+* One shared queue, first come first served: fair, but throws away affinity -- the agent
+  that spawned a task, or the one that knows its domain, gets no preference.
+* Per-agent queues with lock-free deques, as in a language runtime: our agents are
+  processes on several hosts and our "deque" must survive them, so the store is the deque
+  and one short transaction replaces the compare-and-swap.
+
+The steps
+---------
+``claim_in`` runs inside one write transaction and takes the first step that yields work
+(the steps have these names everywhere: here, in the store's queries and in the docs):
+
+* **expire** -- end the leases past their expiry. A lease past its expiry is lost even if
+  no monitor has run; its task is pending again (or dead) before anyone looks for work
+  (invariant I6: correctness never depends on the monitor).
+* **capacity** -- an agent holding ``max_concurrent`` leases gets nothing: reason ``busy``.
+  (An agent the circuit breaker paused gets nothing either: reason ``paused``.)
+* **own queue**, from the head -- tasks routed or assigned to the agent, or spawned by it,
+  highest priority first and newest first among equals. LIFO for the owner: an agent
+  finishes what it just spawned (depth-first), and a deferred continuation comes back to
+  the front.
+* **pool**, best score -- tasks that belong to no one, ranked by priority, domain affinity
+  and age (see ``policy``), over the tasks whose skills the agent has. Two indexed look-ups
+  per skill set, whatever the size of the pool.
+* **steal**, from the tail -- only when the own queue and the pool gave nothing: from the
+  busiest victim at work (more than ``steal_threshold`` tasks queued -- 0 by default, so an
+  agent that runs dry takes even a busy peer's only queued task; ties broken at random)
+  take one task, the lowest-priority oldest eligible one -- the one the victim would reach
+  last. The anti-thrashing rules bound it: only priority numbers >= ``steal_min_priority``,
+  never a task stolen before, never a pinned one, skills and domain must fit (or the task
+  is simple: priority >= ``cross_domain_priority``, no skills), and at most
+  ``max_steals_per_agent`` per thief and ``max_steals_per_cycle`` fleet-wide per
+  ``rebalance_interval``.
+* **idle** -- nothing: the agent is marked ``idle`` (reason ``empty``). A caller may wait
+  for a change in the fleet and ask again (``Fleet.claim(..., wait=seconds)``).
+
+The pool and steal steps pass over work the locality rules keep for its own domain for a
+while (``domain_wait``: an idle agent of that domain is about to take it;
+``locality_wait``: delay scheduling), and say in the claim when the first of it is free to
+take (``retry_at``). With ``order = longest_first`` every step ranks equal priorities
+longest expected first.
+
+The orderings that must hold: a task leaves ``pending`` only inside one write transaction
+that also writes its lease and its event (so no task is handed out twice and every change
+is logged); the owner takes from the head and thieves from the tail (so an owner and a
+thief contend only when a queue is nearly empty); and stealing happens only when an agent
+has nothing of its own and the pool is dry (so when the load is balanced, stealing costs
+nothing).
+
+The hub's ``rebalance`` moves queued tasks to agents idle for a while with the same steal
+routine (``steal_tails``), under the same caps; it is never needed for correctness.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from shoal import policy
+from shoal._transitions import end_streak, expire_due, live_agent, resume_agent, touch
+from shoal.limits import EXPIRE_PER_CLAIM
+from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
+from shoal.settings import Settings
+from shoal.stores.base import StoreTx
+from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, EventKind
+
+__all__ = ["Holds", "claim_in", "pool_candidates", "preview_in", "rebalance_in", "steal_tails"]
+
+
+def claim_in(
+    tx: StoreTx,
+    agent_id: str,
+    n: int,
+    now: float,
+    *,
+    strict: bool,
+    rng: random.Random,
+    token: Callable[[], str],
+    completed: bool = False,
+) -> Claim | None:
+    """The cascade (module docstring), inside the caller's transaction.
+
+    For an unknown or terminated agent: ``UnknownAgent`` if ``strict``, else None (a
+    completion that also asked for more work must not fail because of it). ``completed``:
+    the agent has just completed a task (which ends a failure streak). ``token`` makes each
+    lease's fencing token.
+    """
+    context = tx.claim_context(agent_id, now)
+    if context is None or context.agent.status is AgentStatus.TERMINATED:
+        if strict:
+            live_agent(tx, agent_id)  # raises the right error
+        return None
+    settings = context.settings
+    if context.leases_due:  # expire: the monitor may not be running
+        expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
+        context = tx.claim_context(agent_id, now)
+        assert context is not None
+    agent = context.agent
+    if completed:
+        agent = end_streak(tx, agent)
+    if agent.paused_until is not None:  # the circuit breaker
+        if agent.paused(now):
+            touch(tx, agent, now, AgentStatus.OVERLOADED)  # alive, and asking
+            return Claim(reason=ClaimReason.PAUSED, retry_at=agent.paused_until)
+        agent = resume_agent(tx, agent, now, "cooldown")
+    room = policy.claim_room(context.held, agent.max_concurrent, n)
+    if room == 0:  # capacity
+        touch(tx, agent, now, AgentStatus.WORKING)
+        return Claim(reason=ClaimReason.BUSY)
+    longest = policy.longest_first(settings)
+    holds = Holds(tx, agent, settings, now, context.skillsets)
+    # own queue, from the head
+    own = tx.queue_head(agent.id, room, longest, now) if agent.queued else []
+    picked = [(t, ClaimSource.QUEUE) for t in own]
+    if len(picked) < room:  # the pool, best score
+        eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
+        want = room - len(picked)
+        if eligible:
+            candidates = holds.pick(
+                lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held, now)
+            )
+            best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
+            picked += [(t, ClaimSource.POOL) for t in best]
+    if not picked:  # steal, only when the own queue and the pool gave nothing
+        picked = [(t, ClaimSource.STEAL) for t in _steal_one(tx, agent, now, settings, holds, rng)]
+    if not picked:  # idle: nothing, until the first waiting task is due
+        touch(tx, agent, now, AgentStatus.IDLE)
+        eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
+        due = tx.next_ready(agent.id, eligible, now)
+        retry_at = min((t for t in (holds.retry_at, due) if t is not None), default=None)
+        return Claim(reason=ClaimReason.EMPTY, retry_at=retry_at)
+    return _lease(tx, agent, picked, now, settings, token)
+
+
+def preview_in(tx: StoreTx, now: float, agent: str | None, limit: int) -> list[Task]:
+    """Pending tasks in the order a claim would take them (``Fleet.ready``): for an agent,
+    its own queue head, then the pool tasks it can do by score (steals are not previewed);
+    without one, the pool by score, then every agent's queue."""
+    settings = tx.load_settings()
+    skillsets = tx.skillsets()
+    longest = policy.longest_first(settings)
+    if agent is not None:
+        who = live_agent(tx, agent)
+        own = tx.queue_head(who.id, limit, longest, now)
+        eligible = policy.eligible_skillsets(skillsets, who.skills)
+        held = policy.NOTHING_HELD
+        pool = pool_candidates(tx, who.domains, eligible, limit, longest, held, now)
+        order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
+    else:
+        every = sorted(skillsets)
+        pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD, now)
+        order = policy.rank_pool(pool, (), settings.aging, limit, longest)
+        for queue in tx.queue_depths():
+            if len(order) >= limit:
+                break
+            order += tx.queue_head(queue.agent, limit - len(order), longest, now)
+    ids = [c.id for c in order[:limit]]
+    found = tx.get_tasks(ids)
+    return [found[i] for i in ids]
+
+
+def _lease(
+    tx: StoreTx,
+    agent: Agent,
+    picked: Sequence[tuple[Candidate, ClaimSource]],
+    now: float,
+    settings: Settings,
+    token: Callable[[], str],
+) -> Claim:
+    """Give ``agent`` a lease on each picked task, with one event each."""
+    leases = {}
+    for chosen, _ in picked:
+        expires = policy.lease_expiry(now, chosen.lease_ttl, settings)
+        leases[chosen.id] = Lease(chosen.id, agent.id, token(), expires)
+    grants = [
+        (c.id, leases[c.id].token, leases[c.id].expires, s is ClaimSource.STEAL) for c, s in picked
+    ]
+    tasks = {t.id: t for t in tx.lease_tasks(agent.id, grants, now)}
+    granted = []
+    for chosen, source in picked:
+        task = tasks[chosen.id]
+        data: dict[str, Any] = {"source": source, "attempt": task.attempts}
+        if source is ClaimSource.STEAL:
+            data["from"] = chosen.agent
+            tx.append_event(now, EventKind.STOLEN, task.id, agent.id, data)
+        else:
+            tx.append_event(now, EventKind.CLAIMED, task.id, agent.id, data)
+        granted.append(Grant(task, leases[task.id], source, chosen.agent))
+    touch(tx, agent, now, AgentStatus.WORKING)
+    return Claim(tuple(granted))
+
+
+def _steal_one(
+    tx: StoreTx,
+    thief: Agent,
+    now: float,
+    settings: Settings,
+    holds: Holds,
+    rng: random.Random,
+) -> list[Candidate]:
+    """The steal step: one tail task from the busiest eligible victim, within the caps."""
+    rules = policy.steal_filter(thief, settings, holds.skillsets)
+    if not rules.skillsets:
+        return []
+    victims = policy.claim_victims(tx.queue_depths(), thief.id, settings, rng)
+    if not victims:
+        return []
+    window = tx.window_thieves(now - settings.rebalance_interval)
+    if policy.steal_budget(window, thief.id, settings) <= 0:
+        return []
+    taken = steal_tails(tx, rules, ((victim, 1) for victim in victims), 1, now, holds)
+    return [candidate for candidate, _ in taken]
+
+
+def steal_tails(
+    tx: StoreTx,
+    rules: policy.StealFilter,
+    victims: Iterable[tuple[str, int]],
+    budget: int,
+    now: float,
+    holds: Holds | None = None,
+) -> list[tuple[Candidate, str]]:
+    """The one steal routine, for the claim's steal step and for rebalance: up to ``budget``
+    tasks that ``rules`` let a thief take, from the tails of ``victims`` in order -- at most
+    the given number from each -- with the victim each came from. With ``holds``, the
+    locality rules pass over tasks kept for their own domain."""
+    taken: list[tuple[Candidate, str]] = []
+    for victim, most in victims:
+        want = min(budget - len(taken), most)
+        if want <= 0:
+            continue
+        fetch = functools.partial(tx.steal_tail, victim, rules, limit=want, now=now)
+        found = fetch(policy.NOTHING_HELD) if holds is None else holds.pick(fetch)
+        taken += [(candidate, victim) for candidate in found]
+        if len(taken) >= budget:
+            break
+    return taken
+
+
+def rebalance_in(tx: StoreTx, now: float, rng: random.Random) -> list[Move]:
+    """Move queued tasks from deep queues to agents idle for a while (``Fleet.rebalance``),
+    inside the caller's transaction."""
+    settings = tx.load_settings()
+    expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
+    idle = sorted(
+        (a for a in tx.list_agents() if policy.idle_long_enough(a, now, settings)),
+        key=lambda a: (a.idle_since or now, a.id),
+    )
+    if not idle:
+        return []
+    window = tx.window_thieves(now - settings.rebalance_interval)
+    depth = {queue.agent: queue.depth for queue in tx.queue_depths()}
+    skillsets = tx.skillsets()
+    moves: list[Move] = []
+    for thief in idle:
+        budget = policy.steal_budget(window, thief.id, settings)
+        if budget <= 0:
+            continue
+        rules = policy.steal_filter(thief, settings, skillsets)
+        order = policy.order_victims(depth.items(), thief.id, settings.busy_threshold, rng)
+        victims = [(victim, depth[victim] - settings.busy_threshold) for victim in order]
+        for task, victim in steal_tails(tx, rules, victims, budget, now):
+            tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
+            data = {"from": victim, "by": "rebalance"}
+            tx.append_event(now, EventKind.STOLEN, task.id, thief.id, data)
+            window.append(thief.id)
+            depth[victim] -= 1
+            depth[thief.id] = depth.get(thief.id, 0) + 1
+            moves.append(Move(task.id, task.title, task.priority, victim, thief.id))
+    return moves
+
+
+class Holds:
+    """The locality rules for one claim, worked out only when some candidate could be held.
+
+    Most claims meet no task of another domain that is young enough to hold, and pay
+    nothing: a candidate query runs with nothing held, and only if a candidate might be held
+    are the rules made (asking the store which agents are idle, when ``domain_wait`` is on)
+    and the query run again with them. ``retry_at`` remembers when the first task passed
+    over is free to take.
+    """
+
+    def __init__(
+        self,
+        tx: StoreTx,
+        agent: Agent,
+        settings: Settings,
+        now: float,
+        skillsets: Mapping[int, tuple[str, ...]],
+    ) -> None:
+        self.tx, self.agent, self.settings, self.now = tx, agent, settings, now
+        self.skillsets = skillsets
+        self.retry_at: float | None = None
+        self._rules: policy.Locality | None = None
+
+    def _made(self) -> policy.Locality:
+        if self._rules is None:
+            settings, reserved = self.settings, frozenset[tuple[str, int]]()
+            if settings.domain_wait > 0:
+                idle = self.tx.idle_agents()
+                reserved = policy.reserved_for(idle, self.agent.id, self.skillsets)
+            self._rules = policy.locality(self.agent, settings, self.now, reserved)
+        return self._rules
+
+    def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
+        """``fetch(held)`` with the holds that apply to what it finds."""
+        found = fetch(policy.NOTHING_HELD)
+        agent, settings, now = self.agent, self.settings, self.now
+        if not any(policy.might_hold(c.domain, _ready(c), agent, settings, now) for c in found):
+            return found
+        rules = self._made()
+        ends = (rules.free_at(c.domain, c.skillset, _ready(c)) for c in found)
+        held = [end for end in ends if end is not None]
+        if not held:
+            return found
+        first = min(held)
+        self.retry_at = first if self.retry_at is None else min(self.retry_at, first)
+        return fetch(rules)
+
+
+def _ready(candidate: Candidate) -> float:
+    return policy.ready_time(candidate.ready_at, candidate.created_at)
+
+
+def pool_candidates(
+    tx: StoreTx,
+    domains: Sequence[str],
+    eligible: Sequence[int],
+    want: int,
+    longest: bool,
+    held: policy.Locality,
+    now: float,
+) -> list[Candidate]:
+    """The pool step's look-ups: the top of the pool by static key among the skill sets the agent
+    can do, then within each of its ``domains`` (for the domain bonus), and with ``longest``
+    the top by priority and expected duration -- of the tasks ready by ``now``. Unranked;
+    ``policy.rank_pool`` merges them."""
+    found = tx.pool_best(eligible, None, want, held, now)
+    if not found:  # nothing that is not held: the other look-ups are subsets of this one
+        return found
+    for domain in domains:
+        found += tx.pool_best(eligible, domain, want, held, now)
+    if longest:
+        found += tx.pool_longest(eligible, want, held, now)
+    return found

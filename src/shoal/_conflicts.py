@@ -1,0 +1,47 @@
+"""Running a Fleet call again when a shared store aborted it for crossing another writer.
+
+On PostgreSQL two writers can, rarely, lock rows in opposite orders; the server then aborts
+one of them (a deadlock it broke), and the store raises ``WriteConflict``. Nothing of the
+aborted transaction was kept, so the whole call may simply run again.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
+
+from shoal.clock import Clock
+from shoal.errors import WriteConflict
+
+__all__ = ["rerun_on_conflict"]
+
+
+class _Fleet(Protocol):
+    clock: Clock
+    rng: random.Random
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+#: How many times a call is run again after a WriteConflict before it gives up.
+_CONFLICT_RETRIES = 5
+
+
+def rerun_on_conflict(method: _Method) -> _Method:
+    """Run the call again when a shared store aborted it for crossing another writer (a
+    deadlock PostgreSQL broke). Nothing of the aborted run was kept, so running it again is
+    safe; a short random pause keeps the two from crossing again."""
+
+    @functools.wraps(method)
+    def rerun(self: _Fleet, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                return method(self, *args, **kwargs)
+            except WriteConflict:
+                if attempt == _CONFLICT_RETRIES - 1:
+                    raise
+                self.clock.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return cast(_Method, rerun)

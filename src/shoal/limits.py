@@ -1,0 +1,38 @@
+"""How much one step takes at once: every batch size and cap of the Fleet, named once.
+
+A claim, a reap or a listing that ran unbounded would hold the store's writer for as long
+as the fleet is large; each loop here works in batches whose size is named below, so the
+cost of one transaction has a ceiling whatever the fleet's size.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXPIRE_PER_CLAIM",
+    "MAX_BATCH",
+    "MAX_EVENTS",
+    "MAX_LISTED",
+    "MAX_READY",
+    "SCAN_BATCH",
+    "SHOWN_STUCK",
+    "TASK_HISTORY",
+]
+
+#: The most tasks one claim may take, and the most an agent may hold.
+MAX_BATCH = 1000
+#: Leases a claim (or heartbeat, or rebalance) expires before it looks for work; the
+#: monitor's reap takes them all, in ``SCAN_BATCH``es.
+EXPIRE_PER_CLAIM = 100
+#: Rows a transaction reads per round when it walks a set that may be large (the leases due
+#: to expire, the queue of an agent going away).
+SCAN_BATCH = 500
+#: The most tasks ``Fleet.tasks`` lists at once.
+MAX_LISTED = 1_000_000
+#: The most tasks ``Fleet.ready`` previews at once.
+MAX_READY = 100_000
+#: The most events ``Fleet.events`` returns at once.
+MAX_EVENTS = 100_000_000
+#: The events of one task ``Fleet.show`` reads (then keeps the newest it was asked for).
+TASK_HISTORY = 100_000
+#: Stuck tasks (blocked on dead or cancelled ones) a status snapshot names.
+SHOWN_STUCK = 1000

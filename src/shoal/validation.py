@@ -1,0 +1,387 @@
+"""Every check of input that needs no store: bad input fails here, before any I/O.
+
+One module for every face: ``Fleet`` runs these before it opens a transaction, and the
+CLI, the MCP server and the worker call the same functions for what they parse themselves,
+so a malformed priority, agent id, duration or task id is refused everywhere with the same
+words. Each refusal is a ``BadInput`` that says what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from shoal.errors import BadInput, InvalidPriority
+from shoal.limits import MAX_BATCH
+from shoal.model import Lease, NewTask
+from shoal.times import parse_moment
+from shoal.vocabulary import AgentStatus, TaskState
+
+__all__ = [
+    "MAX_BATCH",
+    "MAX_ID",
+    "POST_FIELDS",
+    "PRIORITY_NAMES",
+    "as_task_ids",
+    "check_agent_id",
+    "check_count",
+    "check_json",
+    "check_lease",
+    "check_max_concurrent",
+    "check_n",
+    "check_post",
+    "check_text",
+    "draft_of",
+    "normalize_names",
+    "parse_agent_status",
+    "parse_duration",
+    "parse_priority",
+    "parse_state",
+    "positive_duration",
+]
+
+#: Names accepted wherever a priority is asked for. 1 is the most urgent.
+PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low": 8}
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_DURATION_PARTS = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_priority(value: object) -> int:
+    """Turn 1..9, "3" or a name (critical, high, medium, low) into a priority number."""
+    if isinstance(value, bool):
+        raise InvalidPriority(f"priority must be a number from 1 to 9, not {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().lower() in PRIORITY_NAMES:
+        return PRIORITY_NAMES[value.strip().lower()]
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        raise InvalidPriority(
+            f"priority {value!r} is not understood",
+            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
+        )
+    if not 1 <= number <= 9:
+        raise InvalidPriority(
+            f"priority {number} is out of range",
+            hint="use 1 (most urgent) to 9, or critical (1), high (2), medium (5), low (8)",
+        )
+    return number
+
+
+def check_agent_id(agent_id: object) -> str:
+    """An agent id: letters, digits and ``_ . : @ / -``, starting with a letter or digit."""
+    if not isinstance(agent_id, str) or not _ID_RE.match(agent_id):
+        raise BadInput(
+            f"agent id {agent_id!r} is not valid",
+            hint="use 1-128 letters, digits or _ . : @ / -, starting with a letter or digit",
+        )
+    return agent_id
+
+
+def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
+    """Skills or domains as a sorted, de-duplicated tuple; a string may list them with commas."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    names: set[str] = set()
+    for raw in values:
+        if not isinstance(raw, str):
+            raise BadInput(f"{what} must be text, not {raw!r}")
+        for part in raw.split(","):
+            name = part.strip()
+            if name and not _NAME_RE.match(name):
+                raise BadInput(
+                    f"{what} name {name!r} is not valid",
+                    hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
+                )
+            if name:
+                names.add(name)
+    return tuple(sorted(names))
+
+
+def parse_duration(value: object, what: str = "duration") -> float:
+    """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d", "250ms", or units together:
+    "1h30m", "2d 4h"."""
+    if isinstance(value, bool):
+        raise BadInput(f"{what} must be a duration, not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    elif isinstance(value, str) and _DURATION_PARTS.match(value):
+        parts = _DURATION_PART.findall(value)
+        seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    else:
+        raise BadInput(
+            f"{what} {value!r} is not a duration",
+            hint="give seconds (90) or numbers with units: 250ms, 90s, 5m, 1h30m, 2d",
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise BadInput(f"{what} must be zero or more seconds, not {value!r}")
+    return seconds
+
+
+def check_json(value: object, what: str) -> object:
+    """Make sure ``value`` can be stored as JSON; return it unchanged."""
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"{what} must be JSON-serializable: {exc}") from None
+    return value
+
+
+#: The largest id a store can hold (a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+
+
+def as_task_ids(values: Sequence[int] | int | str | None, what: str) -> tuple[int, ...]:
+    """Task ids from user input: one id, a list, or text like "12" or "12, 14"."""
+    if values is None:
+        return ()
+    items: Sequence[object]
+    if isinstance(values, str):
+        items = values.replace(",", " ").split()
+    elif isinstance(values, int):
+        items = [values]
+    else:
+        items = values
+    out: list[int] = []
+    for value in items:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip().lstrip("#"))
+            except ValueError:
+                raise BadInput(
+                    f"{what} must list task ids (whole numbers), not {value!r}"
+                ) from None
+        if not 1 <= number <= MAX_ID:
+            raise BadInput(f"{what}: {number} is not a task id (ids are whole numbers from 1)")
+        out.append(number)
+    return tuple(dict.fromkeys(out))
+
+
+def check_count(value: object, what: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (never a bool, never unbounded)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadInput(f"{what} must be a whole number from {low} to {high}, not {value!r}")
+    return value
+
+
+def check_post(
+    title: object,
+    body: object,
+    payload: Any,
+    priority: int | str,
+    skills: Iterable[str] | str | None,
+    domain: str | None,
+    to: str | None,
+    after: Sequence[int] | None,
+    parent: int | None,
+    pinned: bool,
+    expected_duration: float | str | None,
+    lease_ttl: float | str | None,
+    max_attempts: int | None,
+    key: str | None,
+    not_before: float | str | datetime | None = None,
+    retry_delay: float | str | None = None,
+) -> NewTask:
+    """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
+    title_text = check_text(title, "title", 1000).strip()
+    if not title_text:
+        raise BadInput("a task needs a title", hint="say in a few words what is to be done")
+    check_json(payload, "payload")
+    domains = normalize_names([domain] if domain else None, "domain")
+    if to is not None:
+        check_agent_id(to)
+    if pinned and to is None:
+        raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
+    if parent is not None:
+        (parent,) = as_task_ids([parent], "parent")
+    ttl = positive_duration(lease_ttl, "lease_ttl")
+    expected = positive_duration(expected_duration, "expected_duration")
+    if max_attempts is not None:
+        check_count(max_attempts, "max_attempts", 1, 1_000_000)
+    if key is not None:
+        key = check_text(key, "key", 256)
+    ready = parse_moment(not_before, "not_before") if not_before is not None else None
+    delay = None
+    if retry_delay is not None:
+        delay = parse_duration(retry_delay, "retry_delay")
+        if delay > YEAR:
+            raise BadInput(f"retry_delay must be at most a year, not {retry_delay!r}")
+    return NewTask(
+        title=title_text,
+        body=check_text(body, "body", 1_000_000),
+        payload=payload,
+        priority=parse_priority(priority),
+        skills=normalize_names(skills, "skill"),
+        domain=domains[0] if domains else None,
+        state=TaskState.PENDING,
+        agent=to,
+        pinned=bool(pinned),
+        parent=parent,
+        key=key,
+        max_attempts=max_attempts,
+        lease_ttl=ttl,
+        expected_duration=expected,
+        waiting_on=0,
+        created_at=0.0,
+        pool_key=0.0,
+        seq=0,
+        after=as_task_ids(after, "after"),
+        ready_at=ready,
+        retry_delay=delay,
+    )
+
+
+POST_FIELDS = frozenset(
+    [
+        "title",
+        "body",
+        "payload",
+        "priority",
+        "skills",
+        "domain",
+        "to",
+        "after",
+        "parent",
+        "pinned",
+        "expected_duration",
+        "lease_ttl",
+        "max_attempts",
+        "key",
+        "not_before",
+        "retry_delay",
+    ]
+)
+
+
+def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
+    """One ``post_many`` entry, checked like ``post``'s arguments."""
+    if not isinstance(spec, Mapping) or "title" not in spec:
+        raise BadInput(f"task {index} of the batch needs at least a title")
+    unknown = sorted(set(spec) - POST_FIELDS)
+    if unknown:
+        raise BadInput(
+            f"task {index} of the batch has unknown fields: {', '.join(unknown)}",
+            hint=f"use post's arguments: {', '.join(sorted(POST_FIELDS))}",
+        )
+    return check_post(
+        spec["title"],
+        spec.get("body", ""),
+        spec.get("payload"),
+        spec.get("priority", 5),
+        spec.get("skills"),
+        spec.get("domain"),
+        spec.get("to"),
+        spec.get("after"),
+        spec.get("parent"),
+        spec.get("pinned", False),
+        spec.get("expected_duration"),
+        spec.get("lease_ttl"),
+        spec.get("max_attempts"),
+        spec.get("key"),
+        spec.get("not_before"),
+        spec.get("retry_delay"),
+    )
+
+
+YEAR = 365 * 86400.0
+
+
+def positive_duration(value: float | str | None, what: str) -> float | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value, what)
+    if not 0 < seconds <= YEAR:
+        raise BadInput(
+            f"{what} must be more than zero and at most a year, not {value!r}",
+            hint="e.g. 600, 10m or 2h",
+        )
+    return seconds
+
+
+def check_lease(lease: Lease) -> Lease:
+    """A lease from outside: a real task id and a token of the right shape."""
+    if not isinstance(lease, Lease):
+        raise BadInput(f"expected a Lease, not {type(lease).__name__}")
+    as_task_ids([lease.task_id], "lease task id")
+    if not isinstance(lease.token, str) or not 0 < len(lease.token) <= 64:
+        raise BadInput(
+            "a lease token is the text `shoal claim` printed",
+            hint="pass the token of your claim (--token or SHOAL_TOKEN)",
+        )
+    return lease
+
+
+def check_text(value: object, what: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadInput(f"{what} must be text, not {type(value).__name__}")
+    if len(value) > limit:
+        raise BadInput(f"{what} is too long ({len(value)} characters; the limit is {limit})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(
+            f"{what} is not valid text: it holds bytes that are not UTF-8",
+            hint="send UTF-8 text (check the terminal's or the file's encoding)",
+        ) from None
+    return value
+
+
+def check_n(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BATCH:
+        raise BadInput(
+            f"n must be a whole number from 1 to {MAX_BATCH}, not {n!r}",
+            hint="it is how many tasks to claim at once",
+        )
+    return n
+
+
+def parse_state(state: TaskState | str) -> TaskState:
+    try:
+        return TaskState(state)
+    except ValueError:
+        names = ", ".join(s.value for s in TaskState)
+        raise BadInput(f"there is no task state {state!r}", hint=f"use one of: {names}") from None
+
+
+def parse_agent_status(status: AgentStatus | str) -> AgentStatus:
+    try:
+        return AgentStatus(status)
+    except ValueError:
+        names = ", ".join(s.value for s in AgentStatus)
+        raise BadInput(
+            f"there is no agent status {status!r}", hint=f"use one of: {names}"
+        ) from None
+
+
+def check_max_concurrent(value: object) -> int:
+    """How many tasks an agent may hold at once: 1 to ``MAX_BATCH``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"max_concurrent must be a whole number, not {value!r}")
+    if not 1 <= value <= MAX_BATCH:
+        raise BadInput(
+            f"max_concurrent must be between 1 and {MAX_BATCH}, not {value}",
+            hint="it is how many tasks this agent may hold at once",
+        )
+    return value

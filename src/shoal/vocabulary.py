@@ -1,0 +1,127 @@
+"""The words of shoal: every closed set of names the fleet speaks, as one enum each.
+
+A task's state, an agent's status, the kind of an event, where a claim found its task, why
+a claim came back empty, and what an assessment recommends all travel between the Fleet,
+the stores, the CLI, the MCP server and JSON. Each is a ``StrEnum`` here, so its members
+are the very strings that are stored and printed (``TaskState.DONE == "done"``), and every
+face derives its choices from the enum: a new word is added in one place. The table of how
+each concept is named on each face is in docs/ARCHITECTURE.md ("Vocabulary").
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "AgentStatus",
+    "ClaimReason",
+    "ClaimSource",
+    "EventKind",
+    "Recommendation",
+    "TaskState",
+    "Workload",
+]
+
+
+class TaskState(StrEnum):
+    """Where a task is in its life (the diagram: docs/ARCHITECTURE.md, "Task states").
+
+    ``blocked`` waits on dependencies; ``pending`` is claimable (in the pool or a queue);
+    ``claimed`` is held under a lease; ``done``, ``dead`` and ``cancelled`` are final until
+    someone retries a dead or cancelled task.
+    """
+
+    BLOCKED = "blocked"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskState.DONE, TaskState.DEAD, TaskState.CANCELLED)
+
+
+class AgentStatus(StrEnum):
+    """What an agent is doing, as the fleet last saw it."""
+
+    IDLE = "idle"  # found no work; idle_since says since when
+    WORKING = "working"  # holds at least one lease
+    WAITING = "waiting"  # between tasks: finished one, has not asked for the next yet
+    OFFLINE = "offline"  # missed heartbeats; may come back
+    #: Paused by the circuit breaker after failing ``failure_streak`` tasks in a row: it
+    #: claims nothing until ``paused_until`` or until someone resumes it.
+    OVERLOADED = "overloaded"
+    TERMINATED = "terminated"  # gone for good; registering the id again starts anew
+
+    @property
+    def live(self) -> bool:
+        """Counts against max_agents (everything but terminated, as in the anti-idle rules)."""
+        return self is not AgentStatus.TERMINATED
+
+
+class ClaimSource(StrEnum):
+    """Where a claim found a task: the steps of the claim cascade that hand out work."""
+
+    QUEUE = "queue"  # the agent's own queue, from the head
+    POOL = "pool"  # the shared pool, best score first
+    STEAL = "steal"  # another agent's queue, from the tail
+
+
+class ClaimReason(StrEnum):
+    """Why a claim handed out nothing."""
+
+    BUSY = "busy"  # the agent holds max_concurrent leases already
+    PAUSED = "paused"  # the circuit breaker holds the agent
+    EMPTY = "empty"  # nothing this agent can do is ready
+
+
+class EventKind(StrEnum):
+    """The kinds of entry in the event log; every state change writes exactly one."""
+
+    # tasks
+    POSTED = "posted"
+    CLAIMED = "claimed"
+    STOLEN = "stolen"  # claimed from another's queue, or moved by rebalance
+    COMPLETED = "completed"
+    FAILED = "failed"  # a reported failure; pending again (after a backoff)
+    EXPIRED = "expired"  # a lease ran out; pending again at once
+    DEAD = "dead"  # out of attempts
+    RELEASED = "released"  # given back untouched
+    DEFERRED = "deferred"  # put aside until other tasks are done
+    CANCELLED = "cancelled"
+    RETRIED = "retried"  # brought back from dead or cancelled, or let out of a wait
+    READY = "ready"  # its last dependency is done
+    STUCK = "stuck"  # a dependency died or was cancelled
+    RETURNED = "returned"  # its agent went away; back to the pool
+    STALLED = "stalled"  # running well past its expected duration
+    # agents
+    AGENT_REGISTERED = "agent.registered"
+    AGENT_UPDATED = "agent.updated"
+    AGENT_STATUS = "agent.status"
+    AGENT_IDLE = "agent.idle"
+    AGENT_OFFLINE = "agent.offline"
+    AGENT_PAUSED = "agent.paused"
+    AGENT_RESUMED = "agent.resumed"
+    AGENT_TERMINATED = "agent.terminated"
+    # the fleet
+    ASSESSED = "assessed"
+    CONFIGURED = "configured"
+
+
+class Workload(StrEnum):
+    """How loaded the fleet is, by the assessment."""
+
+    IDLE = "idle"
+    UNDERUTILIZED = "underutilized"
+    BALANCED = "balanced"
+    OVERLOADED = "overloaded"
+
+
+class Recommendation(StrEnum):
+    """What the assessment advises doing about the fleet's size."""
+
+    SPAWN = "spawn"
+    TERMINATE_IDLE = "terminate_idle"
+    MAINTAIN = "maintain"
