@@ -5,7 +5,8 @@ claimed once and completed once.
 A worker claims, runs nothing and completes, so what is measured is the coordination. At
 batch 1 it finishes one task and claims the next in one transaction
 (``complete(lease, then_claim=1)``); at batch n it claims n at a time and completes them
-together (``complete_many(..., then_claim=n)``).
+together (``complete_many(..., then_claim=n)``). Each store's side (``_sqlite_side``,
+``_pg_side``) makes and pre-fills the fleet its own way, then ``work_down`` measures it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from _harness import BARRIER_TIMEOUT, Progress
+from _harness import (
+    BARRIER_TIMEOUT,
+    Processing,
+    Progress,
+    processing_of,
+    run_workers,
+    worker_report,
+)
 from shoal import Fleet
 from shoal.model import Claim, Task
 
@@ -32,6 +40,13 @@ def fill_shoal(fleet: Fleet, count: int, label: str = "shoal pre-fill") -> None:
         fleet.post_many([{"title": f"t{posted + i}"} for i in range(chunk)])
         posted += chunk
         progress.update(posted)
+
+
+def work_down(url: str, tasks: int, procs: int, batch: int) -> Processing:
+    """Work the pre-filled fleet at ``url`` down from ``procs`` worker processes, each its
+    own agent claiming ``batch`` at a time, then check every task was done exactly once."""
+    wall, reports = run_workers(shoal_worker, [(url, f"w{i}", batch) for i in range(procs)])
+    return processing_of(tasks, wall, reports, verify_shoal(url, tasks, reports))
 
 
 def run_task(task: Task) -> None:
@@ -89,15 +104,7 @@ def _shoal_work(url: str, agent_id: str, batch: int, barrier: Any) -> dict[str, 
     if reason != "empty":
         anomalies.append(f"{agent_id} stopped on claim reason {reason!r}, not 'empty'")
     fleet.close()
-    return {
-        "start": start,
-        "cpu": cpu,
-        "end": end,
-        "latencies": latencies,
-        "done": done,
-        "anomalies": anomalies,
-        "errors": 0,
-    }
+    return worker_report(start, end, cpu, latencies, done, anomalies)
 
 
 def verify_shoal(url: str, expected: int, reports: Sequence[dict[str, Any]]) -> list[str]:

@@ -1,10 +1,14 @@
-"""What every claims benchmark shares: worker processes released together, percentiles,
-and the table of figures against another system.
+"""The one harness every claims comparison runs on: worker processes released together,
+timing, interleaved repeats and their medians, percentiles, the table of figures against
+the other system, the header and the end of the report, and the --json file.
 
 The benchmarks compare shoal with a queue made for one job (huey on SQLite, pgqueuer on
 PostgreSQL) on a shared, noisy machine, so the helpers here are about measuring the two
 sides the same way: one spawned process per worker, a start barrier, wall time from the
-barrier to the last finish, and ratios next to every pair of figures.
+barrier to the last finish, the systems taking turns, and ratios next to every pair of
+figures. What differs by store (how shoal's store is opened, how the other system is set
+up and driven, which extra measurements there are) is a ``Comparison`` that
+``_sqlite_side`` or ``_pg_side`` builds and ``run`` drives.
 """
 
 from __future__ import annotations
@@ -13,20 +17,45 @@ import json
 import math
 import multiprocessing as mp
 import os
+import platform
 import queue
+import shlex
 import statistics
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import shoal
 
 BARRIER_TIMEOUT = 300.0  # seconds a worker waits for the others to be ready
 
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def process_counts(text: str, example: str) -> tuple[int, ...]:
+    """The ``--procs`` list: distinct positive counts, smallest first."""
+    counts = tuple(sorted({int(p) for p in text.split(",") if p.strip()}))
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"--procs needs positive process counts, e.g. {example}")
+    return counts
+
+
+def check_tasks(tasks: int, procs: Sequence[int]) -> None:
+    """A run too small for its most workers would measure start-up, not claims."""
+    if tasks < max(procs) * 10:
+        raise SystemExit("--tasks must give every worker at least a few batches")
+
+
+def latency_procs(wanted: int, procs: Sequence[int]) -> int:
+    """The process count whose runs the contended-latency rows read: the one the target
+    is for if it was run, else the most that was."""
+    return wanted if wanted in procs else max(procs)
 
 
 class Progress:
@@ -45,6 +74,29 @@ class Progress:
                 f"({done / elapsed:,.0f}/s)"
             )
             self.next += self.step
+
+
+def worker_report(
+    start: float,
+    end: float,
+    cpu: float,
+    latencies: list[float],
+    done: Sequence[Any],
+    anomalies: Sequence[str] = (),
+    errors: int = 0,
+) -> dict[str, Any]:
+    """What a worker process sends back, in the shape ``run_workers`` and ``processing_of``
+    read: its start and end on the shared monotonic clock, its own CPU seconds, every claim
+    latency, what it did, what looked wrong, and how many errors it retried."""
+    return {
+        "start": start,
+        "cpu": cpu,
+        "end": end,
+        "latencies": latencies,
+        "done": list(done),
+        "anomalies": list(anomalies),
+        "errors": errors,
+    }
 
 
 def run_workers(
@@ -110,6 +162,62 @@ def median_run(runs: Sequence[Processing]) -> Processing:
         [p for r in runs for p in r.problems],
         mid.cpu_per_task,
     )
+
+
+def processing_of(
+    tasks: int, wall: float, reports: Sequence[dict[str, Any]], problems: list[str]
+) -> Processing:
+    """One measurement from its workers' reports: throughput over the wall time, every
+    claim latency pooled, retried errors summed, and the workers' CPU per task where every
+    worker reported it."""
+    cpu = [r["cpu"] for r in reports if "cpu" in r]
+    return Processing(
+        tasks / wall,
+        wall,
+        [x for r in reports for x in r["latencies"]],
+        sum(r["errors"] for r in reports),
+        problems,
+        sum(cpu) / tasks if len(cpu) == len(reports) else None,
+    )
+
+
+Trial = tuple[str, Callable[[], Processing]]  # a run's name, and how to measure it once
+
+
+def interleaved(
+    groups: Iterable[Sequence[Trial]], repeat: int, tasks: int
+) -> dict[str, Processing]:
+    """Every processing measurement, by name, each the median of ``repeat`` runs.
+
+    Within a group (one configuration, every system) the systems take turns, and the
+    order is reversed on every other round, so a drift in the machine's load hits each of
+    them alike."""
+    runs: dict[str, list[Processing]] = {}
+    for trials in groups:
+        for attempt in range(repeat):
+            tag = f" (run {attempt + 1}/{repeat})" if repeat > 1 else ""
+            for name, measure in trials if attempt % 2 == 0 else trials[::-1]:
+                say(f"processing: {name}, {tasks:,} tasks{tag} ...")
+                result = measure()
+                say(f"    {result.throughput:,.0f} tasks/s in {result.wall:.2f}s")
+                for problem in result.problems:
+                    say(f"    WARNING: {problem}")
+                runs.setdefault(name, []).append(result)
+    return {name: median_run(results) for name, results in runs.items()}
+
+
+def processing_figures(processing: dict[str, Processing]) -> dict[str, Any]:
+    """The ``processing`` part of the --json figures, one entry per run name."""
+    return {
+        name: {
+            "throughput": run.throughput,
+            "wall": run.wall,
+            "latency": summary(run.latencies),
+            "errors": run.errors,
+            "worker_cpu_per_task": run.cpu_per_task,
+        }
+        for name, run in processing.items()
+    }
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:
@@ -242,3 +350,79 @@ def close_report(
         }
         json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
         say(f"figures written to {json_path}")
+
+
+def meta(
+    setup: dict[str, Any], platform_extra: dict[str, Any], products: dict[str, Any]
+) -> dict[str, Any]:
+    """The header of a report, in its printed order: the command, what the run does, the
+    machine and its load, which shoal was measured, and the other system."""
+    shoal_dir = Path(shoal.__file__).resolve().parent
+    return {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        **setup,
+        "python": platform.python_version(),
+        **platform_extra,
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "loadavg_start": os.getloadavg(),
+        "shoal": f"{getattr(shoal, '__version__', '?')} at {shoal_dir} "
+        f"({git_state(shoal_dir.parent.parent)})",
+        **products,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One store's comparison, as ``run`` drives it; built by ``_sqlite_side.comparison``
+    or ``_pg_side.comparison``, which have already checked the store can be reached."""
+
+    title: str  # the first line of the report
+    rival: str  # the other system's name: a table column and a --json key
+    meta: dict[str, Any]
+    notices: Sequence[str]  # extra header lines, e.g. what was cleaned up first
+    # Measures everything, fills the --json figures, and returns the table's rows and the
+    # processing runs by name (whose problems are the report's warnings).
+    measure: Callable[[dict[str, Any]], tuple[list[Row], dict[str, Processing]]]
+    conditions: str  # opens the results line, e.g. "normal durability; "
+    footnotes: Sequence[str]  # printed under the table
+    checked: str  # how each side was checked, for the correctness line
+    strict: bool  # exit 1 when a run found a problem
+
+
+def run(comparison: Comparison, json_path: Path | None) -> int:
+    """Print the header, measure, print the table and the verdicts, write the JSON."""
+    say(comparison.title)
+    for key, value in comparison.meta.items():
+        say(f"  {key:<26} {value}")
+    for notice in comparison.notices:
+        say(f"  {notice}")
+    say("")
+
+    began = time.perf_counter()
+    figures: dict[str, Any] = {}
+    rows, processing = comparison.measure(figures)
+    problems = {name: got.problems for name, got in processing.items() if got.problems}
+    elapsed = time.perf_counter() - began
+
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    say("")
+    say(
+        f"results ({comparison.conditions}throughput: higher is better, latency: lower is "
+        f"better; measured in {elapsed:.0f}s; load average now {load})"
+    )
+    print_table(rows, comparison.rival)
+    for note in comparison.footnotes:
+        say(f"  {note}")
+    close_report(
+        rows,
+        comparison.rival,
+        problems,
+        comparison.checked,
+        json_path,
+        comparison.meta,
+        figures,
+        elapsed,
+    )
+    return 1 if problems and comparison.strict else 0
