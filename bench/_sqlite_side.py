@@ -221,12 +221,10 @@ def observed_durability(plan: Plan) -> tuple[str, str]:
     """What each side's connection really runs at, read back rather than trusted.
 
     shoal has no public way to ask its connection, so this reads the store's private one
-    (``Fleet._store`` or, before it was made private, ``Fleet.store``); a missing attribute
-    reads as "unknown" instead of failing the run."""
+    (``Fleet._store``); a missing attribute reads as "unknown" instead of failing the run."""
     with fresh_folder(plan, "pragmas") as folder:
         with new_fleet(folder, plan.durability) as fleet:
-            store = getattr(fleet, "_store", None) or getattr(fleet, "store", None)
-            conn = getattr(store, "_conn", None)
+            conn = getattr(getattr(fleet, "_store", None), "_conn", None)
             mine = _pragmas(conn) if isinstance(conn, sqlite3.Connection) else "unknown"
         huey, _ = make_huey(folder, plan.durability)
         theirs = _pragmas(huey.storage.conn)
