@@ -35,6 +35,7 @@ __all__ = [
     "check_n",
     "check_post",
     "check_text",
+    "check_worker_times",
     "draft_of",
     "normalize_names",
     "parse_agent_status",
@@ -385,3 +386,12 @@ def check_max_concurrent(value: object) -> int:
             hint="it is how many tasks this agent may hold at once",
         )
     return value
+
+
+def check_worker_times(timeout: float | None, drain: float) -> None:
+    """A worker's task timeout (None: no limit) must be above zero; its drain time (how
+    long running tasks may finish when it stops) zero or more."""
+    if timeout is not None and timeout <= 0:
+        raise BadInput(f"the task timeout must be above 0 seconds, not {timeout:g}")
+    if drain < 0:
+        raise BadInput(f"the drain time must be 0 seconds or more, not {drain:g}")

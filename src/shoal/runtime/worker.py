@@ -55,12 +55,14 @@ from pathlib import Path
 from typing import Any
 
 from shoal import policy
+from shoal.clock import Clock, SystemClock
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
 from shoal.model import Grant, Lease, Task
 from shoal.runtime.command import CommandFailed, CommandNotStarted, check_command, run_command
 from shoal.settings import Settings
 from shoal.times import iso_time
+from shoal.validation import check_worker_times
 from shoal.vocabulary import ClaimReason, ClaimSource
 
 __all__ = [
@@ -235,12 +237,14 @@ class Worker:
         timeout: float | None = None,
         drain: float = 30.0,
         listener: Listener | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"the task timeout must be above 0 seconds, not {timeout:g}")
-        if drain < 0:
-            raise BadInput(f"the drain time must be 0 seconds or more, not {drain:g}")
+        check_worker_times(timeout, drain)
         self.fleet = fleet
+        #: The worker's own time: its poll gaps, idle grace, task timeouts and drain. The
+        #: real clock by default; a test may pass a ManualClock and move it instead of
+        #: sleeping (the fleet's rules keep to the fleet's clock).
+        self.clock: Clock = clock or SystemClock()
         self.agent = agent
         self.handler = handler
         self.skills = tuple(skills)
@@ -359,11 +363,11 @@ class Worker:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
-            gap = MIN_POLL_GAP - (time.monotonic() - last_poll)
+            gap = MIN_POLL_GAP - (self.clock.monotonic() - last_poll)
             if empty and gap > 0 and not self._wake.is_set():
-                time.sleep(gap)
+                self.clock.sleep(gap)
             self._wake.clear()
-            last_poll = time.monotonic()
+            last_poll = self.clock.monotonic()
             try:
                 claim = self.fleet.claim(self.agent, room)
                 settings = self._settings()
@@ -401,7 +405,7 @@ class Worker:
             if self._slots:
                 idle_from = None
             else:
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 if idle_from is None:
                     idle_from = now
                     self._say("idle", grace=settings.idle_timeout if self.ephemeral else None)
@@ -416,19 +420,19 @@ class Worker:
     def _settings(self) -> Settings:
         """The fleet's settings, read at most once a second (they change rarely, and a
         busy worker would otherwise pay a read per task for them)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._settings_read is None or now - self._settings_read[0] >= 1.0:
             self._settings_read = (now, self.fleet.settings())
         return self._settings_read[1]
 
     def _wait(self, seconds: float) -> None:
         """Wait up to ``seconds`` for the fleet to change, a task of ours to finish, or a stop."""
-        deadline = time.monotonic() + seconds
+        deadline = self.clock.monotonic() + seconds
         while not (self._wake.is_set() or self._stopping.is_set()):
-            left = deadline - time.monotonic()
+            left = deadline - self.clock.monotonic()
             if left <= 0:
                 return
-            if self.fleet.wait_for_change(min(left, 0.25)):
+            if self.clock.wait(self.fleet.wait_for_change, min(left, 0.25)):
                 return
 
     # ------------------------------------------------------------------ running tasks
@@ -476,21 +480,21 @@ class Worker:
                 box["error"] = exc
 
         inner = threading.Thread(target=call, name=f"shoal-task-{ctx.task.id}", daemon=True)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         inner.start()
         deadline = None if self.timeout is None else started + self.timeout
         while inner.is_alive():
             inner.join(0.05)
             if not inner.is_alive():
                 break
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self.clock.monotonic() >= deadline:
                 ctx.stop(f"timed out after {self.timeout:g}s")
             elif self._aborting.is_set():
                 ctx.stop("the worker is shutting down")
             if ctx.stopped.is_set():
                 inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
                 break
-        seconds = time.monotonic() - started
+        seconds = self.clock.monotonic() - started
         self._tally("busy_seconds", seconds)
         try:
             self._settle(ctx, box, finished=not inner.is_alive(), seconds=round(seconds, 3))
@@ -624,9 +628,9 @@ class Worker:
             self.drain,
         )
         self._say("draining", running=sorted(self._slots), seconds=self.drain)
-        deadline = time.monotonic() + self.drain
+        deadline = self.clock.monotonic() + self.drain
         while self._slots and not self._aborting.is_set():
-            if time.monotonic() >= deadline:
+            if self.clock.monotonic() >= deadline:
                 break
             self._wake.wait(0.1)
             self._wake.clear()
@@ -634,6 +638,8 @@ class Worker:
         if len(self._signals_seen) > 1:
             self._say("signal", signal=self._signals_seen[-1], again=True)
         self._aborting.set()  # what is left is stopped and released by its own thread
+        # Real time: the grace a stopped command gets before it is killed is the operating
+        # system's, whatever clock the worker keeps.
         deadline = time.monotonic() + STOP_GRACE + 10.0  # for them all, not each in turn
         for slot in list(self._slots.values()):
             slot.finished.wait(max(0.0, deadline - time.monotonic()))
