@@ -7,7 +7,7 @@ import random
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shoal import policy
+from shoal import policy, sizing
 from shoal.model import Agent, AgentStatus, Task, TaskState
 from shoal.settings import Settings
 
@@ -225,7 +225,7 @@ def test_assess_never_recommends_what_it_cannot_do(
     max_agents: int,
 ) -> None:
     settings = Settings(max_agents=max_agents)
-    a = policy.assess(
+    a = sizing.assess(
         pending=pending,
         in_progress=in_progress,
         blocked=0,

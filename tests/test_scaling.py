@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shoal import ManualClock, Settings, policy
+from shoal import ManualClock, Settings, policy, sizing
 
 
-def decide(**overrides: object) -> policy.ScaleDecision:
+def decide(**overrides: object) -> sizing.ScaleDecision:
     facts: dict[str, object] = {
         "recommendation": "maintain",
         "running": 2,
@@ -22,7 +22,7 @@ def decide(**overrides: object) -> policy.ScaleDecision:
         "cooldown": 10.0,
     }
     facts.update(overrides)
-    return policy.scale_decision(**facts)  # type: ignore[arg-type]
+    return sizing.scale_decision(**facts)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------- polling
@@ -43,7 +43,7 @@ def test_work_found_resets_the_backoff() -> None:
 
 
 def test_restarts_after_crashes_in_a_row_back_off_and_are_capped() -> None:
-    delays = [policy.restart_delay(n, 1.0, 30.0) for n in range(8)]
+    delays = [sizing.restart_delay(n, 1.0, 30.0) for n in range(8)]
     assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 
 
@@ -51,7 +51,7 @@ def test_restarts_after_crashes_in_a_row_back_off_and_are_capped() -> None:
 def test_a_restart_delay_is_never_negative_nor_above_the_cap(
     n: int, base: float, cap: float
 ) -> None:
-    assert 0.0 <= policy.restart_delay(n, base, cap) <= max(cap, 0.0)
+    assert 0.0 <= sizing.restart_delay(n, base, cap) <= max(cap, 0.0)
 
 
 # ---------------------------------------------------------------------- scaling

@@ -12,7 +12,7 @@ import json
 import random
 from dataclasses import replace
 
-from shoal import policy
+from shoal import policy, sizing
 from shoal._transitions import expire_due, resume_agent, return_queue, terminate
 from shoal.limits import MAX_LISTED, SHOWN_STUCK
 from shoal.model import AgentLoad, Assessment, FleetStatus, ReapReport, Task
@@ -77,7 +77,7 @@ def assess_in(tx: StoreTx, now: float) -> Assessment:
     """Assess the workload and keep the result as the fleet's last assessment."""
     settings = tx.load_settings()
     counts = tx.state_counts()
-    result = policy.assess(
+    result = sizing.assess(
         pending=counts.get("pending", 0),
         in_progress=counts.get("claimed", 0),
         blocked=counts.get("blocked", 0),

@@ -2,7 +2,7 @@
 
 ``shoal assess`` only recommends; a supervisor acts on it. Every ``interval`` it does the
 hub's job (reap, rebalance, assess: a supervised fleet needs nothing else running), then asks
-``policy.scale_decision`` what to do given the assessment, its workers, the hard cap, the
+``sizing.scale_decision`` what to do given the assessment, its workers, the hard cap, the
 floor and the cooldown since its last change, and starts or stops worker processes to match:
 
 * **Starting**: a new worker gets the skills every worker has (``skills``) plus the skills
@@ -13,7 +13,7 @@ floor and the cooldown since its last change, and starts or stops worker process
   ephemeral one first) gets SIGTERM: it stops claiming, finishes nothing (it is idle) and
   leaves the fleet.
 * **Crashes**: a worker that exits non-zero without being asked is restarted under the same
-  agent id, after ``policy.restart_delay`` (doubling per crash in a row, capped), so a broken
+  agent id, after ``sizing.restart_delay`` (doubling per crash in a row, capped), so a broken
   command does not spin. A worker that ran ``stable_after`` seconds starts its count afresh.
   A worker that exits 0 on its own (idle, or terminated from outside) is not restarted.
 * **Faults**: a worker that exits ``FAULT_EXIT`` (2: its command cannot run -- not found,
@@ -51,7 +51,7 @@ from io import TextIOWrapper
 from pathlib import Path
 from typing import IO, Any
 
-from shoal import policy
+from shoal import sizing
 from shoal.errors import BadInput, ShoalError
 from shoal.fleet import Fleet
 from shoal.model import Agent, AgentStatus, Assessment, Event
@@ -283,7 +283,7 @@ class Supervisor:
         except ShoalError as exc:
             self._say("error", f"hub pass failed: {exc.message}")
             return
-        decision = policy.scale_decision(
+        decision = sizing.scale_decision(
             recommendation=hub.assessment.recommendation,
             running=len(self.slots),
             idle=self._idle_workers(),
@@ -414,7 +414,7 @@ class Supervisor:
                 continue
             ran = now - slot.started
             slot.crashes = 1 if ran >= self.stable_after else slot.crashes + 1
-            delay = policy.restart_delay(slot.crashes, self.restart_base, self.restart_max)
+            delay = sizing.restart_delay(slot.crashes, self.restart_base, self.restart_max)
             slot.restart_at = now + delay
             slot.proc = None
             last = slot.tail[-1] if slot.tail else ""
