@@ -22,7 +22,8 @@ Designs we did not take
 The steps
 ---------
 ``claim_in`` runs inside one write transaction and takes the first step that yields work
-(the steps have these names everywhere: here, in the store's queries and in the docs):
+(the steps have these names everywhere: here, in the store's queries and in the docs --
+docs/ARCHITECTURE.md, "The claim", names the code and queries behind each):
 
 * **expire** -- end the leases past their expiry. A lease past its expiry is lost even if
   no monitor has run; its task is pending again (or dead) before anyone looks for work

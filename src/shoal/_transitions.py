@@ -4,9 +4,10 @@ A verb of ``Fleet`` checks its input, opens one store transaction and composes t
 up a live agent or a held task (refusing with the words a user needs), end a lease as a
 failure or an expiry, free the dependents of a finished task, send an agent's queue back to
 the pool, trip or reset the circuit breaker, note that an agent was seen. Each writes its
-own events, so a verb is exactly as logged as the transitions it makes (invariant I5 in
-docs/ARCHITECTURE.md). Decisions -- which queue a task returns to, how long a backoff is,
-whether an agent is silent -- are ``policy``'s; these only apply them to the store.
+own events, so a verb is exactly as logged as the transitions it makes (invariant I5:
+docs/ARCHITECTURE.md, "Invariants"). Decisions -- which queue a task returns to, how long a
+backoff is, whether an agent is silent -- are ``policy``'s; these only apply them to the
+store.
 """
 
 from __future__ import annotations

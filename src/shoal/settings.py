@@ -1,6 +1,6 @@
 """Fleet settings: the numbers every rule uses, stored in the fleet and changeable at run time.
 
-The defaults come from the source documents (see ARCHITECTURE.md, "Defaults"). Each setting
+The defaults come from the source documents (docs/ARCHITECTURE.md, "Defaults"). Each setting
 has a kind (a duration in seconds, a count, a priority, a ratio), bounds, and a sentence on
 what it does; ``Settings.replace`` and ``parse_setting`` refuse anything outside them, so a
 fleet can never hold a negative lease or a steal cap of "lots".
