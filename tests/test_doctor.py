@@ -27,7 +27,7 @@ from tests.test_cli import Result, Shoal
 #: The real CLI in a real process, with doctor registered if cli.py does not do it yet.
 DOCTOR_CLI = (
     "from shoal.faces.cli import cli, main; "
-    "from shoal.faces.cli_doctor import add_doctor_commands; "
+    "from shoal.faces.cli.doctor import add_doctor_commands; "
     "'doctor' in cli.commands or add_doctor_commands(cli); main()"
 )
 CHECK_NAMES = ["store", "schema", "lock_file", "disk_space"]

@@ -34,7 +34,7 @@ TASKS = FIXTURES / "tasks.jsonl"
 _REGISTERED = "add_import_commands(cli)" in Path(cli_module.__file__).read_text("utf-8")
 _ENTRY = (
     "from shoal.faces.cli import cli, main; "
-    "from shoal.faces.cli_import import add_import_commands; add_import_commands(cli); main()"
+    "from shoal.faces.cli.imports import add_import_commands; add_import_commands(cli); main()"
 )
 _COMMAND = COMMAND if _REGISTERED else [sys.executable, "-c", _ENTRY]
 

@@ -16,7 +16,7 @@ import pytest
 
 from shoal import Fleet, TaskState
 from shoal.errors import BadInput
-from shoal.faces.cli_logging import resolve_level
+from shoal.faces.cli.logs import resolve_level
 from tests.helpers import wait_until
 from tests.workers import SHOAL, running
 

@@ -25,7 +25,7 @@ import pytest
 
 from shoal import Fleet
 from shoal.errors import BadInput
-from shoal.faces.cli_prime import (
+from shoal.faces.cli.prime import (
     AGENTS_MD,
     BRIEFING,
     add_prime_commands,
@@ -38,7 +38,7 @@ from tests.test_cli import COMMAND, Result, base_env
 _SHIM = (
     "import click\n"
     "from shoal.faces.cli import cli, main\n"
-    "from shoal.faces import cli_prime as p\n"
+    "from shoal.faces.cli import prime as p\n"
     "if 'prime' not in cli.commands: p.add_prime_commands(cli)\n"
     "m = cli.commands.get('mcp')\n"
     "if not (isinstance(m, click.Group) and 'config' in m.commands):\n"
@@ -116,7 +116,7 @@ def _app() -> Any:
     module = importlib.import_module("shoal.faces.cli")
     app_class = getattr(module, "App", None)
     if app_class is None:
-        app_class = importlib.import_module("shoal.faces.cli_app").App
+        app_class = importlib.import_module("shoal.faces.cli.app").App
     return app_class(None, as_json=False)
 
 
@@ -183,7 +183,7 @@ def _tools() -> dict[str, set[str]]:
     """Each tool of an unpinned `shoal mcp` server (the real one, built in this process)
     and its parameters."""
     pytest.importorskip("mcp")
-    from shoal.faces.mcp_server import FleetDesk, build_server
+    from shoal.faces.mcp.server import FleetDesk, build_server
 
     async def listing() -> dict[str, set[str]]:
         server = build_server(FleetDesk(Fleet.open("memory://")))

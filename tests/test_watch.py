@@ -21,8 +21,8 @@ from rich.console import Console
 
 from shoal import Fleet, ManualClock
 from shoal.errors import BadInput
-from shoal.faces.cli_watch import StealFollower, watch_status
-from shoal.faces.live import fleet_view, queue_bar, safe_text
+from shoal.faces.cli.live import fleet_view, queue_bar, safe_text
+from shoal.faces.cli.watch import StealFollower, watch_status
 from tests.helpers import one, wait_until
 
 #: A title an agent could post to break a terminal view: markup (one tag unbalanced, which

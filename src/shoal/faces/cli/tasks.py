@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
-from shoal.faces.cli_app import App, json_option
+from shoal.faces.cli.app import App, json_option
 from shoal.model import Task, TaskState
 
 if TYPE_CHECKING:

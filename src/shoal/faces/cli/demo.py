@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shoal.errors import BadInput
-from shoal.faces.cli_runtime import worker_argv
+from shoal.faces.cli.runtime import worker_argv
 from shoal.fleet import Fleet
 from shoal.model import Event
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec

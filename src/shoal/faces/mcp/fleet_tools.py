@@ -17,8 +17,8 @@ from pydantic import Field
 
 from shoal.errors import BadInput, ShoalError, UnknownTask
 from shoal.faces import posting
-from shoal.faces.mcp_errors import describe
-from shoal.faces.mcp_models import (
+from shoal.faces.mcp.errors import describe
+from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
     SettingsResult,
@@ -29,9 +29,9 @@ from shoal.faces.mcp_models import (
     TaskResult,
     iso_times,
 )
-from shoal.faces.mcp_sessions import FleetDesk
-from shoal.faces.mcp_summary import fleet_summary
-from shoal.faces.mcp_tooling import TaskIdArg, Toolbox, session_of
+from shoal.faces.mcp.sessions import FleetDesk
+from shoal.faces.mcp.summary import fleet_summary
+from shoal.faces.mcp.tooling import TaskIdArg, Toolbox, session_of
 
 __all__ = ["add_fleet_tools", "add_resources"]
 

@@ -28,14 +28,14 @@ import click
 from shoal import __version__
 from shoal.errors import BadInput, LeaseLost, ShoalError, exit_code_for
 from shoal.faces import output, posting, render
-from shoal.faces.cli_app import App, json_option, pass_app
-from shoal.faces.cli_cleanup import add_cleanup_commands
-from shoal.faces.cli_doctor import add_doctor_commands
-from shoal.faces.cli_import import add_from_file, add_import_commands
-from shoal.faces.cli_prime import add_prime_commands, mcp_config_command
-from shoal.faces.cli_runtime import add_runtime_commands
-from shoal.faces.cli_sim import sim_command
-from shoal.faces.mcp_command import SESSION_TTL_OPTION
+from shoal.faces.cli.app import App, json_option, pass_app
+from shoal.faces.cli.doctor import add_doctor_commands
+from shoal.faces.cli.imports import add_from_file, add_import_commands
+from shoal.faces.cli.mcp import SESSION_TTL_OPTION
+from shoal.faces.cli.prime import add_prime_commands, mcp_config_command
+from shoal.faces.cli.runtime import add_runtime_commands
+from shoal.faces.cli.sim import sim_command
+from shoal.faces.cli.tasks import add_cleanup_commands
 from shoal.fleet import Fleet
 from shoal.model import Lease, TaskState, parse_duration, parse_moment
 from shoal.settings import MAX_DURATION
@@ -140,7 +140,7 @@ def cli(
 
     Logs go to stderr: -v/-vv or -q, else $SHOAL_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR).
     """
-    from shoal.faces.cli_logging import configure_logging
+    from shoal.faces.cli.logs import configure_logging
 
     configure_logging(verbose, quiet)
     app = ctx.ensure_object(App)
@@ -549,7 +549,7 @@ def status(app: App, watch: bool, interval: str) -> None:
     """The fleet at a glance: agents, load, queues, counts, capacity, last assessment.
     `shoal status --watch` keeps it on screen, live."""
     if watch:
-        from shoal.faces.cli_watch import watch_status
+        from shoal.faces.cli.watch import watch_status
 
         watch_status(app.fleet(), app.out, parse_duration(interval, "--interval"))
         return
@@ -712,7 +712,7 @@ def mcp(
     """
     if ctx.invoked_subcommand is not None:  # `shoal mcp config`: not serving
         return
-    from shoal.faces.mcp_command import run_mcp
+    from shoal.faces.cli.mcp import run_mcp
 
     spec = {
         "role": role,
@@ -757,7 +757,7 @@ def demo(
     The demo always runs on a new fleet of its own, never on yours (--store and
     SHOAL_STORE are ignored), and says where it is so you can look around afterwards.
     """
-    from shoal.faces.demo import run_demo
+    from shoal.faces.cli.demo import run_demo
 
     summary = run_demo(
         folder=folder,
@@ -774,7 +774,7 @@ cli.add_command(sim_command)  # `shoal sim`: the scheduling simulator (shoal.sim
 
 
 def render_summary(summary: Any) -> Any:
-    from shoal.faces.demo import summary_view
+    from shoal.faces.cli.demo import summary_view
 
     return summary_view(summary)
 

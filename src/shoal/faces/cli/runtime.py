@@ -26,7 +26,7 @@ from rich.text import Text
 
 from shoal._checks import positive_duration
 from shoal.errors import BadInput
-from shoal.faces.live import supervisor_view
+from shoal.faces.cli.live import supervisor_view
 from shoal.faces.output import one_line
 from shoal.model import iso_time, parse_duration
 from shoal.runtime.command import check_command

@@ -35,10 +35,10 @@ from typing import Any, Literal
 from mcp.server.mcpserver import MCPServer
 
 from shoal import __version__
-from shoal.faces.mcp_agent_tools import MAX_WAIT, add_agent_tools
-from shoal.faces.mcp_fleet_tools import add_fleet_tools, add_resources
-from shoal.faces.mcp_sessions import FleetDesk
-from shoal.faces.mcp_tooling import ShoalServer, Toolbox
+from shoal.faces.mcp.agent_tools import MAX_WAIT, add_agent_tools
+from shoal.faces.mcp.fleet_tools import add_fleet_tools, add_resources
+from shoal.faces.mcp.sessions import FleetDesk
+from shoal.faces.mcp.tooling import ShoalServer, Toolbox
 
 __all__ = ["DEFAULT_SESSION_TTL", "MAX_WAIT", "FleetDesk", "build_server", "instructions", "serve"]
 

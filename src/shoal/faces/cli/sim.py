@@ -19,9 +19,9 @@ from rich.table import Table
 
 from shoal.errors import BadInput
 from shoal.settings import Settings
-from shoal.sim import POLICIES, WORKLOADS, simulate_all
+from shoal.sim import BASELINES, WORKLOADS, simulate_all
+from shoal.sim.baselines import get as get_baseline
 from shoal.sim.metrics import summarize
-from shoal.sim.policies import get as get_policy
 from shoal.sim.workloads import get as get_workload
 
 __all__ = ["comparison_table", "parse_sets", "sim_command"]
@@ -122,8 +122,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -
 
 @click.command("sim", short_help="Simulate scheduling policies on workloads, in virtual time.")
 @click.argument("workloads", nargs=-1, metavar="[WORKLOAD]...")
-@click.option("--policy", "-p", "policies", multiple=True, metavar="NAME",
-              help=f"A policy to run (repeat; default all): {', '.join(POLICIES)}.")  # fmt: skip
+@click.option("--policy", "-p", "baselines", multiple=True, metavar="NAME",
+              help=f"A policy to run (repeat; default all): {', '.join(BASELINES)}.")  # fmt: skip
 @click.option("--seed", "seeds", multiple=True, type=int, help="A seed (repeat; default 0).")
 @click.option("--seeds", "seed_count", type=click.IntRange(1, 1000), help="Run seeds 0..N-1.")
 @click.option("--agents", type=int, help="Resize the fleet (not overnight).")
@@ -138,7 +138,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -
 def sim_command(
     ctx: click.Context,
     workloads: tuple[str, ...],
-    policies: tuple[str, ...],
+    baselines: tuple[str, ...],
     seeds: tuple[int, ...],
     seed_count: int | None,
     agents: int | None,
@@ -163,7 +163,7 @@ def sim_command(
     names = list(workloads) or list(WORKLOADS)
     for name in names:
         get_workload(name)  # every name is checked before anything runs
-    chosen = [get_policy(name) for name in policies or POLICIES]
+    chosen = [get_baseline(name) for name in baselines or BASELINES]
     if seeds and seed_count:
         raise BadInput("give --seed or --seeds, not both")
     seed_list = list(range(seed_count)) if seed_count else list(seeds) or [0]

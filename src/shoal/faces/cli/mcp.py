@@ -73,7 +73,7 @@ def run_mcp(
             )
     seconds = parse_session_ttl(session_ttl)
     try:
-        from shoal.faces.mcp_server import FleetDesk, serve
+        from shoal.faces.mcp.server import FleetDesk, serve
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] == "shoal":
             raise

@@ -32,8 +32,8 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, Tool, To
 from pydantic import Field, ValidationError
 
 from shoal.errors import BadInput, ShoalError
-from shoal.faces.mcp_errors import ForeignAgent, Internal, UnknownTool, describe
-from shoal.faces.mcp_sessions import FleetDesk, Session
+from shoal.faces.mcp.errors import ForeignAgent, Internal, UnknownTool, describe
+from shoal.faces.mcp.sessions import FleetDesk, Session
 
 __all__ = [
     "AgentArg",

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 from shoal.errors import BadInput, ShoalError
-from shoal.faces.live import STEALS_SHOWN, fleet_view, safe_text
+from shoal.faces.cli.live import STEALS_SHOWN, fleet_view, safe_text
 from shoal.fleet import Fleet
 from shoal.model import Event
 

@@ -15,7 +15,7 @@ import click
 
 from shoal.errors import BadInput
 from shoal.faces import importing
-from shoal.faces.cli_app import App, json_option
+from shoal.faces.cli.app import App, json_option
 
 __all__ = ["add_from_file", "add_import_commands", "read_source"]
 

@@ -21,8 +21,8 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from shoal.faces import render
-from shoal.faces.mcp_errors import AlreadyDone
-from shoal.faces.mcp_models import (
+from shoal.faces.mcp.errors import AlreadyDone
+from shoal.faces.mcp.models import (
     AgentInfo,
     ClaimResult,
     CompletionResult,
@@ -32,8 +32,8 @@ from shoal.faces.mcp_models import (
     TaskBrief,
     TaskResult,
 )
-from shoal.faces.mcp_sessions import FleetDesk
-from shoal.faces.mcp_tooling import AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
+from shoal.faces.mcp.sessions import FleetDesk
+from shoal.faces.mcp.tooling import AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
 from shoal.model import Claim
 
 __all__ = ["MAX_WAIT", "add_agent_tools"]

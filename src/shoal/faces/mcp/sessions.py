@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from shoal.errors import LeaseLost, ShoalError, UnknownAgent
-from shoal.faces.mcp_errors import AlreadyDone, ForeignAgent, NoAgent, NoToken
+from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NoToken
 from shoal.fleet import Fleet
 from shoal.model import Claim, Lease, Registration, TaskState
 

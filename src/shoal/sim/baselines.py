@@ -1,4 +1,7 @@
-"""Scheduling policies: four ways to hand out the same work, all on the real ``Fleet``.
+"""Baselines: four ways to hand out the same work, all on the real ``Fleet`` -- three ways
+of running a fleet that shoal is measured against, and shoal itself. (Called baselines, not
+policies, so that they are never taken for ``shoal.policy``, the fleet's own rules; the
+command line still calls them policies: ``shoal sim --policy``.)
 
 * ``push`` -- the hub-and-spoke "before": new work waits at the hub until the router's
   next round (every ``router_interval``, 30 min), which posts each task to its home agent's
@@ -31,11 +34,11 @@ from typing import Any
 
 from shoal.errors import BadInput
 
-__all__ = ["POLICIES", "Policy", "get"]
+__all__ = ["BASELINES", "Baseline", "get"]
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class Baseline:
     """How the simulated fleet hands out work (see the module docstring)."""
 
     name: str
@@ -52,7 +55,7 @@ class Policy:
     honours_queues: bool = False
     #: Idle agents wake when new work appears (else they only poll).
     wakes: bool = False
-    #: Idle agents poll by ``policy.poll_delay`` with the fleet's poll settings.
+    #: Idle agents poll by ``shoal.policy.poll_delay`` with the fleet's poll settings.
     polls: bool = False
     #: Fleet settings for the run (on top of the simulator's own: long leases).
     settings: dict[str, Any] = field(default_factory=dict)
@@ -64,19 +67,19 @@ _NO_STEALS = {"max_steals_per_agent": 0, "max_steals_per_cycle": 0}
 #: The baselines know nothing of shoal's locality rules.
 _NO_LOCALITY = {"domain_wait": 0}
 
-#: The four policies, in the order the standard comparison shows them.
-POLICIES: dict[str, Policy] = {
+#: The four baselines, in the order the standard comparison shows them.
+BASELINES: dict[str, Baseline] = {
     p.name: p
     for p in (
-        Policy("push", routed=True, own_queue_only=True, settings={**_NO_STEALS, **_NO_LOCALITY}),
-        Policy(
+        Baseline("push", routed=True, own_queue_only=True, settings={**_NO_STEALS, **_NO_LOCALITY}),
+        Baseline(
             "push+rebalance",
             routed=True,
             own_queue_only=True,
             rebalance_interval=300.0,
             settings=dict(_NO_LOCALITY),
         ),
-        Policy(
+        Baseline(
             "pull",
             pool_only=True,
             polls=True,
@@ -88,16 +91,17 @@ POLICIES: dict[str, Policy] = {
                 "poll_backoff_after": 3,
             },
         ),
-        Policy("shoal", honours_queues=True, wakes=True, polls=True, tunable=True),
+        Baseline("shoal", honours_queues=True, wakes=True, polls=True, tunable=True),
     )
 }
 
 
-def get(name: str) -> Policy:
-    """The policy called ``name``, or a clear error listing the ones there are."""
-    policy = POLICIES.get(name)
-    if policy is None:
+def get(name: str) -> Baseline:
+    """The baseline called ``name``, or a clear error listing the ones there are (the user
+    calls them policies: ``shoal sim --policy NAME``)."""
+    baseline = BASELINES.get(name)
+    if baseline is None:
         raise BadInput(
-            f"there is no policy called {name!r}", hint=f"pick one of: {', '.join(POLICIES)}"
+            f"there is no policy called {name!r}", hint=f"pick one of: {', '.join(BASELINES)}"
         )
-    return policy
+    return baseline
