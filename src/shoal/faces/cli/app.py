@@ -1,11 +1,19 @@
 """What every ``shoal`` command shares: the store it opens, how it prints (``App``), and the
-``--json``/``--format`` options. Kept apart from ``cli`` so that command modules can use it
-without importing the whole command set."""
+options more than one command takes -- ``--store``, ``--json``/``--format`` and ``--agent``
+-- each declared here once, so that a flag reads the same and does the same everywhere.
+
+The output options do not reach the command's function: they set the ``App``, whichever
+side of the command name they were given on (``shoal --json claim`` = ``shoal claim
+--json``), and the command asks the ``App`` how to print.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -15,15 +23,33 @@ from shoal.errors import BadInput
 from shoal.faces import output
 from shoal.fleet import Fleet
 
-__all__ = ["App", "json_option", "pass_app"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_NOTHING",
+    "EXIT_OK",
+    "App",
+    "agent_argument",
+    "agent_option",
+    "format_option",
+    "json_arg",
+    "json_flag",
+    "json_option",
+    "pass_app",
+    "store_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The exit codes the CLI sets itself (see root.py); the others come from
+#: ``shoal.errors.exit_code_for``.
+EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 class App:
     """What every command shares: the store URL, the output mode and the open fleet."""
 
-    def __init__(self, store: str | None, as_json: bool) -> None:
+    def __init__(self, store: str | None = None, as_json: bool = False) -> None:
         self.store = store
         self.json = as_json
         self.format: str | None = None  # --format; None: table on a terminal, else tsv
@@ -66,7 +92,7 @@ class App:
         env: Mapping[str, object] | None = None,
         empty: str | None = None,
     ) -> None:
-        """Print a result (see faces/output.py): ``data`` as JSON, ``human`` (a rich
+        """Print a result (see shoal/faces/output.py): ``data`` as JSON, ``human`` (a rich
         renderable or text) as a table or as plain lines, ``env`` as NAME=value lines. An
         empty list is said in words (``empty``) on a terminal, not as a bare header."""
         shape = self.output_format()
@@ -94,19 +120,55 @@ class App:
             self._fleet.close()
 
 
-def json_option(fn: F) -> F:
-    """``--json`` and ``--format`` on a command, as ``shoal --json COMMAND`` would."""
+#: The help of ``--json`` wherever it prints one JSON document.
+JSON_HELP = "Print JSON (for agents and scripts)."
+
+
+def store_option(fn: F) -> F:
+    """``--store URL`` (or $SHOAL_STORE): the fleet every command opens."""
+
+    def keep(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        ctx.ensure_object(App).store = value
+
+    return click.option(
+        "--store",
+        envvar="SHOAL_STORE",
+        metavar="URL",
+        expose_value=False,
+        callback=keep,
+        help="The fleet: sqlite:///path/fleet.db or memory:// (default: $SHOAL_STORE, else the "
+        "nearest .shoal/fleet.db).",
+    )(fn)
+
+
+def json_flag(help: str = JSON_HELP, *, hidden: bool = False) -> Callable[[F], F]:
+    """``--json``: the command prints JSON (``App.json``). ``help`` says what JSON, for the
+    commands whose JSON is not one document (``worker``: one object per line)."""
 
     def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         if value:
             ctx.ensure_object(App).json = True
+
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=turn_on,
+        hidden=hidden,
+        help=help,
+    )
+
+
+def format_option(fn: F) -> F:
+    """``--format``: table, tsv, json or env (``App.format``; json turns on ``App.json``)."""
 
     def set_format(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
         if value:
             app = ctx.ensure_object(App)
             app.format, app.json = value, value == "json" or app.json
 
-    fn = click.option(
+    return click.option(
         "--format",
         "output_format",
         type=click.Choice(output.FORMATS),
@@ -114,14 +176,68 @@ def json_option(fn: F) -> F:
         callback=set_format,
         help="table (a terminal's default), tsv (a pipe's), json, or env (export NAME=value).",
     )(fn)
+
+
+def json_option(fn: F) -> F:
+    """``--json`` and ``--format`` on a command, as ``shoal --json COMMAND`` would."""
+    return json_flag()(format_option(fn))
+
+
+def agent_option(
+    help: str,
+    *,
+    dest: str = "agent",
+    from_env: bool = True,
+    show_envvar: bool = False,
+    required: bool = False,
+) -> Callable[[F], F]:
+    """``--agent``/``-a``: the agent that acts, filled in from $SHOAL_AGENT; with
+    ``from_env=False`` a filter (``list --agent``), which the environment must not narrow."""
     return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=turn_on,
-        help="Print JSON (for agents and scripts).",
-    )(fn)
+        "--agent",
+        "-a",
+        dest,
+        envvar="SHOAL_AGENT" if from_env else None,
+        show_envvar=show_envvar,
+        required=required,
+        help=help,
+    )
+
+
+def agent_argument(
+    dest: str = "agent", *, from_env: bool = True, required: bool = True
+) -> Callable[[F], F]:
+    """AGENT as an argument (``shoal register ada``), filled in from $SHOAL_AGENT unless
+    ``from_env`` is off."""
+    return click.argument(
+        dest,
+        metavar=None if dest == "agent" else "AGENT",
+        envvar="SHOAL_AGENT" if from_env else None,
+        required=required,
+    )
+
+
+def json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
+    """A JSON value from the command line (a payload, a result); ``@file`` reads a file,
+    ``-`` stdin. With ``text_ok``, text that is not JSON is taken as a string."""
+    if value is None:
+        return None
+    if value == "-":
+        value = sys.stdin.read()
+    elif value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text("utf-8")
+        except OSError as exc:
+            raise BadInput(f"cannot read {what} file {value[1:]!r}: {exc.strerror}") from None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        if text_ok:
+            return value
+        raise BadInput(
+            f"{what} is not valid JSON: {exc.msg} at position {exc.pos}",
+            hint=f'quote it for the shell, e.g. --{what} \'{{"key": "value"}}\', or use @file.json',
+        ) from None
 
 
 pass_app = click.make_pass_decorator(App)

@@ -22,18 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from shoal.errors import BadInput
+from shoal.faces.cli.app import App, json_option, pass_app
 from shoal.faces.cli.runtime import worker_argv
 from shoal.fleet import Fleet
 from shoal.model import Event
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
 
-__all__ = ["DemoSummary", "run_demo", "summary_view"]
+__all__ = ["DemoSummary", "add_demo_commands", "run_demo", "summary_view"]
 
 #: (agent, domains it knows, skills it has, share of the routed work, colour)
 CREW = [
@@ -363,3 +365,48 @@ def summary_view(summary: DemoSummary) -> Group:
         f"Look around: shoal --store {summary.store} events | status | list"
     )
     return Group(table, lines)
+
+
+@click.command(short_help="Watch a small fleet work, steal and finish.")
+@click.option("--agents", "agent_count", default=4, show_default=True, help="Agents to run.")
+@click.option("--tasks", "task_count", default=80, show_default=True, help="Tasks to post.")
+@click.option("--speed", default=1.0, show_default=True, help="Run faster (>1) or slower.")
+@click.option("--seed", default=7, show_default=True, help="The workload's random seed.")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to create the demo's fleet (default: a new temporary folder).",
+)
+@click.option("--quiet", is_flag=True, help="Only the summary.")
+@json_option
+@pass_app
+def demo(
+    app: App,
+    agent_count: int,
+    task_count: int,
+    speed: float,
+    seed: int,
+    folder: Path | None,
+    quiet: bool,
+) -> None:
+    """Watch a fleet work: agents with domains share a skewed workload, steal, finish.
+    e.g. `shoal demo`, `shoal demo --agents 6 --speed 4`.
+
+    The demo always runs on a new fleet of its own, never on yours (--store and
+    SHOAL_STORE are ignored), and says where it is so you can look around afterwards.
+    """
+    summary = run_demo(
+        folder=folder,
+        agents=agent_count,
+        tasks=task_count,
+        speed=speed,
+        seed=seed,
+        console=None if (quiet or app.json) else app.out,
+    )
+    app.emit(summary.to_dict(), summary_view(summary))
+
+
+def add_demo_commands(group: click.Group) -> None:
+    """Register ``shoal demo`` on the ``shoal`` group."""
+    group.add_command(demo)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import click
 
 from shoal.errors import BadInput, SchemaMismatch, ShoalError, exit_code_for
+from shoal.faces.cli.app import json_flag
 from shoal.faces.output import json_text
 from shoal.fleet import Fleet
 from shoal.model import AgentStatus, FleetStatus, Task
@@ -391,11 +392,9 @@ def _echo(text: str) -> None:
 
 
 @click.command(short_help="Check the fleet's health and say how to fix what is wrong.")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"ok", "checks": [{"name", "ok", ...}]}.'
-)
+@json_flag('Print {"ok", "checks": [{"name", "ok", ...}]}.')
 @click.pass_obj
-def doctor(shared: _Shared, as_json: bool) -> None:
+def doctor(shared: _Shared) -> None:
     """Check the fleet: the store answers and takes writes, its schema is current, (SQLite)
     its lock file is sound and its disk has room, (PostgreSQL) the server's clock, and its
     work: expired leases nobody reaped, agents the circuit breaker paused, dead and stalled
@@ -407,7 +406,7 @@ def doctor(shared: _Shared, as_json: bool) -> None:
     e.g.  shoal doctor && echo healthy;  shoal doctor --json | jq '.checks[] | select(.ok|not)'
     """
     checks = run_checks(shared.store)
-    if as_json or shared.json:
+    if shared.json:
         data = {"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}
         _echo(json_text(data, pretty=sys.stdout.isatty()))  # compact in a pipe
     else:

@@ -2,8 +2,8 @@
 
 The reading and mapping live in ``shoal.faces.importing`` (pure, so a bad line is refused
 before anything is written); this module reads the file (or stdin for ``-``), posts and
-says what happened. ``cli.py`` registers the group with ``add_import_commands`` and runs
-``shoal add --file FILE`` through ``add_from_file``.
+says what happened. ``root.py`` registers the group with ``add_import_commands``;
+``shoal add --file FILE`` (tasks.py) runs through ``add_from_file``.
 """
 
 from __future__ import annotations

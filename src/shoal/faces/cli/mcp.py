@@ -1,7 +1,9 @@
-"""What ``shoal mcp`` does before serving: check the SDK is there and its options make sense.
+"""``shoal mcp``: serve the fleet to LLM agents over MCP (``shoal mcp config`` is in
+prime.py, with the rest of onboarding). Before serving it checks the SDK is there and the
+options make sense.
 
-Kept apart from ``mcp_server`` so that the CLI can say "install shoal[mcp]" when the SDK is
-missing: this module imports nothing of it until asked to serve.
+Kept apart from ``shoal.faces.mcp`` so that the CLI can say "install shoal[mcp]" when the
+SDK is missing: this module imports nothing of it until asked to serve.
 
 What it does *not* do is stop at a fleet it cannot use. A store that cannot be opened, a
 full fleet or a pinned agent that cannot be registered is reported on stderr, and the
@@ -19,10 +21,18 @@ import click
 from rich.console import Console
 
 from shoal.errors import BadInput
+from shoal.faces.cli.app import App, agent_option, pass_app
+from shoal.faces.cli.prime import mcp_config_command
 from shoal.fleet import Fleet
 from shoal.model import parse_duration
 
-__all__ = ["SESSION_TTL_ENV", "SESSION_TTL_OPTION", "parse_session_ttl", "run_mcp"]
+__all__ = [
+    "SESSION_TTL_ENV",
+    "SESSION_TTL_OPTION",
+    "add_mcp_commands",
+    "parse_session_ttl",
+    "run_mcp",
+]
 
 _NEEDS_AGENT = ("skills", "domains", "manager", "ephemeral")
 
@@ -103,3 +113,67 @@ def run_mcp(
         serve(desk, transport="http", host=host, port=port, session_ttl=seconds)
     else:
         serve(desk)
+
+
+@click.group(
+    "mcp", invoke_without_command=True, short_help="Serve the fleet to LLM agents over MCP."
+)
+@agent_option("Act as this agent only (registered at start).", from_env=False)
+@click.option("--role", default="worker", show_default=True, help="With --agent: its role.")
+@click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
+@click.option("--domain", "-d", "domains", multiple=True, help="With --agent: a domain (repeat).")
+@click.option("--max-concurrent", default=1, show_default=True, help="With --agent.")
+@click.option("--manager", is_flag=True, help="With --agent: a manager.")
+@click.option("--ephemeral", is_flag=True, help="With --agent: retired when idle too long.")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", help="stdio or http."
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http.")
+@click.option("--port", default=8765, show_default=True, help="With --transport http.")
+@SESSION_TTL_OPTION
+@pass_app
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    app: App,
+    agent: str | None,
+    role: str,
+    skills: tuple[str, ...],
+    domains: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+    transport: str,
+    host: str,
+    port: int,
+    session_ttl: str,
+) -> None:
+    """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
+
+    With --agent, this server acts as that one agent (registered at start with the
+    --skill/--domain/... given) and refuses to act as any other; without it, tools take
+    an `agent` argument. Needs the MCP SDK: pip install 'shoal[mcp]'. `shoal mcp config
+    --client claude` prints the JSON that registers it with a client.
+    """
+    if ctx.invoked_subcommand is not None:  # `shoal mcp config`: not serving
+        return
+    spec = {
+        "role": role,
+        "skills": skills,
+        "domains": domains,
+        "max_concurrent": max_concurrent,
+        "manager": manager,
+        "ephemeral": ephemeral,
+    }
+    app.refuse_memory()
+    # The opener, not an open fleet: a store that cannot be opened yet (or a full fleet)
+    # must not stop the server before the handshake -- its tools say what is wrong.
+    run_mcp(app.fleet, agent, spec, transport, host, port, app.err, session_ttl)
+
+
+mcp.add_command(mcp_config_command)  # shoal mcp config
+
+
+def add_mcp_commands(group: click.Group) -> None:
+    """Register ``shoal mcp`` (and ``shoal mcp config``) on the ``shoal`` group."""
+    group.add_command(mcp)

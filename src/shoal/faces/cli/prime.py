@@ -2,12 +2,11 @@
 ``--agents-md`` a snippet for AGENTS.md/CLAUDE.md) and ``shoal mcp config`` (the JSON that
 registers ``shoal mcp`` with Claude, Cursor or VS Code).
 
-``cli.py`` registers them: ``add_prime_commands(cli)`` adds ``prime``, and
-``mcp_config_command`` is the ``config`` subcommand of the ``mcp`` group. They use only what
-every command shares through click's context object (its ``store`` and ``json``), so this
-module imports nothing of ``cli.py``.
+``root.py`` registers them: ``add_prime_commands(cli)`` adds ``prime``, and
+``mcp_config_command`` is the ``config`` subcommand of the ``mcp`` group (mcp.py). They use
+only what every command shares, the ``App`` (its ``store`` and ``json``).
 
-The texts name real commands, flags and MCP tools; ``tests/test_prime.py`` parses every
+The texts name real commands, flags and MCP tools; ``tests/faces/test_prime.py`` parses every
 ``shoal ...`` line and every ``tool(...)`` call in them against the real CLI and server, so
 a renamed flag or tool fails a test instead of misleading an agent.
 """
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 import click
 
 from shoal.errors import BadInput, StoreNotFound
+from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
 from shoal.fleet import Fleet
 
 __all__ = [
@@ -129,19 +129,15 @@ briefing.
 """
 
 
-def _wants_json(ctx: click.Context, flag: bool) -> bool:
-    return flag or bool(getattr(ctx.obj, "json", False))
-
-
 @click.command(short_help="A briefing for a coding agent joining the fleet.")
 @click.option(
     "--agents-md",
     is_flag=True,
     help="Print a snippet to paste into AGENTS.md or CLAUDE.md (markdown) instead.",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"briefing": TEXT}.')
-@click.pass_context
-def prime(ctx: click.Context, agents_md: bool, as_json: bool) -> None:
+@json_flag('Print {"briefing": TEXT}.')
+@pass_app
+def prime(app: App, agents_md: bool) -> None:
     """Print a short briefing for a coding agent: what shoal is, the claim -> work -> done
     loop from the shell and over MCP, exit codes, and the rules that matter.
 
@@ -151,7 +147,7 @@ def prime(ctx: click.Context, agents_md: bool, as_json: bool) -> None:
       shoal prime --agents-md >> AGENTS.md
     """
     text = AGENTS_MD if agents_md else BRIEFING
-    if _wants_json(ctx, as_json):
+    if app.json:
         click.echo(json.dumps({"briefing": text}, indent=2))
     else:
         click.echo(text, nl=False)
@@ -249,18 +245,17 @@ def _fleet_url(given: str | None) -> str | None:
     show_default=True,
     help="claude (Claude Code or Desktop), cursor, or vscode.",
 )
-@click.option("--agent", "-a", help="The server acts as this one agent (registered at start).")
+@agent_option("The server acts as this one agent (registered at start).", from_env=False)
 @click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="With --agent: a domain (repeat).")
-@click.option("--json", "as_json", is_flag=True, hidden=True, help="JSON (it always is).")
-@click.pass_context
+@json_flag("JSON (it always is).", hidden=True)
+@pass_app
 def mcp_config_command(
-    ctx: click.Context,
+    app: App,
     client: str,
     agent: str | None,
     skills: tuple[str, ...],
     domains: tuple[str, ...],
-    as_json: bool,
 ) -> None:
     """Print the JSON that registers `shoal mcp` with an MCP client, with this fleet's
     absolute URL (--store, SHOAL_STORE, or the nearest .shoal/fleet.db) in SHOAL_STORE.
@@ -276,7 +271,7 @@ def mcp_config_command(
             "--skill and --domain describe the server's own agent",
             hint="add --agent ID, or leave them out (each session then registers itself)",
         )
-    url = _fleet_url(getattr(ctx.obj, "store", None))
+    url = _fleet_url(app.store)
     config = mcp_config(client, url, agent, skills=skills, domains=domains)
     click.echo(json.dumps(config, indent=2))
     if sys.stderr.isatty():

@@ -1,9 +1,9 @@
 """``shoal worker``, ``shoal monitor`` and ``shoal supervise``: the long-running commands.
 
-They live apart from ``cli.py`` (which registers them with ``add_runtime_commands``) and use
-only what every command shares through click's context object: the store URL, the output
-mode, the consoles and the open fleet. Each prints one readable line per thing that happens
-(or one JSON object per line with ``--json``), and stops cleanly on SIGTERM or Ctrl-C.
+``root.py`` registers them with ``add_runtime_commands``; they use only what every command
+shares, the ``App``: the store URL, the output mode, the consoles and the open fleet. Each
+prints one readable line per thing that happens (or one JSON object per line with
+``--json``), and stops cleanly on SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rich.text import Text
 
 from shoal._checks import positive_duration
 from shoal.errors import BadInput
+from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
 from shoal.faces.cli.live import supervisor_view
 from shoal.faces.output import one_line
 from shoal.model import iso_time, parse_duration
@@ -42,19 +43,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 SHOAL = [sys.executable, "-c", "from shoal.faces.cli import main; main()"]
 
 
-def _json_option(fn: F) -> F:
-    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.obj.json = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=turn_on,
-        help="Print one JSON object per line.",
-    )(fn)
+#: ``--json`` here: the commands run until stopped, so one JSON object per line, not one
+#: document.
+_json_lines = json_flag("Print one JSON object per line.")
 
 
 def _above_zero(value: str, what: str) -> float:
@@ -208,7 +199,7 @@ def worker_argv(
 
 
 @click.command(short_help="Be an agent: run a command for every task claimed.")
-@click.option("--agent", "-a", envvar="SHOAL_AGENT", required=True, help="The agent id.")
+@agent_option("The agent id.", required=True)
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
 @click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
 @click.option("--role", default="worker", show_default=True, help="What it does (free text).")
@@ -223,10 +214,10 @@ def worker_argv(
     "long for running tasks before releasing them."
 )  # fmt: skip
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@_json_option
-@click.pass_obj
+@_json_lines
+@pass_app
 def worker(
-    app: Any,
+    app: App,
     agent: str,
     skills: tuple[str, ...],
     domains: tuple[str, ...],
@@ -302,9 +293,9 @@ def worker(
     "--interval", default="5s", show_default=True, metavar="DURATION", help="Time between passes."
 )
 @click.option("--once", is_flag=True, help="One pass, then exit.")
-@_json_option
-@click.pass_obj
-def monitor(app: Any, interval: str, once: bool) -> None:
+@_json_lines
+@pass_app
+def monitor(app: App, interval: str, once: bool) -> None:
     """Reap, rebalance and assess every --interval, one line per thing done (Ctrl-C stops),
     e.g. `shoal monitor`, `shoal monitor --once --json`.
 
@@ -364,10 +355,10 @@ def monitor(app: Any, interval: str, once: bool) -> None:
     "3 old files kept); e.g. --log-dir .shoal/logs",
 )  # fmt: skip
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@_json_option
-@click.pass_obj
+@_json_lines
+@pass_app
 def supervise(
-    app: Any,
+    app: App,
     maximum: int,
     minimum: int,
     interval: str,

@@ -18,13 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from shoal.errors import BadInput
+from shoal.faces.cli.app import App, json_flag, pass_app
 from shoal.settings import Settings
 from shoal.sim import BASELINES, WORKLOADS, simulate_all
 from shoal.sim.baselines import get as get_baseline
 from shoal.sim.metrics import summarize
 from shoal.sim.workloads import get as get_workload
 
-__all__ = ["comparison_table", "parse_sets", "sim_command"]
+__all__ = ["add_sim_commands", "comparison_table", "parse_sets", "sim_command"]
 
 
 def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
@@ -133,10 +134,10 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -
                    "e.g. --set order=longest_first.")  # fmt: skip
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a Gantt chart of the first seed (needs shoal[sim]).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for agents and scripts).")
-@click.pass_context
+@json_flag()
+@pass_app
 def sim_command(
-    ctx: click.Context,
+    app: App,
     workloads: tuple[str, ...],
     baselines: tuple[str, ...],
     seeds: tuple[int, ...],
@@ -145,7 +146,6 @@ def sim_command(
     tasks: int | None,
     sets: tuple[str, ...],
     png: Path | None,
-    as_json: bool,
 ) -> None:
     """Run WORKLOADs (default all: overnight lognormal pareto affinity forkjoin) under each
     policy (push, push+rebalance, pull, shoal) on the real Fleet, in virtual time, and show
@@ -159,7 +159,6 @@ def sim_command(
     shoal sim lognormal pareto --seeds 10 --set order=longest_first
     shoal sim affinity -p shoal -p pull --seeds 10 --set locality_wait=20m --json
     """
-    as_json = as_json or bool(getattr(ctx.obj, "json", False))  # `shoal --json sim` too
     names = list(workloads) or list(WORKLOADS)
     for name in names:
         get_workload(name)  # every name is checked before anything runs
@@ -180,7 +179,7 @@ def sim_command(
 
         first = [r for r in results if r.metrics.seed == seed_list[0]]
         chart = str(draw(first, png))
-    if as_json:
+    if app.json:  # `shoal sim --json`, or `shoal --json sim`
         data = {"runs": [m.to_dict() for m in runs], "summary": rows, "png": chart}
         click.echo(json.dumps(data, indent=2))
         return
@@ -190,3 +189,8 @@ def sim_command(
     console.print(comparison_table(rows, title=f"seeds: {', '.join(map(str, seed_list))}"))
     if chart:
         console.print(f"Gantt chart: {chart}")
+
+
+def add_sim_commands(group: click.Group) -> None:
+    """Register ``shoal sim`` on the ``shoal`` group."""
+    group.add_command(sim_command)

@@ -1,5 +1,5 @@
-"""The commands a person runs to clean up after trouble: cancel and retry, one task or many,
-and the agent commands (``shoal agent resume``, ``shoal agent set-status``).
+"""The tasks: post them (``add``), look at them (``list``, ``show``, ``ready``), and clean up
+after trouble (``cancel``, ``retry``, one task or many). ``shoal import`` is in imports.py.
 
 A bulk action names what it touches by state (and domain or agent) and says how many it
 touched. More than ``CONFIRM_ABOVE`` tasks need ``--yes`` (or a yes at a terminal's prompt),
@@ -17,13 +17,174 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
-from shoal.faces.cli.app import App, json_option
-from shoal.model import Task, TaskState
+from shoal.faces import output, posting, render
+from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app
+from shoal.faces.cli.imports import add_from_file
+from shoal.model import Task, TaskState, parse_duration, parse_moment
+from shoal.settings import MAX_DURATION
 
 if TYPE_CHECKING:
     from shoal.fleet import Fleet
 
-__all__ = ["CONFIRM_ABOVE", "add_cleanup_commands"]
+__all__ = ["CONFIRM_ABOVE", "add_task_commands"]
+
+
+@click.command()
+@click.argument("title", required=False)
+@click.option(
+    "--file",
+    "from_file",
+    metavar="FILE",
+    help="Post many: JSON Lines, one task per line ('-' reads stdin); see `shoal import`.",
+)
+@click.option("--body", "-b", default="", help="Longer description; '-' reads stdin.")
+@click.option("--payload", help="JSON data for the agent; '@file.json' reads a file.")
+@click.option(
+    "--priority",
+    "-p",
+    default="5",
+    show_default=True,
+    help="1 (most urgent) to 9, or critical/high/medium/low.",
+)
+@click.option("--skill", "-s", "skills", multiple=True, help="A skill the task requires (repeat).")
+@click.option("--domain", "-d", help="The domain the task belongs to (affinity).")
+@click.option("--to", "to", metavar="AGENT", help="Route it to this agent's queue.")
+@click.option("--after", "after", multiple=True, type=int, metavar="ID", help="Wait for task ID.")
+@click.option("--parent", type=int, metavar="ID", help="The task this one was spawned by.")
+@click.option("--pinned", is_flag=True, help="Only --to AGENT may run it; never stolen.")
+@click.option("--expected-duration", metavar="DURATION", help="e.g. 10m; for stall detection.")
+@click.option("--lease-ttl", metavar="DURATION", help="Lease length for this task (e.g. 2h).")
+@click.option("--max-attempts", type=int, help="Claims before the task is dead.")
+@click.option("--key", help="Idempotency key: posting the same key again returns the first task.")
+@click.option(
+    "--in", "delay", metavar="DURATION", help="Not claimable until this much later (30m)."
+)
+@click.option(
+    "--at", "at", metavar="TIME", help="Not claimable before this time (2026-12-01T09:00Z)."
+)
+@click.option(
+    "--retry-delay", metavar="DURATION", help="Its first retry backoff (default: fleet's)."
+)
+@json_option
+@pass_app
+def add(
+    app: App,
+    title: str | None,
+    from_file: str | None,
+    body: str,
+    payload: str | None,
+    priority: str,
+    skills: tuple[str, ...],
+    domain: str | None,
+    to: str | None,
+    after: tuple[int, ...],
+    parent: int | None,
+    pinned: bool,
+    expected_duration: str | None,
+    lease_ttl: str | None,
+    max_attempts: int | None,
+    key: str | None,
+    delay: str | None,
+    at: str | None,
+    retry_delay: str | None,
+) -> None:
+    """Post a task to the pool (or to an agent's queue with --to), e.g. `shoal add "fix the
+    parser" --skill python -p high`; or many from JSON Lines with --file."""
+    if from_file is not None:
+        given = [name for name, value in (("TITLE", title), ("--to", to), ("--after", after),
+                 ("--parent", parent), ("--skill", skills), ("--domain", domain),
+                 ("--key", key), ("--in", delay), ("--at", at), ("--body", body),
+                 ("--payload", payload), ("--pinned", pinned), ("--retry-delay", retry_delay),
+                 ("--expected-duration", expected_duration), ("--lease-ttl", lease_ttl),
+                 ("--max-attempts", max_attempts)) if value]  # fmt: skip
+        if priority != "5":
+            given.append("--priority")
+        if given:
+            raise BadInput(
+                f"--file takes every field from the file; {', '.join(given)} would be ignored",
+                hint="put the fields on each line of the file (see `shoal import --help`)",
+            )
+        add_from_file(app, from_file)
+        return
+    if title is None:
+        raise BadInput(
+            "add needs a title (or --file FILE)", hint='e.g. shoal add "fix the parser" -p high'
+        )
+    fleet = app.fleet()
+    not_before = parse_moment(at, "--at") if at is not None else None
+    if delay is not None:
+        if at is not None:
+            raise BadInput(
+                "give --in or --at, not both", hint="--in 30m, or --at 2026-12-01T09:00Z"
+            )
+        wait = parse_duration(delay, "--in")
+        if wait > MAX_DURATION:
+            raise BadInput(f"--in {delay} is more than ten years", hint="give a nearer time")
+        not_before = fleet.clock.now() + wait
+    task, created = posting.post(
+        fleet,
+        title,
+        body=sys.stdin.read() if body == "-" else body,
+        payload=json_arg(payload, "payload", text_ok=False),
+        priority=priority,
+        skills=skills,
+        domain=domain,
+        to=to,
+        after=after,
+        parent=parent,
+        pinned=pinned,
+        expected_duration=expected_duration,
+        lease_ttl=lease_ttl,
+        max_attempts=max_attempts,
+        key=key,
+        not_before=not_before,
+        retry_delay=retry_delay,
+    )
+    message = posting.post_message(task, created, key, fleet.clock.now())
+    app.emit(
+        {**task.to_dict(), "created": created},
+        f"{message}: {output.one_line(task.title)}" if created else message,
+        env={"SHOAL_TASK": task.id},
+    )
+
+
+@click.command()
+@agent_option("Preview what this agent would claim.")
+@click.option("--limit", "-n", default=20, show_default=True, help="Show at most this many.")
+@json_option
+@pass_app
+def ready(app: App, agent: str | None, limit: int) -> None:
+    """Pending tasks, in the order a claim would take them. e.g. `shoal ready --agent ada`."""
+    tasks = app.fleet().ready(agent, limit=limit)
+    title = f"ready for {agent}" if agent else "ready"
+    none = f"nothing is ready for {agent}" if agent else "nothing is ready"
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title), empty=none)
+
+
+@click.command()
+@click.argument("task_id", type=int)
+@json_option
+@pass_app
+def show(app: App, task_id: int) -> None:
+    """One task in full: fields, dependencies and history, e.g. `shoal show 12`."""
+    detail = app.fleet().show(task_id)
+    app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
+
+
+@click.command("list")
+@click.option("--state", type=click.Choice([s.value for s in TaskState]), help="Only this state.")
+@agent_option("Only tasks of this agent.", from_env=False)
+@click.option("--limit", "-n", default=50, show_default=True, help="Show at most this many.")
+@json_option
+@pass_app
+def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
+    """Tasks, newest first. e.g. `shoal list --state dead`, `shoal list --agent ada`."""
+    tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
+    none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
+    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
+
+
+# ---------------------------------------------------------------------- cleaning up
 
 #: Bulk actions on more tasks than this ask for --yes.
 CONFIRM_ABOVE = 10
@@ -126,7 +287,7 @@ def _check_selection(
 
 _FILTERS = [
     click.option("--domain", "-d", help="With --state: only tasks of this domain."),
-    click.option("--agent", "-a", help="With --state: only tasks of this agent."),
+    agent_option("With --state: only tasks of this agent.", from_env=False),
     click.option("--yes", "-y", is_flag=True, help=f"Confirm acting on more than {CONFIRM_ABOVE}."),
 ]
 
@@ -219,59 +380,7 @@ def _retry(fleet: Fleet, state: str | None, task_id: int) -> Task:
         raise
 
 
-@click.group(short_help="Act on an agent: resume it, set its status.")
-def agent() -> None:
-    """Act on one agent: `shoal agent resume AGENT`, `shoal agent set-status AGENT idle`."""
-
-
-@agent.command(short_help="Let an agent the circuit breaker paused claim again.")
-@click.argument("agent_id", metavar="AGENT")
-@json_option
-@click.pass_obj
-def resume(app: App, agent_id: str) -> None:
-    """Let AGENT claim again now. The circuit breaker pauses an agent that failed
-    failure_streak tasks in a row (status overloaded) for pause_cooldown; resume it once
-    whatever made it fail is fixed, e.g. `shoal agent resume ada`."""
-    fleet = app.fleet()
-    before = fleet.agent(agent_id)
-    updated = fleet.resume(agent_id)
-    words = f"agent {agent_id} is not paused ({updated.status.value}); nothing to resume"
-    if before.paused_until is not None:
-        words = f"agent {agent_id} resumed: it may claim again ({updated.status.value})"
-    app.emit(updated.to_dict(), words)
-
-
-def _set_status_command(name: str) -> click.Command:
-    @click.command(name, short_help="Set an agent's status (e.g. terminated).")
-    @click.argument("agent_id", metavar="AGENT", envvar="SHOAL_AGENT")
-    @click.argument(
-        "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
-    )
-    @click.option(
-        "--release",
-        is_flag=True,
-        help="With idle: give back the tasks it holds (untouched) instead of refusing.",
-    )
-    @json_option
-    @click.pass_obj
-    def set_status(app: App, agent_id: str, status: str, release: bool) -> None:
-        """Set an agent's status. terminated releases its work and frees its place; idle is
-        refused while it holds tasks, unless --release gives them back.
-
-        \b
-        e.g. shoal set-status ada terminated
-             shoal agent set-status ada idle --release
-        """
-        updated = app.fleet().set_status(agent_id, status, release=release)
-        app.emit(updated.to_dict(), f"agent {agent_id} is {updated.status.value}")
-
-    return set_status
-
-
-agent.add_command(_set_status_command("set-status"))
-
-
-def add_cleanup_commands(group: click.Group) -> None:
-    """Register cancel, retry, agent and set-status on the ``shoal`` group."""
-    for command in (cancel, retry, agent, _set_status_command("set-status")):
+def add_task_commands(group: click.Group) -> None:
+    """Register add, list, show, ready, cancel and retry on the ``shoal`` group."""
+    for command in (add, list_tasks, show, ready, cancel, retry):
         group.add_command(command)
