@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import Fleet
-from tests.mcp_support import call, refused, stdio_session
+from tests.faces.mcp_support import call, refused, stdio_session
 
 pytestmark = pytest.mark.anyio
 

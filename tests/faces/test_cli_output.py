@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from shoal import Fleet, TaskState
-from tests.test_cli import Shoal, fleet, shoal, url  # noqa: F401 (its fixtures)
+from tests.faces.cli_support import Shoal, fleet, shoal, url  # noqa: F401 (its fixtures)
 
 BOX = re.compile("[\u2500-\u257f]")  # box-drawing characters (rules, frames)
 

@@ -8,8 +8,8 @@ import pytest
 
 from shoal import AgentStatus, Fleet, TaskState
 from shoal.model import parse_moment
+from tests.faces.cli_support import Shoal, claim_one, fleet, shoal, url  # noqa: F401 (its fixtures)
 from tests.helpers import one
-from tests.test_cli import Shoal, claim_one, fleet, shoal, url  # noqa: F401 (its fixtures)
 
 
 def dead_tasks(fleet: Fleet, count: int, **fields: object) -> list[int]:

@@ -32,9 +32,9 @@ from shoal.faces.cli.prime import (
     mcp_config,
     mcp_config_command,
 )
-from tests.test_cli import COMMAND, Result, base_env
+from tests.faces.cli_support import COMMAND, Result, base_env
 
-#: Until cli.py registers `prime` and `mcp config`, run them through a shim that does.
+#: Until the CLI registers `prime` and `mcp config`, run them through a shim that does.
 _SHIM = (
     "import click\n"
     "from shoal.faces.cli import cli, main\n"
@@ -79,7 +79,7 @@ def _registered() -> bool:
 def shoal(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> Result:
-    """Run `shoal ARGS` in a real process (through the shim until cli.py registers us)."""
+    """Run `shoal ARGS` in a real process (through the shim until the CLI registers us)."""
     command = COMMAND if _registered() else [sys.executable, "-c", _SHIM]
     proc = subprocess.run(
         [*command, *args],
@@ -97,7 +97,7 @@ def shoal(
 
 
 def _full_cli() -> click.Group:
-    """The real `shoal` group, with `prime` and `mcp config` added if cli.py has not yet."""
+    """The real `shoal` group, with `prime` and `mcp config` added if the CLI has not yet."""
     cli = _cli()
     if _registered():
         return cli
@@ -308,7 +308,7 @@ def test_the_config_starts_a_working_server(fleet_dir: Path) -> None:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from tests.mcp_support import server_env
+    from tests.faces.mcp_support import server_env
 
     result = shoal("mcp", "config", "--agent", "claude-1", "--skill", "python", cwd=fleet_dir)
     server = _server(result.data)

@@ -20,17 +20,17 @@ import pytest
 
 from shoal import Fleet, TaskState
 from shoal.errors import BadInput
-from shoal.faces import cli as cli_module
 from shoal.faces import importing
+from shoal.faces.cli import root as cli_module
+from tests.faces.cli_support import COMMAND, Result, base_env
 from tests.helpers import snapshot
-from tests.test_cli import COMMAND, Result, base_env
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 BEADS = FIXTURES / "beads_issues.jsonl"
 GITHUB = FIXTURES / "github_issues.json"
 TASKS = FIXTURES / "tasks.jsonl"
 
-# Until cli.py registers the import commands, run them through a small entry point that does.
+# Until the CLI registers the import commands, run them through a small entry point that does.
 _REGISTERED = "add_import_commands(cli)" in Path(cli_module.__file__).read_text("utf-8")
 _ENTRY = (
     "from shoal.faces.cli import cli, main; "

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import Fleet, TaskState
-from tests.mcp_support import call, http_server, http_session
+from tests.faces.mcp_support import call, http_server, http_session
 
 pytestmark = pytest.mark.anyio
 

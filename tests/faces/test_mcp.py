@@ -21,8 +21,8 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import Fleet, ManualClock, TaskState
+from tests.faces.mcp_support import call, refused, server_env, stdio_session, tool_list_tokens
 from tests.helpers import snapshot
-from tests.mcp_support import call, refused, server_env, stdio_session, tool_list_tokens
 
 pytestmark = pytest.mark.anyio
 

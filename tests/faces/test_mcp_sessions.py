@@ -22,7 +22,7 @@ from mcp import ClientSession
 pytest.importorskip("mcp")
 
 from shoal import Fleet, TaskState
-from tests.mcp_support import call, eventually, http_server, http_session, stdio_session
+from tests.faces.mcp_support import call, eventually, http_server, http_session, stdio_session
 
 pytestmark = pytest.mark.anyio
 

@@ -22,9 +22,9 @@ import pytest
 
 from shoal import Fleet
 from shoal.clock import ManualClock
-from tests.test_cli import Result, Shoal
+from tests.faces.cli_support import Result, Shoal
 
-#: The real CLI in a real process, with doctor registered if cli.py does not do it yet.
+#: The real CLI in a real process, with doctor registered if the CLI does not do it yet.
 DOCTOR_CLI = (
     "from shoal.faces.cli import cli, main; "
     "from shoal.faces.cli.doctor import add_doctor_commands; "
@@ -36,7 +36,7 @@ STATE_NAMES = ["stale_leases", "paused_agents", "dead_tasks", "stalled_tasks"]
 
 class Doctor(Shoal):
     """``Shoal`` for doctor: the same environment and results, through the CLI's ``main``
-    in a new process (with doctor registered, should cli.py not do it yet)."""
+    in a new process (with doctor registered, should the CLI not do it yet)."""
 
     def __call__(self, *args: str, env: Mapping[str, str] | None = None, **_: object) -> Result:  # type: ignore[override]
         proc = subprocess.run(
