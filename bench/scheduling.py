@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 
 from shoal import sim
-from shoal.faces.cli_sim import comparison_table
+from shoal.faces.cli.sim import comparison_table
 from shoal.sim.gantt import draw
 from shoal.sim.metrics import Metrics, summarize
 from shoal.sim.workloads import build
@@ -124,7 +124,7 @@ def main() -> None:
     console = Console(highlight=False, width=132)
     seeds = list(range(args.seeds))
     began = time.perf_counter()
-    runs = sim.compare(sim.WORKLOADS, sim.POLICIES, seeds)
+    runs = sim.compare(sim.WORKLOADS, sim.BASELINES, seeds)
     runs += tuned_runs(seeds)
     order = {name: i for i, name in enumerate(sim.WORKLOADS)}
     runs.sort(key=lambda m: order[m.workload])  # stable: each workload's rows stay together
@@ -135,7 +135,7 @@ def main() -> None:
     targets = check_targets(rows, runs)
     for text, ok in targets:
         console.print(f"  {verdict(ok):6}  {text}")
-    results = [sim.simulate("overnight", p, 0) for p in sim.POLICIES]
+    results = [sim.simulate("overnight", p, 0) for p in sim.BASELINES]
     Path(args.png).parent.mkdir(parents=True, exist_ok=True)
     chart = draw(results, args.png, title="The overnight scenario (seed 0)")
     console.print(f"Gantt chart of the overnight scenario: {chart}")

@@ -137,15 +137,15 @@ def test_a_run_is_the_same_for_the_same_seed_and_differs_for_another() -> None:
 def test_every_policy_finishes_every_task_of_every_workload() -> None:
     for name in sim.WORKLOADS:
         sizes = {} if name == "overnight" else {"agents": 4, "tasks": 30}
-        for policy in sim.POLICIES:
-            result = sim.simulate(name, policy, seed=1, **sizes)  # type: ignore[arg-type]
+        for baseline in sim.BASELINES:
+            result = sim.simulate(name, baseline, seed=1, **sizes)  # type: ignore[arg-type]
             m = result.metrics
             ran = Counter(s.task_id for s in result.trace.segments)
-            assert len(ran) == m.tasks, (name, policy)
-            assert m.makespan >= m.lower_bound * (1 - 1e-9), (name, policy)
-            if policy.startswith("push"):
+            assert len(ran) == m.tasks, (name, baseline)
+            assert m.makespan >= m.lower_bound * (1 - 1e-9), (name, baseline)
+            if baseline.startswith("push"):
                 assert m.steals == 0  # push agents never take work outside their queue
-            if policy != "push+rebalance":
+            if baseline != "push+rebalance":
                 assert m.moved == 0
 
 

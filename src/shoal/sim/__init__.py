@@ -1,4 +1,4 @@
-"""The scheduling simulator: workload x policy x seed -> metrics, in virtual time.
+"""The scheduling simulator: workload x baseline x seed -> metrics, in virtual time.
 
 It runs the real ``Fleet`` on a ``memory://`` store with a ``ManualClock``: simulated agents
 claim, complete, spawn and defer through the Fleet API, and the engine only moves the clock
@@ -18,17 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from shoal.sim.baselines import BASELINES, Baseline
+from shoal.sim.baselines import get as get_baseline
 from shoal.sim.engine import Segment, Simulation, Trace
 from shoal.sim.metrics import Metrics, measure
-from shoal.sim.policies import POLICIES, Policy
-from shoal.sim.policies import get as get_policy
 from shoal.sim.workloads import WORKLOADS, Workload, build
 
 __all__ = [
-    "POLICIES",
+    "BASELINES",
     "WORKLOADS",
+    "Baseline",
     "Metrics",
-    "Policy",
     "Result",
     "Segment",
     "Trace",
@@ -50,19 +50,20 @@ class Result:
 
 def simulate(
     workload: str | Workload,
-    policy: str | Policy,
+    baseline: str | Baseline,
     seed: int = 0,
     *,
     agents: int | None = None,
     tasks: int | None = None,
     settings: Mapping[str, object] | None = None,
 ) -> Result:
-    """Run ``workload`` (a name or a ``Workload``) under ``policy`` for ``seed``.
+    """Run ``workload`` (a name or a ``Workload``) under ``baseline`` (a name in
+    ``BASELINES``, or a ``Baseline``) for ``seed``.
 
     ``agents`` and ``tasks`` resize a named workload; ``settings`` are fleet settings to
-    run with, over the policy's own (e.g. ``{"busy_threshold": 0}``).
+    run with, over the baseline's own (e.g. ``{"busy_threshold": 0}``).
     """
-    chosen = get_policy(policy) if isinstance(policy, str) else policy
+    chosen = get_baseline(baseline) if isinstance(baseline, str) else baseline
     work = (
         build(workload, seed, agents=agents, tasks=tasks) if isinstance(workload, str) else workload
     )
@@ -72,7 +73,7 @@ def simulate(
 
 def run(
     workload: str | Workload,
-    policy: str | Policy,
+    baseline: str | Baseline,
     seed: int = 0,
     *,
     agents: int | None = None,
@@ -80,37 +81,37 @@ def run(
     settings: Mapping[str, object] | None = None,
 ) -> Metrics:
     """The metrics of one run (see ``simulate``)."""
-    return simulate(workload, policy, seed, agents=agents, tasks=tasks, settings=settings).metrics
+    return simulate(workload, baseline, seed, agents=agents, tasks=tasks, settings=settings).metrics
 
 
 def simulate_all(
     workloads: Iterable[str],
-    policies: Iterable[str | Policy],
+    baselines: Iterable[str | Baseline],
     seeds: Iterable[int],
     *,
     agents: int | None = None,
     tasks: int | None = None,
     settings: Mapping[str, object] | None = None,
 ) -> Iterator[Result]:
-    """Every workload under every policy for every seed, in that order, one ``Result`` at a
-    time. Each workload is built once per seed and run under every policy."""
-    chosen = [get_policy(p) if isinstance(p, str) else p for p in policies]
+    """Every workload under every baseline for every seed, in that order, one ``Result`` at a
+    time. Each workload is built once per seed and run under every baseline."""
+    chosen = [get_baseline(b) if isinstance(b, str) else b for b in baselines]
     for name in workloads:
         for seed in seeds:
             work = build(name, seed, agents=agents, tasks=tasks)
-            for policy in chosen:
-                yield simulate(work, policy, seed, settings=settings)
+            for baseline in chosen:
+                yield simulate(work, baseline, seed, settings=settings)
 
 
 def compare(
     workloads: Iterable[str],
-    policies: Iterable[str],
+    baselines: Iterable[str],
     seeds: Iterable[int],
     *,
     agents: int | None = None,
     tasks: int | None = None,
     settings: Mapping[str, object] | None = None,
 ) -> list[Metrics]:
-    """The metrics of every workload under every policy for every seed, in that order."""
-    runs = simulate_all(workloads, policies, seeds, agents=agents, tasks=tasks, settings=settings)
+    """The metrics of every workload under every baseline for every seed, in that order."""
+    runs = simulate_all(workloads, baselines, seeds, agents=agents, tasks=tasks, settings=settings)
     return [r.metrics for r in runs]

@@ -9,7 +9,7 @@ arrives, the router or the rebalance runs, an idle agent polls), moves the fleet
 
 Events at the same moment run in a fixed order -- arrivals, the router, finishes, the
 rebalance, polls -- and ties among agents follow a generator seeded with the run's seed,
-so a run is a function of (workload, policy, seed).
+so a run is a function of (workload, baseline, seed).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from shoal.clock import ManualClock
 from shoal.fleet import Fleet
 from shoal.model import Claim, Lease, Move, TaskState
 from shoal.settings import Settings
+from shoal.sim.baselines import Baseline
 from shoal.sim.eligibility import CAUSES, Snapshot, classify
-from shoal.sim.policies import Policy
 from shoal.sim.workloads import TaskSpec, Workload
 
 __all__ = ["Segment", "Simulation", "Trace"]
@@ -65,7 +65,7 @@ class Trace:
     """What happened in one run, for the metrics and the chart."""
 
     workload: Workload
-    policy: Policy
+    baseline: Baseline
     seed: int
     segments: list[Segment] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)  # spells of being free while work waited
@@ -108,33 +108,33 @@ class _Agent:
 
 
 class Simulation:
-    """One run of ``workload`` under ``policy``; ``run()`` returns its ``Trace``."""
+    """One run of ``workload`` under ``baseline``; ``run()`` returns its ``Trace``."""
 
     def __init__(
         self,
         workload: Workload,
-        policy: Policy,
+        baseline: Baseline,
         seed: int = 0,
         settings: Mapping[str, object] | None = None,
     ) -> None:
         self.workload = workload
-        self.policy = policy
+        self.baseline = baseline
         self.clock = ManualClock(workload.start)
         self.rng = random.Random(f"sim-{seed}")
         self.fleet = Fleet.open("memory://", clock=self.clock, rng=random.Random(seed))
-        Settings().replace(**(settings or {}))  # refused alike, whichever policy runs
+        Settings().replace(**(settings or {}))  # refused alike, whichever baseline runs
         self.settings: Settings = self.fleet.configure(
             **{
                 "lease_ttl": _LONG_LEASE,
                 "max_agents": len(workload.agents),
-                **policy.settings,
-                **((settings or {}) if policy.tunable else {}),
+                **baseline.settings,
+                **((settings or {}) if baseline.tunable else {}),
             }
         )
         self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
         for spec in workload.agents:
             self.fleet.register(spec.id, domains=spec.domains)
-        self.trace = Trace(workload, policy, seed)
+        self.trace = Trace(workload, baseline, seed)
         self._calendar: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._now = 0.0  # seconds from the start
@@ -161,22 +161,22 @@ class Simulation:
             by_time.setdefault(self.workload.tasks[index].arrival or 0.0, []).append(index)
         for when, indices in sorted(by_time.items()):
             self._at(when, _ARRIVE, indices)
-        if self.policy.routed:
+        if self.baseline.routed:
             self._at(0.0, _ROUTE)
-        if self.policy.rebalance_interval is not None:
-            self._at(self.policy.rebalance_interval, _REBALANCE)
+        if self.baseline.rebalance_interval is not None:
+            self._at(self.baseline.rebalance_interval, _REBALANCE)
         for agent in self.agents.values():
             self._at(0.0, _POLL, (agent.id, agent.poll_gen))
         total = len(self.workload.tasks)
         while self._done < total:
             if not self._calendar:
                 raise RuntimeError(
-                    f"{self.workload.name}/{self.policy.name}: {total - self._done} tasks "
+                    f"{self.workload.name}/{self.baseline.name}: {total - self._done} tasks "
                     "can never run (nothing left on the calendar)"
                 )
             when, kind, _, payload = heapq.heappop(self._calendar)
             if when > _HORIZON:
-                raise RuntimeError(f"{self.workload.name}/{self.policy.name} did not finish")
+                raise RuntimeError(f"{self.workload.name}/{self.baseline.name} did not finish")
             self._advance(when)
             if kind == _ARRIVE:
                 self._arrive(payload)
@@ -224,7 +224,7 @@ class Simulation:
             hub=[self.workload.tasks[i].home for i, _ in self._hub],
             agents={a.id: a for a in self.fleet.agents()},
             steals=self._steals,
-            own_queue_only=self.policy.own_queue_only,
+            own_queue_only=self.baseline.own_queue_only,
         )
         for agent in self.agents.values():
             if agent.running is not None:
@@ -277,7 +277,7 @@ class Simulation:
     # ------------------------------------------------------------------ the hub
 
     def _arrive(self, indices: list[int]) -> None:
-        if self.policy.routed:
+        if self.baseline.routed:
             self._hub += [(i, self._now) for i in indices]
             self._more_waiting(len(indices))
             return
@@ -285,7 +285,7 @@ class Simulation:
         posts = []
         for i in indices:
             spec = specs[i]
-            to = spec.home if spec.queued and self.policy.honours_queues else None
+            to = spec.home if spec.queued and self.baseline.honours_queues else None
             posts.append(_post_args(spec, to))
         ids = self.fleet.post_many(posts)
         self._posted(ids, indices, [self._now] * len(ids))
@@ -300,7 +300,7 @@ class Simulation:
             ids = self.fleet.post_many([_post_args(specs[i], specs[i].home) for i, _ in batch])
             self._posted(ids, [i for i, _ in batch], [at for _, at in batch])
             self._wake()
-        self._at(self._now + self.policy.router_interval, _ROUTE)
+        self._at(self._now + self.baseline.router_interval, _ROUTE)
 
     def _rebalance(self) -> None:
         moves = self.fleet.rebalance()
@@ -310,12 +310,12 @@ class Simulation:
             self._steals.append((self.clock.now(), move.to_agent))
         if moves:
             self._wake()
-        assert self.policy.rebalance_interval is not None
-        self._at(self._now + self.policy.rebalance_interval, _REBALANCE)
+        assert self.baseline.rebalance_interval is not None
+        self._at(self._now + self.baseline.rebalance_interval, _REBALANCE)
 
     def _wake(self) -> None:
         """New work: agents that wait for it take a look now, in a seeded random order."""
-        if not (self.policy.wakes or self.policy.own_queue_only):
+        if not (self.baseline.wakes or self.baseline.own_queue_only):
             return
         free = [a for a in self.agents.values() if a.running is None]
         self.rng.shuffle(free)
@@ -325,7 +325,7 @@ class Simulation:
     # ------------------------------------------------------------------ agents
 
     def _try_claim(self, agent: _Agent) -> None:
-        if self.policy.own_queue_only and self.fleet.agent(agent.id).queued == 0:
+        if self.baseline.own_queue_only and self.fleet.agent(agent.id).queued == 0:
             if not agent.said_idle:  # the idle advertisement the rebalance reads
                 self.fleet.set_status(agent.id, "idle")
                 agent.said_idle = True
@@ -337,7 +337,7 @@ class Simulation:
         if not claim:
             agent.empty_polls += 1
             agent.poll_gen += 1
-            if self.policy.polls:
+            if self.baseline.polls:
                 delay = rules.poll_delay(agent.empty_polls, self.settings)
                 if claim is not None and claim.retry_at is not None:  # a hold runs out then
                     delay = min(delay, max(0.0, claim.retry_at - self.clock.now()))
@@ -386,7 +386,7 @@ class Simulation:
         if run.spec.children and not run.join:
             self._fork(agent, run)
             return
-        then_claim = 0 if self.policy.own_queue_only else 1
+        then_claim = 0 if self.baseline.own_queue_only else 1
         done = self.fleet.complete(run.lease, then_claim=then_claim)
         self._done += 1
         if done.released:
@@ -402,7 +402,7 @@ class Simulation:
 
     def _fork(self, agent: _Agent, run: _Run) -> None:
         """The first part of a fork-join task is done: spawn the children, wait on them."""
-        parent = None if self.policy.pool_only else run.task_id
+        parent = None if self.baseline.pool_only else run.task_id
         children = [self.workload.tasks[i] for i in run.spec.children]
         posts = [{**_post_args(c, None), "parent": parent} for c in children]
         ids = self.fleet.post_many(posts)

@@ -95,7 +95,7 @@ def measure(trace: Trace) -> Metrics:
     waiting = trace.waiting_time * agents
     return Metrics(
         workload=workload.name,
-        policy=trace.policy.name,
+        policy=trace.baseline.name,
         seed=trace.seed,
         agents=agents,
         tasks=trace.tasks,

@@ -2,8 +2,8 @@
 
 A workload is plain data, drawn from a seeded random generator, so a run is the same for
 the same seed. Each task says when it arrives, how long it runs, its domain and priority,
-and the agent a router would send it to (``home``). Where the work goes under each policy
-is the policy's business (see ``policies``); the workload only says whether the task was
+and the agent a router would send it to (``home``). Where the work goes under each baseline
+is the baseline's business (see ``baselines``); the workload only says whether the task was
 *dealt to an agent* (``queued``: it sits in that agent's queue from the start, as routed
 or assigned work does) or *addressed to a domain* (it goes to the pool, tagged with it).
 

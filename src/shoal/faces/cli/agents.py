@@ -1,0 +1,114 @@
+"""The agents: ``register`` one, list them (``agents``), and act on one -- ``agent resume``
+after the circuit breaker paused it, ``agent set-status`` (also ``set-status``) to end one or
+set it idle."""
+
+from __future__ import annotations
+
+import click
+
+from shoal.faces import render
+from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
+
+__all__ = ["add_agent_commands"]
+
+
+@click.command()
+@agent_argument()
+@click.option("--role", default="worker", show_default=True, help="What it does (free text).")
+@click.option("--skill", "-s", "skills", multiple=True, help="A skill it has (repeat).")
+@click.option("--domain", "-d", "domains", multiple=True, help="A domain it knows (repeat).")
+@click.option("--max-concurrent", default=1, show_default=True, help="Tasks it may hold at once.")
+@click.option("--manager", is_flag=True, help="A manager: exempt from max_agents, never reaped.")
+@click.option("--ephemeral", is_flag=True, help="Terminated after idle_timeout without work.")
+@json_option
+@pass_app
+def register(
+    app: App,
+    agent: str,
+    role: str,
+    skills: tuple[str, ...],
+    domains: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+) -> None:
+    """Register an agent (or update a live one). Refused when the fleet is full. e.g.
+    `shoal register ada --skill python --domain api --max-concurrent 2`."""
+    reg = app.fleet().register(
+        agent,
+        role=role,
+        skills=skills,
+        domains=domains,
+        max_concurrent=max_concurrent,
+        manager=manager,
+        ephemeral=ephemeral,
+    )
+    app.emit(reg.to_dict(), render.registration_text(reg))
+
+
+@click.command()
+@json_option
+@pass_app
+def agents(app: App) -> None:
+    """Every agent the fleet knows. e.g. `shoal agents`, `shoal agents --json`."""
+    found = app.fleet().agents()
+    none = "no agents yet: `shoal register AGENT --skill ...`"
+    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
+
+
+@click.group(short_help="Act on an agent: resume it, set its status.")
+def agent() -> None:
+    """Act on one agent: `shoal agent resume AGENT`, `shoal agent set-status AGENT idle`."""
+
+
+@agent.command(short_help="Let an agent the circuit breaker paused claim again.")
+@agent_argument("agent_id", from_env=False)
+@json_option
+@click.pass_obj
+def resume(app: App, agent_id: str) -> None:
+    """Let AGENT claim again now. The circuit breaker pauses an agent that failed
+    failure_streak tasks in a row (status overloaded) for pause_cooldown; resume it once
+    whatever made it fail is fixed, e.g. `shoal agent resume ada`."""
+    fleet = app.fleet()
+    before = fleet.agent(agent_id)
+    updated = fleet.resume(agent_id)
+    words = f"agent {agent_id} is not paused ({updated.status.value}); nothing to resume"
+    if before.paused_until is not None:
+        words = f"agent {agent_id} resumed: it may claim again ({updated.status.value})"
+    app.emit(updated.to_dict(), words)
+
+
+def _set_status_command(name: str) -> click.Command:
+    @click.command(name, short_help="Set an agent's status (e.g. terminated).")
+    @agent_argument("agent_id")
+    @click.argument(
+        "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
+    )
+    @click.option(
+        "--release",
+        is_flag=True,
+        help="With idle: give back the tasks it holds (untouched) instead of refusing.",
+    )
+    @json_option
+    @click.pass_obj
+    def set_status(app: App, agent_id: str, status: str, release: bool) -> None:
+        """Set an agent's status. terminated releases its work and frees its place; idle is
+        refused while it holds tasks, unless --release gives them back.
+
+        \b
+        e.g. shoal set-status ada terminated
+             shoal agent set-status ada idle --release
+        """
+        updated = app.fleet().set_status(agent_id, status, release=release)
+        app.emit(updated.to_dict(), f"agent {agent_id} is {updated.status.value}")
+
+    return set_status
+
+
+agent.add_command(_set_status_command("set-status"))
+
+
+def add_agent_commands(group: click.Group) -> None:
+    """Register register, agents, agent and set-status on the ``shoal`` group."""
+    for command in (register, agents, agent, _set_status_command("set-status")):
+        group.add_command(command)

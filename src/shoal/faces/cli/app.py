@@ -1,0 +1,243 @@
+"""What every ``shoal`` command shares: the store it opens, how it prints (``App``), and the
+options more than one command takes -- ``--store``, ``--json``/``--format`` and ``--agent``
+-- each declared here once, so that a flag reads the same and does the same everywhere.
+
+The output options do not reach the command's function: they set the ``App``, whichever
+side of the command name they were given on (``shoal --json claim`` = ``shoal claim
+--json``), and the command asks the ``App`` how to print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from shoal.errors import BadInput
+from shoal.faces import output
+from shoal.fleet import Fleet
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_NOTHING",
+    "EXIT_OK",
+    "App",
+    "agent_argument",
+    "agent_option",
+    "format_option",
+    "json_arg",
+    "json_flag",
+    "json_option",
+    "pass_app",
+    "store_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The exit codes the CLI sets itself (see root.py); the others come from
+#: ``shoal.errors.exit_code_for``.
+EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
+
+
+class App:
+    """What every command shares: the store URL, the output mode and the open fleet."""
+
+    def __init__(self, store: str | None = None, as_json: bool = False) -> None:
+        self.store = store
+        self.json = as_json
+        self.format: str | None = None  # --format; None: table on a terminal, else tsv
+        self.out = Console(highlight=False, soft_wrap=False)
+        # Errors never wrap: a hint's command must stay one line to be copied.
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._fleet: Fleet | None = None
+
+    def fleet(self, create: bool = False) -> Fleet:
+        if self._fleet is None:
+            self.refuse_memory()
+            self._fleet = Fleet.open(self.store, create=create)
+        return self._fleet
+
+    def refuse_memory(self) -> None:
+        """Each command is a new process: a memory:// fleet would be new and empty each time."""
+        if (self.store or os.environ.get("SHOAL_STORE", "")).strip().startswith("memory:"):
+            raise BadInput(
+                "a memory:// fleet lives inside one process and ends with it, so each "
+                "shoal command would see a new, empty fleet",
+                hint="use a fleet on disk: shoal init, or --store sqlite:///path/fleet.db",
+            )
+
+    def adopt(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    def now(self) -> float:
+        return self.fleet().clock.now()
+
+    def output_format(self) -> str:
+        """table, tsv, json or env: as asked, else table on a terminal and tsv in a pipe."""
+        if self.json:
+            return "json"
+        return self.format or ("table" if self.out.is_terminal else "tsv")
+
+    def emit(
+        self,
+        data: Any,
+        human: Any = None,
+        env: Mapping[str, object] | None = None,
+        empty: str | None = None,
+    ) -> None:
+        """Print a result (see shoal/faces/output.py): ``data`` as JSON, ``human`` (a rich
+        renderable or text) as a table or as plain lines, ``env`` as NAME=value lines. An
+        empty list is said in words (``empty``) on a terminal, not as a bare header."""
+        shape = self.output_format()
+        if empty is not None and data == [] and shape == "table":
+            self.out.print(empty, style="dim", highlight=False)
+            return
+        if shape == "json":
+            click.echo(output.json_text(data, pretty=self.out.is_terminal))
+        elif shape == "env":
+            if env is None:
+                raise BadInput(
+                    "--format env is for commands that yield ids: claim and add",
+                    hint="use --format tsv or --json here",
+                )
+            if env:
+                click.echo(output.env_lines(env))
+        elif human is not None and shape == "table":
+            self.out.print(human)
+        elif human is not None:
+            for line in output.plain_lines(human):
+                click.echo(line)
+
+    def close(self) -> None:
+        if self._fleet is not None:
+            self._fleet.close()
+
+
+#: The help of ``--json`` wherever it prints one JSON document.
+JSON_HELP = "Print JSON (for agents and scripts)."
+
+
+def store_option(fn: F) -> F:
+    """``--store URL`` (or $SHOAL_STORE): the fleet every command opens."""
+
+    def keep(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        ctx.ensure_object(App).store = value
+
+    return click.option(
+        "--store",
+        envvar="SHOAL_STORE",
+        metavar="URL",
+        expose_value=False,
+        callback=keep,
+        help="The fleet: sqlite:///path/fleet.db or memory:// (default: $SHOAL_STORE, else the "
+        "nearest .shoal/fleet.db).",
+    )(fn)
+
+
+def json_flag(help: str = JSON_HELP, *, hidden: bool = False) -> Callable[[F], F]:
+    """``--json``: the command prints JSON (``App.json``). ``help`` says what JSON, for the
+    commands whose JSON is not one document (``worker``: one object per line)."""
+
+    def turn_on(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.ensure_object(App).json = True
+
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=turn_on,
+        hidden=hidden,
+        help=help,
+    )
+
+
+def format_option(fn: F) -> F:
+    """``--format``: table, tsv, json or env (``App.format``; json turns on ``App.json``)."""
+
+    def set_format(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value:
+            app = ctx.ensure_object(App)
+            app.format, app.json = value, value == "json" or app.json
+
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(output.FORMATS),
+        expose_value=False,
+        callback=set_format,
+        help="table (a terminal's default), tsv (a pipe's), json, or env (export NAME=value).",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    """``--json`` and ``--format`` on a command, as ``shoal --json COMMAND`` would."""
+    return json_flag()(format_option(fn))
+
+
+def agent_option(
+    help: str,
+    *,
+    dest: str = "agent",
+    from_env: bool = True,
+    show_envvar: bool = False,
+    required: bool = False,
+) -> Callable[[F], F]:
+    """``--agent``/``-a``: the agent that acts, filled in from $SHOAL_AGENT; with
+    ``from_env=False`` a filter (``list --agent``), which the environment must not narrow."""
+    return click.option(
+        "--agent",
+        "-a",
+        dest,
+        envvar="SHOAL_AGENT" if from_env else None,
+        show_envvar=show_envvar,
+        required=required,
+        help=help,
+    )
+
+
+def agent_argument(
+    dest: str = "agent", *, from_env: bool = True, required: bool = True
+) -> Callable[[F], F]:
+    """AGENT as an argument (``shoal register ada``), filled in from $SHOAL_AGENT unless
+    ``from_env`` is off."""
+    return click.argument(
+        dest,
+        metavar=None if dest == "agent" else "AGENT",
+        envvar="SHOAL_AGENT" if from_env else None,
+        required=required,
+    )
+
+
+def json_arg(value: str | None, what: str, *, text_ok: bool) -> Any:
+    """A JSON value from the command line (a payload, a result); ``@file`` reads a file,
+    ``-`` stdin. With ``text_ok``, text that is not JSON is taken as a string."""
+    if value is None:
+        return None
+    if value == "-":
+        value = sys.stdin.read()
+    elif value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text("utf-8")
+        except OSError as exc:
+            raise BadInput(f"cannot read {what} file {value[1:]!r}: {exc.strerror}") from None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        if text_ok:
+            return value
+        raise BadInput(
+            f"{what} is not valid JSON: {exc.msg} at position {exc.pos}",
+            hint=f'quote it for the shell, e.g. --{what} \'{{"key": "value"}}\', or use @file.json',
+        ) from None
+
+
+pass_app = click.make_pass_decorator(App)

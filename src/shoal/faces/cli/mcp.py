@@ -1,0 +1,179 @@
+"""``shoal mcp``: serve the fleet to LLM agents over MCP (``shoal mcp config`` is in
+prime.py, with the rest of onboarding). Before serving it checks the SDK is there and the
+options make sense.
+
+Kept apart from ``shoal.faces.mcp`` so that the CLI can say "install shoal[mcp]" when the
+SDK is missing: this module imports nothing of it until asked to serve.
+
+What it does *not* do is stop at a fleet it cannot use. A store that cannot be opened, a
+full fleet or a pinned agent that cannot be registered is reported on stderr, and the
+server starts all the same: an MCP client shows a tool error it can act on, where a server
+that exits before the handshake is only "failed to start".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+from rich.console import Console
+
+from shoal.errors import BadInput
+from shoal.faces.cli.app import App, agent_option, pass_app
+from shoal.faces.cli.prime import mcp_config_command
+from shoal.fleet import Fleet
+from shoal.validation import parse_duration
+
+__all__ = [
+    "SESSION_TTL_ENV",
+    "SESSION_TTL_OPTION",
+    "add_mcp_commands",
+    "parse_session_ttl",
+    "run_mcp",
+]
+
+_NEEDS_AGENT = ("skills", "domains", "manager", "ephemeral")
+
+#: The environment's say on ``--session-ttl`` (the option wins).
+SESSION_TTL_ENV = "SHOAL_MCP_SESSION_TTL"
+_DEFAULT_TTL = "30m"
+
+#: ``shoal mcp --session-ttl``: how long an HTTP session may stay idle before it ends.
+SESSION_TTL_OPTION = click.option(
+    "--session-ttl",
+    "session_ttl",
+    envvar=SESSION_TTL_ENV,
+    default=_DEFAULT_TTL,
+    show_default=True,
+    help="With --transport http: a session idle this long ends; its agent leaves the fleet.",
+)
+
+
+def parse_session_ttl(value: str | float | None = None) -> float:
+    """The mcp_session_ttl in seconds: ``value``, else $SHOAL_MCP_SESSION_TTL, else 30m."""
+    given = value if value is not None else os.environ.get(SESSION_TTL_ENV) or _DEFAULT_TTL
+    seconds = parse_duration(given, "session_ttl")
+    if seconds <= 0:
+        raise BadInput(f"session_ttl must be more than 0, not {given!r}", hint="e.g. 30m")
+    return seconds
+
+
+def run_mcp(
+    fleet: Fleet | Callable[[], Fleet],
+    agent: str | None,
+    spec: Mapping[str, Any],
+    transport: str,
+    host: str,
+    port: int,
+    err: Console,
+    session_ttl: str | float | None = None,
+) -> None:
+    """Serve ``fleet`` (or the fleet ``fleet()`` opens, tried again until it works) as
+    ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s keywords) until told
+    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``)."""
+    if agent is None:
+        given = [name for name in _NEEDS_AGENT if spec.get(name)]
+        if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
+            raise BadInput(
+                "--role, --skill, --domain, --max-concurrent, --manager and --ephemeral "
+                "describe the agent given with --agent",
+                hint="add --agent ID, or leave them out and let each client register_agent",
+            )
+    seconds = parse_session_ttl(session_ttl)
+    try:
+        from shoal.faces.mcp.server import FleetDesk, serve
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "shoal":
+            raise
+        raise BadInput(
+            f"`shoal mcp` needs the MCP SDK, which is not installed here ({exc.name})",
+            hint="pip install 'shoal[mcp]'",
+        ) from None
+    desk = FleetDesk(fleet, agent, spec)
+    fault = desk.start()
+    if fault is not None:
+        err.print(
+            f"shoal mcp: {fault.message}; serving anyway, and the tools will say so "
+            "until it is fixed",
+            highlight=False,
+            markup=False,
+        )
+    elif (reg := desk.registration) is not None:
+        err.print(
+            f"shoal mcp: acting as agent {reg.agent.id} ({reg.agent.role}"
+            f"{', manager' if reg.agent.manager else ''}); "
+            f"active agents {reg.live}/{reg.max_agents}",
+            highlight=False,
+        )
+    if transport == "http":
+        where = desk.url or "the fleet"
+        err.print(f"shoal mcp: serving {where} at http://{host}:{port}/mcp", highlight=False)
+        serve(desk, transport="http", host=host, port=port, session_ttl=seconds)
+    else:
+        serve(desk)
+
+
+@click.group(
+    "mcp", invoke_without_command=True, short_help="Serve the fleet to LLM agents over MCP."
+)
+@agent_option("Act as this agent only (registered at start).", from_env=False)
+@click.option("--role", default="worker", show_default=True, help="With --agent: its role.")
+@click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
+@click.option("--domain", "-d", "domains", multiple=True, help="With --agent: a domain (repeat).")
+@click.option("--max-concurrent", default=1, show_default=True, help="With --agent.")
+@click.option("--manager", is_flag=True, help="With --agent: a manager.")
+@click.option("--ephemeral", is_flag=True, help="With --agent: retired when idle too long.")
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", help="stdio or http."
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http.")
+@click.option("--port", default=8765, show_default=True, help="With --transport http.")
+@SESSION_TTL_OPTION
+@pass_app
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    app: App,
+    agent: str | None,
+    role: str,
+    skills: tuple[str, ...],
+    domains: tuple[str, ...],
+    max_concurrent: int,
+    manager: bool,
+    ephemeral: bool,
+    transport: str,
+    host: str,
+    port: int,
+    session_ttl: str,
+) -> None:
+    """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
+
+    With --agent, this server acts as that one agent (registered at start with the
+    --skill/--domain/... given) and refuses to act as any other; without it, tools take
+    an `agent` argument. Needs the MCP SDK: pip install 'shoal[mcp]'. `shoal mcp config
+    --client claude` prints the JSON that registers it with a client.
+    """
+    if ctx.invoked_subcommand is not None:  # `shoal mcp config`: not serving
+        return
+    spec = {
+        "role": role,
+        "skills": skills,
+        "domains": domains,
+        "max_concurrent": max_concurrent,
+        "manager": manager,
+        "ephemeral": ephemeral,
+    }
+    app.refuse_memory()
+    # The opener, not an open fleet: a store that cannot be opened yet (or a full fleet)
+    # must not stop the server before the handshake -- its tools say what is wrong.
+    run_mcp(app.fleet, agent, spec, transport, host, port, app.err, session_ttl)
+
+
+mcp.add_command(mcp_config_command)  # shoal mcp config
+
+
+def add_mcp_commands(group: click.Group) -> None:
+    """Register ``shoal mcp`` (and ``shoal mcp config``) on the ``shoal`` group."""
+    group.add_command(mcp)

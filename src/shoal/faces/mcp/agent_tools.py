@@ -1,0 +1,221 @@
+"""The MCP tools an agent works with: join, claim, wait, finish, heartbeat, report status.
+
+Each goes through the desk (``mcp_sessions``) to know who the call acts as, and through
+``Fleet`` for everything else, so an agent behind MCP follows exactly the rules of one
+using the CLI or the library: the same claim cascade, the same leases, the same refusals.
+
+``wait_for_task`` is the one long call: it waits in slices of a few seconds, each one a
+``Fleet.claim(wait=...)`` in a worker thread, so the server keeps answering other calls, a
+cancelled wait ends within a slice (giving back anything a slice claimed), no slice holds
+the store's lock while it waits, and the client gets a progress notification per slice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from shoal.faces import render
+from shoal.faces.mcp.errors import AlreadyDone
+from shoal.faces.mcp.models import (
+    AgentInfo,
+    ClaimResult,
+    CompletionResult,
+    HeartbeatResult,
+    LeaseInfo,
+    RegistrationResult,
+    TaskBrief,
+    TaskResult,
+)
+from shoal.faces.mcp.sessions import FleetDesk
+from shoal.faces.mcp.tooling import AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
+from shoal.model import Claim
+
+__all__ = ["MAX_WAIT", "add_agent_tools"]
+
+#: The longest wait_for_task may block, in seconds (clients time out long tool calls).
+MAX_WAIT = 600.0
+_WAIT_SLICE = 1.0  # seconds per Fleet.claim(wait=...) inside wait_for_task
+
+StatusArg = Literal["idle", "working", "waiting", "offline", "terminated"]
+
+
+async def _claim_in_thread(desk: FleetDesk, agent: str, wait: float) -> Claim:
+    """``desk.claim`` in a worker thread. If the call is cancelled while the thread runs,
+    whatever it claimed is released, not left held until its lease runs out."""
+    got: list[Claim] = []
+
+    def attempt() -> Claim:
+        claim = desk.claim(agent, wait)
+        got.append(claim)
+        return claim
+
+    try:
+        return await anyio.to_thread.run_sync(attempt)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            for claim in got:
+                await anyio.to_thread.run_sync(desk.release_quietly, claim)
+        raise
+
+
+def add_agent_tools(box: Toolbox) -> None:
+    """Register the agent's tools on ``box``'s server."""
+    desk = box.desk
+
+    def now() -> float:
+        return desk.fleet.clock.now()
+
+    @box.tool(unpinned_only=True)
+    def register_agent(
+        ctx: Context,
+        agent: Annotated[str, Field(description="Your agent id, e.g. dev-1.")],
+        role: Annotated[str, Field(description="e.g. developer, manager")] = "worker",
+        skills: Annotated[list[str] | None, Field(description="Skill names.")] = None,
+        domains: Annotated[list[str] | None, Field(description="Domains you know best.")] = None,
+        max_concurrent: Annotated[int, Field(ge=1, le=1000, description="Tasks held at once.")] = 1,
+        manager: Annotated[bool, Field(description="Exempt from max_agents.")] = False,
+        ephemeral: Annotated[bool, Field(description="Retired when idle too long.")] = False,
+    ) -> RegistrationResult:
+        """Join the fleet as an agent (the protocol's register_node); call it first. Refused
+        when max_agents agents are live. Later calls in this session act as this agent, and
+        it leaves the fleet when the session ends."""
+        reg = desk.register(
+            session_of(ctx, desk),
+            agent,
+            role=role,
+            skills=skills,
+            domains=domains,
+            max_concurrent=max_concurrent,
+            manager=manager,
+            ephemeral=ephemeral,
+        )
+        return RegistrationResult(
+            agent=AgentInfo.of(reg.agent),
+            created=reg.created,
+            live=reg.live,
+            max_agents=reg.max_agents,
+            message=render.registration_text(reg),
+        )
+
+    @box.tool()
+    def set_agent_status(
+        ctx: Context,
+        status: Annotated[StatusArg, Field(description="terminated is final: frees your place.")],
+        release: Annotated[bool, Field(description="Give back held tasks, untouched.")] = False,
+        agent: AgentArg = None,
+    ) -> AgentInfo:
+        """Report your status. Set terminated when you leave for good (your tasks go back to
+        the others); managers should stay. idle while holding tasks needs release."""
+        who = desk.acting(session_of(ctx, desk), agent)
+        return AgentInfo.of(desk.fleet.set_status(who, status, release=release))
+
+    @box.tool(idempotent=True)
+    def heartbeat(ctx: Context, agent: AgentArg = None) -> HeartbeatResult:
+        """Extend the leases of every task you hold; call it during long work, before
+        lease.expires_in_s runs out."""
+        who = desk.acting(session_of(ctx, desk), agent)
+        leases = desk.fleet.heartbeat(who)
+        desk.remember(leases)
+        at = now()
+        return HeartbeatResult(agent=who, leases=[LeaseInfo.of(lease, at) for lease in leases])
+
+    @box.tool()
+    async def claim_best_task(ctx: Context, agent: AgentArg = None) -> ClaimResult:
+        """Claim the best task you can do now, with its lease: your own queue, then the pool,
+        then a steal. claimed=false says why (reason) and what to do (next_step)."""
+        who = await anyio.to_thread.run_sync(desk.acting, session_of(ctx, desk), agent)
+        claim = await _claim_in_thread(desk, who, 0.0)
+        return ClaimResult.of(claim, now())
+
+    @box.tool()
+    async def wait_for_task(
+        ctx: Context,
+        timeout_seconds: Annotated[
+            float, Field(ge=0, le=MAX_WAIT, description=f"At most {MAX_WAIT:g}.")
+        ] = 60.0,
+        agent: AgentArg = None,
+    ) -> ClaimResult:
+        """Wait until there is a task you can do, then claim it (as claim_best_task). Sends
+        progress while it waits; claimed=false after timeout_seconds."""
+        who = await anyio.to_thread.run_sync(desk.acting, session_of(ctx, desk), agent)
+        began = time.monotonic()
+        deadline = began + timeout_seconds
+        await ctx.report_progress(0.0, timeout_seconds, "looking for work")
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            claim = await _claim_in_thread(desk, who, min(remaining, _WAIT_SLICE))
+            waited = round(time.monotonic() - began, 3)
+            if claim or claim.reason != "empty" or remaining <= _WAIT_SLICE:
+                return ClaimResult.of(claim, now(), waited)
+            await ctx.report_progress(waited, timeout_seconds, "waiting for work")
+
+    @box.tool()
+    def complete_task(
+        ctx: Context,
+        task_id: TaskIdArg,
+        result: Annotated[Any, Field(description="The outcome, any JSON value.")] = None,
+        token: TokenArg = None,
+        claim_next: Annotated[bool, Field(description="Also claim your next task.")] = False,
+        agent: AgentArg = None,
+    ) -> CompletionResult:
+        """Mark a task you hold done, with its result; tasks waiting on it become ready. A
+        lost lease is refused (stale_lease): drop the result."""
+        who = desk.acting(session_of(ctx, desk), agent)
+        lease = desk.lease_for(who, task_id, token)
+        with desk.ending(lease):
+            done = desk.fleet.complete(lease, result, then_claim=1 if claim_next else 0)
+        if done.already_done:  # finished under this lease a moment ago
+            raise AlreadyDone(f"task {task_id} is done already; nothing was changed")
+        at = now()
+        follow = None
+        if done.next is not None:
+            desk.remember(done.next.leases)
+            follow = ClaimResult.of(done.next, at)
+        step = (
+            "See `next` for your next task."
+            if follow is not None and follow.claimed
+            else "Call claim_best_task for your next task."
+        )
+        return CompletionResult(
+            task=TaskBrief.of(done.task, at),
+            released=list(done.released),
+            next=follow,
+            next_step=step,
+        )
+
+    @box.tool()
+    def fail_task(
+        ctx: Context,
+        task_id: TaskIdArg,
+        error: Annotated[str, Field(description="What went wrong, for the next try.")] = "",
+        retry: Annotated[bool, Field(description="false: dead at once.")] = True,
+        token: TokenArg = None,
+        agent: AgentArg = None,
+    ) -> TaskResult:
+        """Report that a task you hold failed: pending again (after a backoff) while
+        attempts remain, else dead."""
+        who = desk.acting(session_of(ctx, desk), agent)
+        lease = desk.lease_for(who, task_id, token)
+        with desk.ending(lease):
+            task = desk.fleet.fail(lease, error, retry=retry)
+        message = f"task {task.id} failed; it is {task.state.value} now"
+        return TaskResult.of(task, now(), message)
+
+    @box.tool()
+    def release_task(
+        ctx: Context, task_id: TaskIdArg, token: TokenArg = None, agent: AgentArg = None
+    ) -> TaskResult:
+        """Hand a task you hold back untouched (no attempt counted), e.g. when it needs
+        skills you lack."""
+        who = desk.acting(session_of(ctx, desk), agent)
+        lease = desk.lease_for(who, task_id, token)
+        with desk.ending(lease):
+            task = desk.fleet.release(lease)
+        message = f"task {task.id} released; it is {task.state.value} again"
+        return TaskResult.of(task, now(), message)

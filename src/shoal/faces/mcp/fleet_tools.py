@@ -1,0 +1,223 @@
+"""The MCP tools about the fleet as a whole: post and read work, cancel and retry it, read
+the state, assess the workload, change settings -- and the resources that show the same.
+
+None of these act as an agent, so a server pinned to an agent that could not be registered
+(a full fleet) still answers them: a model can read why it is not working.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from shoal.errors import BadInput, ShoalError, UnknownTask
+from shoal.faces import posting
+from shoal.faces.mcp.errors import describe
+from shoal.faces.mcp.models import (
+    AgentInfo,
+    AssessmentInfo,
+    SettingsResult,
+    StateResult,
+    TaskBrief,
+    TaskDetailInfo,
+    TaskList,
+    TaskResult,
+    iso_times,
+)
+from shoal.faces.mcp.sessions import FleetDesk
+from shoal.faces.mcp.summary import fleet_summary
+from shoal.faces.mcp.tooling import TaskIdArg, Toolbox, session_of
+
+__all__ = ["add_fleet_tools", "add_resources"]
+
+StateFilter = Literal["blocked", "pending", "claimed", "done", "dead", "cancelled"]
+DurationArg = Annotated[str | float | None, Field(description='Seconds, or "90s", "10m", "2h".')]
+
+
+def _summary(desk: FleetDesk, you: str | None) -> tuple[str, dict[str, Any]]:
+    fleet = desk.fleet
+    status = fleet.status()
+    text = fleet_summary(status, fleet.ready(limit=5), you, fleet.url)
+    return text, iso_times(status.to_dict())
+
+
+def add_fleet_tools(box: Toolbox) -> None:
+    """Register the fleet-wide tools on ``box``'s server."""
+    desk = box.desk
+
+    def now() -> float:
+        return desk.fleet.clock.now()
+
+    @box.tool()
+    def add_task(
+        ctx: Context,
+        title: Annotated[str, Field(description="A short imperative title.")],
+        body: Annotated[str, Field(description="What to do, in full.")] = "",
+        priority: Annotated[
+            int | str, Field(description="1 (most urgent) to 9, or critical, high, medium, low.")
+        ] = 5,
+        skills: Annotated[list[str] | None, Field(description="Skills it needs.")] = None,
+        domain: Annotated[str | None, Field(description="Its domain (affinity).")] = None,
+        to: Annotated[str | None, Field(description="An agent's queue, not the pool.")] = None,
+        after: Annotated[list[int] | None, Field(description="Tasks to finish first.")] = None,
+        parent: Annotated[int | None, Field(description="The task it was spawned from.")] = None,
+        payload: Annotated[Any, Field(description="Any JSON data for the agent.")] = None,
+        pinned: Annotated[bool, Field(description="Only agent `to` may run it.")] = False,
+        expected_duration: DurationArg = None,
+        lease_ttl: DurationArg = None,
+        max_attempts: Annotated[int | None, Field(ge=1, description="Claims before dead.")] = None,
+        key: Annotated[str | None, Field(description="Idempotency key.")] = None,
+        not_before: Annotated[
+            str | None, Field(description="Not claimable before (ISO 8601, 2026-12-01T09:00Z).")
+        ] = None,
+        retry_delay: DurationArg = None,
+    ) -> TaskResult:
+        """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
+        task you hold: they stay with you), after= to order them."""
+        task, created = posting.post(
+            desk.fleet,
+            title,
+            body=body,
+            payload=payload,
+            priority=priority,
+            skills=skills,
+            domain=domain,
+            to=to,
+            after=after,
+            parent=parent,
+            pinned=pinned,
+            expected_duration=expected_duration,
+            lease_ttl=lease_ttl,
+            max_attempts=max_attempts,
+            key=key,
+            not_before=not_before,
+            retry_delay=retry_delay,
+        )
+        at = now()
+        message = posting.post_message(task, created, key, at)
+        return TaskResult.of(task, at, message, created)
+
+    @box.tool(read_only=True)
+    def list_tasks(
+        ctx: Context,
+        state: Annotated[StateFilter | None, Field(description="Only this state.")] = None,
+        agent: Annotated[str | None, Field(description="Only this agent's.")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 20,
+        cursor: Annotated[str | None, Field(description="next_cursor of the last page.")] = None,
+    ) -> TaskList:
+        """List tasks, newest first, a page at a time (get_task shows one in full)."""
+        before = None
+        if cursor is not None:
+            if not cursor.isdigit():
+                raise BadInput(f"cursor {cursor!r} is not one list_tasks gave")
+            before = int(cursor)
+        found = desk.fleet.tasks(state=state, agent=agent, limit=limit + 1, before=before)
+        page, more = found[:limit], len(found) > limit
+        at = now()
+        return TaskList(
+            tasks=[TaskBrief.of(t, at) for t in page],
+            next_cursor=str(page[-1].id) if more else None,
+        )
+
+    @box.tool(read_only=True)
+    def get_task(
+        ctx: Context,
+        task_id: TaskIdArg,
+        events: Annotated[int, Field(ge=0, le=1000, description="Latest events shown.")] = 20,
+    ) -> TaskDetailInfo:
+        """One task in full: fields, what it waits for, what waits for it, its history."""
+        return TaskDetailInfo.of(desk.fleet.show(task_id, events=events))
+
+    @box.tool(destructive=True)
+    def cancel_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
+        """Manager: cancel a task that is not finished (a holder's lease ends)."""
+        task = desk.fleet.cancel(task_id)
+        return TaskResult.of(task, now(), f"task {task.id} cancelled")
+
+    @box.tool()
+    def retry_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
+        """Manager: bring back a dead or cancelled task, or let a task waiting out its
+        retry backoff be claimed now."""
+        task = desk.fleet.retry(task_id)
+        return TaskResult.of(task, now(), f"task {task.id} is {task.state.value} again")
+
+    @box.tool()
+    def resume_agent(
+        ctx: Context, agent_id: Annotated[str, Field(description="The paused agent.")]
+    ) -> AgentInfo:
+        """Manager: let an agent the circuit breaker paused (status overloaded, after
+        failing task after task) claim again, once what made it fail is fixed."""
+        return AgentInfo.of(desk.fleet.resume(agent_id))
+
+    @box.tool()
+    def assess_workload(ctx: Context) -> AssessmentInfo:
+        """Manager: is the fleet idle, underutilized, balanced or overloaded, and should
+        agents be spawned (with missing_skills) or idle ones retired."""
+        return AssessmentInfo.of(desk.fleet.assess())
+
+    @box.tool()
+    def configure_fleet(
+        ctx: Context,
+        changes: Annotated[
+            dict[str, str | int | float] | None,
+            Field(description='e.g. {"max_agents": 6, "lease_ttl": "15m"}; none: read.'),
+        ] = None,
+    ) -> SettingsResult:
+        """Manager: read the fleet's settings, or change some (all or none: a bad name or
+        value changes nothing)."""
+        fleet = desk.fleet
+        before = fleet.settings().to_dict()
+        settings = fleet.configure(**changes) if changes else fleet.settings()
+        changed = sorted(k for k, v in settings.to_dict().items() if before[k] != v)
+        message = f"changed {', '.join(changed)}" if changed else "no setting changed"
+        return SettingsResult(settings=settings.to_dict(), changed=changed, message=message)
+
+    @box.tool(read_only=True)
+    def read_state(ctx: Context) -> Annotated[CallToolResult, StateResult]:
+        """The fleet at a glance: tasks by state, what is next, every agent's status and
+        load, capacity (live of max_agents), stalled work, the last assessment."""
+        you = desk.you(session_of(ctx, desk))
+        summary, status = _summary(desk, you)
+        data = StateResult(summary=summary, you=you, status=status)
+        return CallToolResult(
+            content=[TextContent(type="text", text=summary)],
+            structured_content=data.model_dump(mode="json"),
+        )
+
+
+def add_resources(server: MCPServer, desk: FleetDesk) -> None:
+    """The fleet's status and its tasks as resources (shoal://status, shoal://tasks/ID)."""
+
+    @server.resource(
+        "shoal://status",
+        name="fleet status",
+        description="The fleet at a glance (the read_state summary).",
+        mime_type="text/plain",
+    )
+    def status_resource() -> str:
+        try:
+            return _summary(desk, desk.fixed)[0]
+        except ShoalError as exc:
+            raise ResourceError(describe(exc, pinned=desk.pinned)) from exc
+
+    @server.resource(
+        "shoal://tasks/{task_id}",
+        name="task",
+        description="One task in full, as JSON: fields, dependencies, dependents, history.",
+        mime_type="application/json",
+    )
+    def task_resource(task_id: str) -> str:
+        if not task_id.isdigit():
+            raise ResourceNotFoundError(f"{task_id!r} is not a task id; use shoal://tasks/12")
+        try:
+            detail = desk.fleet.show(int(task_id))
+        except UnknownTask as exc:
+            raise ResourceNotFoundError(describe(exc, pinned=desk.pinned)) from exc
+        except ShoalError as exc:
+            raise ResourceError(describe(exc, pinned=desk.pinned)) from exc
+        return json.dumps(TaskDetailInfo.of(detail).model_dump(mode="json"), indent=2)

@@ -1,0 +1,327 @@
+"""Who an MCP session acts as, what it holds, and how it leaves the fleet when it ends.
+
+The desk is what ``shoal mcp``'s tools share: the fleet, the agent the server is pinned to
+(``--agent``), the sessions it serves and the leases it handed out. It knows nothing of the
+MCP SDK (``mcp_tooling`` ties SDK connections to ``Session`` objects), so it can be read,
+and reasoned about, as plain fleet bookkeeping.
+
+Sessions and agents
+-------------------
+A session is one client connection: over stdio the server process, over streamable HTTP one
+``mcp-session-id``. A session *holds* the agents it stands for:
+
+- pinned (``--agent X``): every session holds X. X is registered when the server starts
+  (the first session takes it as it is) and again when a later session first acts (so a new
+  session takes the identity back after an earlier one left).
+- unpinned: a session holds the agents it registers with ``register_agent``; they are the
+  session's own, and later calls in it act as the last one by default.
+
+When the last session holding an agent ends (stdio EOF, the client closing, an HTTP session
+deleted or idle past its TTL, the server stopping), the agent leaves: a session's own agent
+is terminated (its tasks go back, its place under max_agents is freed); the pinned agent
+releases every task it holds (back to its queue or the pool, no attempt counted) and goes
+offline, keeping its identity for the next session -- unless it is ephemeral, then it is
+terminated too. Agents a session merely names in calls are someone else's: left alone.
+
+Starting never fails
+--------------------
+A fleet that cannot be opened, or a pinned agent that cannot be registered (the fleet is
+full, the id is bad), does not stop the server: the fault is kept, the server answers the
+handshake, and every tool that needs the fleet (or the agent) tries again and, failing,
+answers with the error -- so the client can show it instead of a dead server.
+
+Leases
+------
+The desk remembers the leases it handed out, so a model may leave the token out of
+complete/fail/release; the remembered token is still checked by the core, and a task now
+held by someone else is refused before the core is even asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from shoal.errors import LeaseLost, ShoalError, UnknownAgent
+from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NoToken
+from shoal.fleet import Fleet
+from shoal.model import Claim, Lease, Registration, TaskState
+
+__all__ = ["FleetDesk", "Session"]
+
+log = logging.getLogger("shoal.mcp")
+
+_ENDED = "its MCP session ended"
+
+
+class Session:
+    """One MCP client connection, and the agents it holds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # "stdio", or the HTTP session id (for the log)
+        self.default: str | None = None  # the agent calls act as when they name none
+        self.attached = False  # pinned: this session has taken the server's agent
+        self.ended = False
+
+    def __repr__(self) -> str:
+        return f"Session({self.name!r})"
+
+
+class FleetDesk:
+    """What the tools share: the fleet, who the server acts as, its sessions and leases.
+
+    ``fleet`` is the fleet or a function that opens it (tried again on each use until it
+    works). ``fixed`` is the agent given with ``--agent`` and ``spec`` its registration
+    (``Fleet.register``'s keywords); None: each call names its agent, or uses the one its
+    session registered.
+    """
+
+    def __init__(
+        self,
+        fleet: Fleet | Callable[[], Fleet],
+        fixed: str | None = None,
+        spec: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._fleet = fleet if isinstance(fleet, Fleet) else None
+        self._open = None if isinstance(fleet, Fleet) else fleet
+        self.fixed = fixed
+        self.spec = dict(spec or {})
+        self._lock = threading.RLock()
+        self._opening = threading.Lock()
+        self._leases: dict[int, Lease] = {}
+        self._holders: dict[str, set[Session]] = {}
+        self._sessions: set[Session] = set()
+        self._registering = threading.Lock()
+        self._in = False  # the pinned agent is in the fleet through this server
+        self.registration: Registration | None = None  # the pinned agent's, at start
+
+    # the fleet ----------------------------------------------------------
+
+    @property
+    def fleet(self) -> Fleet:
+        """The fleet, opened now if it could not be before (its error if it still cannot)."""
+        if self._fleet is None:
+            with self._opening:
+                if self._fleet is None:
+                    assert self._open is not None
+                    self._fleet = self._open()
+        return self._fleet
+
+    @property
+    def pinned(self) -> bool:
+        return self.fixed is not None
+
+    @property
+    def url(self) -> str | None:
+        """The fleet's URL, once it is open."""
+        return None if self._fleet is None else self._fleet.url
+
+    def start(self) -> ShoalError | None:
+        """Open the fleet and register the pinned agent (kept in ``registration``); the
+        fault that stopped it, if any (the server starts all the same, and its tools report
+        the fault until it is gone)."""
+        try:
+            fleet = self.fleet
+            if self.fixed is not None:
+                self.registration = fleet.register(self.fixed, **self.spec)
+                self._in = True
+        except ShoalError as exc:
+            return exc
+        return None
+
+    def close(self) -> None:
+        """The server stops: every session still open ends, and the pinned agent leaves if
+        it is still in (registered at start, and no session ever took it)."""
+        with self._lock:
+            open_now = list(self._sessions)
+        for session in open_now:
+            self.end_session(session)
+        if self.fixed is not None and self._in:
+            self._leave(self.fixed)
+
+    # sessions -----------------------------------------------------------
+
+    def open_session(self, name: str) -> Session:
+        session = Session(name)
+        with self._lock:
+            self._sessions.add(session)
+        return session
+
+    def end_session(self, session: Session) -> list[str]:
+        """The session is over: each agent no other session holds leaves the fleet (module
+        docstring). Returns the agents that left; faults are logged, never raised."""
+        with self._lock:
+            if session.ended:
+                return []
+            session.ended = True
+            self._sessions.discard(session)
+            leaving = []
+            for agent, holders in list(self._holders.items()):
+                if session in holders:
+                    holders.discard(session)
+                    if not holders:
+                        del self._holders[agent]
+                        leaving.append(agent)
+        for agent in leaving:
+            self._leave(agent)
+        return leaving
+
+    def _hold(self, session: Session, agent: str) -> None:
+        with self._lock:
+            self._holders.setdefault(agent, set()).add(session)
+
+    def _leave(self, agent: str) -> None:
+        """``agent`` leaves: terminated if it is a session's own (or ephemeral), else its
+        tasks are released untouched and it goes offline. The pinned agent leaves under the
+        registration lock, so a session arriving meanwhile registers it again after."""
+        if agent != self.fixed:
+            self._step_out(agent, terminate=True)
+            return
+        with self._registering:
+            with self._lock:
+                if agent in self._holders:  # a new session took it in the meantime
+                    return
+            self._in = False
+            self._step_out(agent, terminate=bool(self.spec.get("ephemeral")))
+
+    def _step_out(self, agent: str, *, terminate: bool) -> None:
+        self._forget_agent(agent)
+        try:
+            fleet = self.fleet
+            if terminate:
+                fleet.set_status(agent, "terminated", why=_ENDED)
+                return
+            fleet.set_status(agent, "offline", release=True)  # its tasks back, untouched
+        except UnknownAgent:
+            pass  # terminated already (by itself or a manager): nothing left to do
+        except ShoalError as exc:
+            log.warning("shoal mcp: agent %s could not leave the fleet: %s", agent, exc)
+
+    # identity -----------------------------------------------------------
+
+    def acting(self, session: Session | None, agent: str | None) -> str:
+        """The agent a call acts as. Pinned: the fixed agent (another is refused), taken by
+        this session first if it has not been yet."""
+        if self.fixed is not None:
+            if agent is not None and agent != self.fixed:
+                raise ForeignAgent(
+                    f"this server acts as agent {self.fixed!r} (shoal mcp --agent "
+                    f"{self.fixed}); it cannot act as {agent!r}"
+                )
+            self._attach(session)
+            return self.fixed
+        if agent is not None:
+            return agent
+        known = session.default if session is not None else None
+        if known is None:
+            raise NoAgent("this call needs an agent, and this session has not registered one")
+        return known
+
+    def you(self, session: Session | None) -> str | None:
+        """Who the session is, for read-only views (registers nothing)."""
+        if self.fixed is not None:
+            return self.fixed
+        return session.default if session is not None else None
+
+    def _attach(self, session: Session | None) -> None:
+        """Pinned: the session takes the server's agent, registering it first unless it is
+        in the fleet through this server already (registered at start, or held by another
+        session). A registration that fails is tried again on the next call."""
+        if session is not None and session.attached:
+            return
+        assert self.fixed is not None
+        with self._registering:
+            if not self._in:
+                self.fleet.register(self.fixed, **self.spec)
+                self._in = True
+            if session is not None:
+                self._hold(session, self.fixed)
+                session.attached = True
+
+    def register(self, session: Session | None, agent: str, **spec: Any) -> Registration:
+        """Register ``agent`` as ``session``'s own (unpinned servers only): it acts as the
+        session's default from now on, and leaves the fleet when the session ends."""
+        reg = self.fleet.register(agent, **spec)
+        if session is not None:
+            self._hold(session, agent)
+            session.default = agent
+        return reg
+
+    # leases -------------------------------------------------------------
+
+    def remember(self, leases: Sequence[Lease]) -> None:
+        with self._lock:
+            for lease in leases:
+                self._leases[lease.task_id] = lease
+
+    def forget(self, lease: Lease) -> None:
+        """Drop the remembered lease if it is ``lease`` (a wrong token forgets nothing)."""
+        with self._lock:
+            known = self._leases.get(lease.task_id)
+            if known is not None and known.token == lease.token:
+                del self._leases[lease.task_id]
+
+    def _forget_agent(self, agent: str) -> None:
+        with self._lock:
+            for task_id in [t for t, lease in self._leases.items() if lease.agent == agent]:
+                del self._leases[task_id]
+
+    @contextlib.contextmanager
+    def ending(self, lease: Lease) -> Iterator[None]:
+        """Around a call that ends ``lease``: forget it once it is over (done, failed,
+        released or lost), but not when the call was refused for another reason."""
+        try:
+            yield
+        except LeaseLost:
+            self.forget(lease)
+            raise
+        self.forget(lease)
+
+    def lease_for(self, agent: str, task_id: int, token: str | None) -> Lease:
+        """The lease ``agent`` finishes ``task_id`` with: the given token or the remembered
+        one. Refused here, before the core is asked: an unknown task, a task done already,
+        one someone else holds now, and one this server gave ``agent`` no lease on."""
+        task = self.fleet.get(task_id)
+        if task.state is TaskState.DONE:
+            self._forget_task(task_id)
+            who = f" by agent {task.agent}" if task.agent else ""
+            raise AlreadyDone(f"task {task_id} is done already{who}; nothing was changed")
+        if task.state is TaskState.CLAIMED and task.agent != agent:
+            self._forget_task(task_id, agent)
+            raise LeaseLost(
+                f"lease lost: task {task_id} is held by agent {task.agent!r}, not by {agent!r}"
+            )
+        if token:
+            return Lease(task_id=task_id, agent=agent, token=token, expires=0.0)
+        with self._lock:
+            remembered = self._leases.get(task_id)
+        if remembered is not None and remembered.agent == agent:
+            return remembered
+        if task.state is not TaskState.CLAIMED:
+            raise LeaseLost(f"lease lost: task {task_id} is {task.state.value}; you hold no lease")
+        raise NoToken(
+            f"no lease token for task {task_id}: this server did not hand agent {agent!r} a "
+            "lease on it"
+        )
+
+    def _forget_task(self, task_id: int, agent: str | None = None) -> None:
+        with self._lock:
+            known = self._leases.get(task_id)
+            if known is not None and (agent is None or known.agent == agent):
+                del self._leases[task_id]
+
+    def claim(self, agent: str, wait: float) -> Claim:
+        """One claim (waiting up to ``wait`` seconds for work); its leases are remembered."""
+        claim = self.fleet.claim(agent, 1, wait=wait)
+        self.remember(claim.leases)
+        return claim
+
+    def release_quietly(self, claim: Claim) -> None:
+        """Give back what a cancelled call claimed, so it does not sit out its lease."""
+        for lease in claim.leases:
+            with contextlib.suppress(ShoalError):
+                self.fleet.release(lease)
+            self.forget(lease)

@@ -1,0 +1,69 @@
+# ruff: noqa: F811 -- the tests take the CLI fixtures as parameters
+"""``shoal demo``: it runs, every task gets done, its worker processes all leave, and the
+fleet in SHOAL_STORE is left alone.
+
+See cli_support.py for how these tests run the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shoal import Fleet
+from tests.faces.cli_support import Shoal, fleet, shoal, url  # noqa: F401 (fixtures)
+from tests.helpers import snapshot
+
+# ---------------------------------------------------------------------- the demo
+
+
+def test_demo_runs_and_every_task_gets_done(tmp_path: Path) -> None:
+    sh = Shoal(tmp_path, {"TMPDIR": str(tmp_path)})  # the demo's fleet goes in a temp folder
+    result = sh("demo", "--quiet", "--tasks", "12", "--speed", "20", "--json")
+    assert result.code == 0, result
+    data = result.data
+    assert data["tasks"] == 12
+    assert data["done"] == 12
+    assert sum(a["done"] for a in data["agents"]) == 12
+    assert data["workers_started"] >= 1
+
+
+def test_demo_supervises_worker_processes_that_all_leave_and_nothing_is_left_running(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "demo"
+    result = Shoal(tmp_path)("demo", "--tasks", "40", "--speed", "2", "--dir", str(folder))
+    assert result.code == 0, result
+    assert "40/40 tasks done" in result.text and "stolen at claim time" in result.text
+    with Fleet.open(f"sqlite://{folder / 'fleet.db'}") as fleet:
+        agents = fleet.agents()
+        assert len(agents) >= 2  # the supervisor grew the fleet
+        assert {a.status.value for a in agents} == {"terminated"}  # and every worker left
+        assert fleet.status().counts.get("done") == 40
+        # (How much is stolen depends on how fast the workers start on a loaded machine;
+        # the claim's stealing itself is tested in tests/contract.)
+    leftovers = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(folder).encode() in cmdline:
+            leftovers.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    assert leftovers == []
+
+
+# ---------------------------------------------------------------------- once bugs, now fixed
+
+
+def test_demo_leaves_the_fleet_in_shoal_store_alone(
+    shoal: Shoal, fleet: Fleet, tmp_path: Path
+) -> None:
+    fleet.configure(lease_ttl="2h")
+    fleet.register("ada")
+    before = snapshot(fleet)
+    args = ("demo", "--quiet", "--tasks", "3", "--speed", "20", "--json")
+    result = shoal(*args, env={"TMPDIR": str(tmp_path)})
+    after = snapshot(fleet)
+    assert after["settings"] == before["settings"], after["settings"]
+    assert after["agents"] == before["agents"], [a["id"] for a in after["agents"]]
+    assert after["tasks"] == before["tasks"]
+    assert result.code in (0, 2), result  # it ran elsewhere, or refused this fleet

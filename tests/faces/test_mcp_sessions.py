@@ -1,0 +1,196 @@
+"""Every MCP session ends clean: its agent leaves the fleet and its tasks come back at once.
+
+A short `shoal mcp` session that claims a task and ends without finishing it must not keep
+the task until its lease runs out, nor keep its place under max_agents. So on a fleet of
+max_agents 4, six sessions in a row each join, claim the one task and end: all six work,
+each time the task is claimable again within a second of the session's end (with no
+attempt counted: it allows only 3), and no agent is left online afterwards. Over stdio
+(each session its own server process, ended by closing its stdin) and over streamable HTTP
+(one server, sessions ended by DELETE, or by going idle past the session TTL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession
+
+pytest.importorskip("mcp")
+
+from shoal import Fleet, TaskState
+from tests.faces.mcp_support import call, eventually, http_server, http_session, stdio_session
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 6
+WITHIN = 1.0  # seconds from a session's end to its task being claimable again
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite://{tmp_path / 'fleet.db'}"
+    Fleet.init(url).close()
+    return url
+
+
+def one_task(url: str) -> int:
+    """A max_agents 4 fleet with one task that allows 3 attempts."""
+    with Fleet.open(url) as fleet:
+        fleet.configure(max_agents=4)
+        return fleet.post("the one task", max_attempts=3).id
+
+
+def claimable(url: str, task_id: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with Fleet.open(url) as fleet:
+            task = fleet.get(task_id)
+            return task.state is TaskState.PENDING and task.agent is None
+
+    return check
+
+
+async def sessions_in_a_row(
+    url: str,
+    task_id: int,
+    open_session: Callable[[int], AbstractAsyncContextManager[ClientSession]],
+    *,
+    register: bool = True,
+) -> list[float]:
+    """``SESSIONS`` sessions, one after the other: each joins (``register_agent``, unless
+    the server is pinned to its agent), claims the task and ends; how long each took to
+    free the task."""
+    freed = []
+    for i in range(1, SESSIONS + 1):
+        async with open_session(i) as session:
+            if register:
+                await call(session, "register_agent", agent=f"visitor-{i}")
+            claim = await call(session, "claim_best_task")
+            assert claim["claimed"] and claim["task"]["id"] == task_id, (i, claim)
+        freed.append(await eventually(claimable(url, task_id), f"session {i}'s task", WITHIN))
+    print(f"tasks claimable again {max(freed) * 1000:.0f} ms after a session's end at worst")
+    return freed
+
+
+def none_online(url: str) -> dict[str, str]:
+    """Every agent's status, after checking none is online and another agent can claim."""
+    with Fleet.open(url) as fleet:
+        statuses = {a.id: a.status.value for a in fleet.agents()}
+        assert set(statuses.values()) <= {"offline", "terminated"}, statuses
+        fleet.register("watcher", manager=True)
+        (task,) = fleet.claim("watcher").tasks
+        assert task.attempts <= 2, "a session's end counted an attempt"  # 6 claims, 3 allowed
+    return statuses
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_stdio_sessions_that_end_give_back_their_task_and_their_place(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = f"sqlite://{tmp_path / 'fleet.db'}"
+    if store == "postgres":
+        url = str(request.getfixturevalue("postgres_url"))
+    Fleet.init(url).close()
+    task = one_task(url)
+    await sessions_in_a_row(url, task, lambda i: stdio_session(url))
+    statuses = none_online(url)
+    assert statuses == {f"visitor-{i}": "terminated" for i in range(1, SESSIONS + 1)}
+
+
+async def test_pinned_sessions_take_their_agent_back_and_leave_it_offline(url: str) -> None:
+    """The same --agent six times: each session takes the identity back (working while it
+    holds the task), and leaves it offline, holding nothing, when it ends."""
+    task = one_task(url)
+    seen = []
+
+    def opener(i: int) -> AbstractAsyncContextManager[ClientSession]:
+        with Fleet.open(url) as fleet:
+            if i > 1:
+                seen.append(fleet.agent("regular").status.value)
+        return stdio_session(url, "--agent", "regular", "--skill", "python")
+
+    await sessions_in_a_row(url, task, opener, register=False)
+    assert seen == ["offline"] * (SESSIONS - 1)
+    with Fleet.open(url) as fleet:
+        agent = fleet.agent("regular")
+        assert agent.skills == ("python",) and agent.incarnation == 1
+    assert none_online(url)["regular"] == "offline"
+
+
+async def test_ephemeral_pinned_sessions_are_removed_when_they_end(url: str) -> None:
+    """Six different --agent --ephemeral servers on a fleet of four: each agent is
+    terminated when its session ends, so the fifth and sixth find room."""
+    task = one_task(url)
+    await sessions_in_a_row(
+        url,
+        task,
+        lambda i: stdio_session(url, "--agent", f"temp-{i}", "--ephemeral"),
+        register=False,
+    )
+    statuses = none_online(url)
+    assert [statuses[f"temp-{i}"] for i in range(1, SESSIONS + 1)] == ["terminated"] * SESSIONS
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_http_sessions_that_end_give_back_their_task_and_their_place(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = f"sqlite://{tmp_path / 'fleet.db'}"
+    if store == "postgres":
+        url = str(request.getfixturevalue("postgres_url"))
+    Fleet.init(url).close()
+    task = one_task(url)
+    with http_server(url) as endpoint:
+        await sessions_in_a_row(url, task, lambda i: http_session(endpoint))
+        statuses = none_online(url)
+    assert statuses == {f"visitor-{i}": "terminated" for i in range(1, SESSIONS + 1)}
+
+
+async def test_an_http_session_whose_client_vanished_ends_after_its_ttl(url: str) -> None:
+    """A client that goes away without deleting its session (a crash, a dropped network):
+    the session ends once idle for mcp_session_ttl (1 s here), and so does its agent."""
+    task = one_task(url)
+    with http_server(url, env={"SHOAL_MCP_SESSION_TTL": "1s"}) as endpoint:
+        async with http_session(endpoint, delete=False) as session:
+            await call(session, "register_agent", agent="vanishing")
+            await call(session, "claim_best_task")
+        gone = time.monotonic()
+        await eventually(claimable(url, task), "the vanished session's task", 10)
+        took = time.monotonic() - gone
+        with Fleet.open(url) as fleet:
+            assert fleet.agent("vanishing").status.value == "terminated"
+    print(f"a vanished HTTP session ended {took:.1f} s after its client left (TTL 1 s)")
+    assert took >= 0.9, "the session ended before its TTL"
+
+
+async def test_a_pinned_http_agent_leaves_when_its_last_session_ends(url: str) -> None:
+    """Over HTTP every session of a pinned server is the same agent: it stays while any
+    session is open, leaves (releasing what it holds) when the last ends, and the next
+    session takes it back."""
+    with Fleet.open(url) as fleet:
+        first, second = fleet.post("first", priority=1).id, fleet.post("second").id
+    with http_server(url, "--agent", "shared", "--max-concurrent", "2") as endpoint:
+        async with http_session(endpoint) as one:
+            async with http_session(endpoint) as two:
+                assert (await call(one, "claim_best_task"))["task"]["id"] == first
+                assert (await call(two, "claim_best_task"))["task"]["id"] == second
+            with Fleet.open(url) as fleet:  # `one` still holds the agent: nothing moves
+                assert fleet.agent("shared").status.value == "working"
+                assert fleet.get(first).state is TaskState.CLAIMED
+        await eventually(claimable(url, first), "the pinned agent's first task", WITHIN)
+        await eventually(claimable(url, second), "the pinned agent's second task", WITHIN)
+        with Fleet.open(url) as fleet:
+            assert fleet.agent("shared").status.value == "offline"
+        async with http_session(endpoint) as three:
+            again = await call(three, "claim_best_task")
+            assert again["task"]["id"] == first
+            with Fleet.open(url) as fleet:
+                assert fleet.agent("shared").status.value == "working"
