@@ -10,9 +10,13 @@ each concept is named on each face is in docs/ARCHITECTURE.md ("Vocabulary").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 __all__ = [
+    "CANCELLABLE_STATES",
+    "REPORTED_STATUSES",
+    "RETRIABLE_STATES",
     "AgentStatus",
     "ClaimReason",
     "ClaimSource",
@@ -20,6 +24,7 @@ __all__ = [
     "Recommendation",
     "TaskState",
     "Workload",
+    "names",
 ]
 
 
@@ -125,3 +130,18 @@ class Recommendation(StrEnum):
     SPAWN = "spawn"
     TERMINATE_IDLE = "terminate_idle"
     MAINTAIN = "maintain"
+
+
+#: The statuses an agent (or a person for it) may report; ``overloaded`` is set only by the
+#: circuit breaker.
+REPORTED_STATUSES = tuple(s for s in AgentStatus if s is not AgentStatus.OVERLOADED)
+#: The states a task may be cancelled in: any not finished.
+CANCELLABLE_STATES = tuple(s for s in TaskState if not s.finished)
+#: The states ``retry`` acts on: dead or cancelled (brought back), pending (let out of the
+#: wait for its retry backoff or its not_before).
+RETRIABLE_STATES = (TaskState.DEAD, TaskState.CANCELLED, TaskState.PENDING)
+
+
+def names(members: Iterable[StrEnum]) -> list[str]:
+    """The words of ``members``, in order: what a face offers as choices."""
+    return [member.value for member in members]

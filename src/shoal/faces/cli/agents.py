@@ -8,6 +8,7 @@ import click
 
 from shoal.faces import render
 from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
+from shoal.vocabulary import REPORTED_STATUSES, names
 
 __all__ = ["add_agent_commands"]
 
@@ -81,9 +82,7 @@ def resume(app: App, agent_id: str) -> None:
 def _set_status_command(name: str) -> click.Command:
     @click.command(name, short_help="Set an agent's status (e.g. terminated).")
     @agent_argument("agent_id")
-    @click.argument(
-        "status", type=click.Choice(["idle", "working", "waiting", "offline", "terminated"])
-    )
+    @click.argument("status", type=click.Choice(names(REPORTED_STATUSES)))
     @click.option(
         "--release",
         is_flag=True,

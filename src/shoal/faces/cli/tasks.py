@@ -24,6 +24,7 @@ from shoal.model import Task, TaskState
 from shoal.settings import MAX_DURATION
 from shoal.times import parse_moment
 from shoal.validation import parse_duration
+from shoal.vocabulary import CANCELLABLE_STATES, RETRIABLE_STATES, names
 
 if TYPE_CHECKING:
     from shoal.fleet import Fleet
@@ -174,7 +175,7 @@ def show(app: App, task_id: int) -> None:
 
 
 @click.command("list")
-@click.option("--state", type=click.Choice([s.value for s in TaskState]), help="Only this state.")
+@click.option("--state", type=click.Choice(names(TaskState)), help="Only this state.")
 @agent_option("Only tasks of this agent.", from_env=False)
 @click.option("--limit", "-n", default=50, show_default=True, help="Show at most this many.")
 @json_option
@@ -304,7 +305,7 @@ def _filters(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.argument("task_ids", nargs=-1, type=int, metavar="[ID]...")
 @click.option(
     "--state",
-    type=click.Choice(["blocked", "pending", "claimed"]),
+    type=click.Choice(names(CANCELLABLE_STATES)),
     help="Cancel every task in this state.",
 )
 @_filters
@@ -335,7 +336,7 @@ def cancel(
 @click.argument("task_ids", nargs=-1, type=int, metavar="[ID]...")
 @click.option(
     "--state",
-    type=click.Choice(["dead", "cancelled", "pending"]),
+    type=click.Choice(names(RETRIABLE_STATES)),
     help="Retry every task in this state (pending: those waiting to be ready).",
 )
 @_filters

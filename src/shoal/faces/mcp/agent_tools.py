@@ -13,7 +13,7 @@ the store's lock while it waits, and the client gets a progress notification per
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -35,6 +35,7 @@ from shoal.faces.mcp.models import (
 from shoal.faces.mcp.sessions import FleetDesk
 from shoal.faces.mcp.tooling import AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
 from shoal.model import Claim
+from shoal.vocabulary import REPORTED_STATUSES, names
 
 __all__ = ["MAX_WAIT", "add_agent_tools"]
 
@@ -42,7 +43,10 @@ __all__ = ["MAX_WAIT", "add_agent_tools"]
 MAX_WAIT = 600.0
 _WAIT_SLICE = 1.0  # seconds per Fleet.claim(wait=...) inside wait_for_task
 
-StatusArg = Literal["idle", "working", "waiting", "offline", "terminated"]
+if TYPE_CHECKING:
+    StatusArg = str
+else:  # the statuses an agent may report, from AgentStatus
+    StatusArg = Literal[tuple(names(REPORTED_STATUSES))]
 
 
 async def _claim_in_thread(desk: FleetDesk, agent: str, wait: float) -> Claim:

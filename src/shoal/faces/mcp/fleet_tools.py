@@ -8,7 +8,7 @@ None of these act as an agent, so a server pinned to an agent that could not be 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -32,10 +32,14 @@ from shoal.faces.mcp.models import (
 from shoal.faces.mcp.sessions import FleetDesk
 from shoal.faces.mcp.summary import fleet_summary
 from shoal.faces.mcp.tooling import TaskIdArg, Toolbox, session_of
+from shoal.vocabulary import TaskState, names
 
 __all__ = ["add_fleet_tools", "add_resources"]
 
-StateFilter = Literal["blocked", "pending", "claimed", "done", "dead", "cancelled"]
+if TYPE_CHECKING:
+    StateFilter = str
+else:  # the words of TaskState, so a new state is offered without a change here
+    StateFilter = Literal[tuple(names(TaskState))]
 DurationArg = Annotated[str | float | None, Field(description='Seconds, or "90s", "10m", "2h".')]
 
 
