@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-pg clean
+.PHONY: demo test test-fast lint bench bench-pg clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ demo: $(VENV)/.base
 ## Lint, type-check, check the import layers, and run the whole test suite.
 test: lint
 	$(BIN)/python -m pytest -n auto
+
+## The same without the tests marked slow (tests/processes: races, kills, restarts), for
+## the edit-test loop; `make test` is the one that counts.
+test-fast: lint
+	$(BIN)/python -m pytest -n auto -m "not slow"
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests bench

@@ -93,3 +93,14 @@ def open_fleet(store_url: str, clock: ManualClock) -> Iterator[Callable[..., Fle
 @pytest.fixture
 def fleet(open_fleet: Callable[..., Fleet]) -> Fleet:
     return open_fleet()
+
+
+PROCESSES = Path(__file__).parent / "processes"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/processes races or kills real processes: mark it ``slow``, so
+    `make test-fast` (``-m "not slow"``) leaves that tier to `make test`."""
+    for item in items:
+        if PROCESSES in item.path.parents:
+            item.add_marker(pytest.mark.slow)

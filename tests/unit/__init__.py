@@ -1,0 +1,1 @@
+"""Tests of one piece at a time, in this process: pure rules, values, the simulator."""
