@@ -23,7 +23,6 @@ from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores.sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteStore
 
 
-
 def url_of(path: Path, query: str = "") -> str:
     return f"sqlite://{path}{query}"
 
