@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shoal.model import Agent, AgentStatus, Candidate
@@ -13,6 +13,7 @@ from shoal.policy import Locality
 
 __all__ = [
     "STATUSES",
+    "RowOrder",
     "agent_of",
     "best_first",
     "candidate_of",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 STATUSES = {s.value: s for s in AgentStatus}
+#: A sort key over rows from the driver.
+RowOrder = Callable[[Sequence[Any]], Any]
 
 
 def best_first(row: Sequence[Any]) -> tuple[float, int]:

@@ -37,20 +37,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, ClassVar
 
-from shoal.errors import StoreError
+from shoal.errors import SchemaMismatch, StoreError
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations
 from shoal.stores._sqltx import SqlTx
 from shoal.stores.base import Capabilities
 
 __all__ = ["Dialect", "SqlStore"]
-
-#: A sort key over rows from the driver.
-RowOrder = Callable[[Any], Any]
 
 
 class Dialect:
@@ -67,6 +64,9 @@ class Dialect:
     side_by_side: ClassVar[bool]
     #: Lists go to the driver as one JSON array (else as a list: an array).
     json_lists: ClassVar[bool]
+    #: The pool steps run once per skill set and are merged here (SQLite: so that each
+    #: reads one range of its partial index), else once for the list (PostgreSQL: LATERAL).
+    pool_per_skillset: ClassVar[bool]
     #: What the driver takes for "no parameters".
     no_params: ClassVar[Any]
     #: Driver errors a verb may raise that ``translate`` turns into shoal errors.
@@ -83,6 +83,8 @@ class Dialect:
     #: What migrations act on and how its version is called, for the log.
     target: str
     version_word: str
+    #: What to do about a fleet from a newer shoal.
+    upgrade_hint: ClassVar[str]
     #: Keys of the advisory locks (dialects without them leave them 0) and the wake-up channel.
     steal_key: int = 0
     migrate_key: int = 0
@@ -125,18 +127,6 @@ class Dialect:
         """Run ``sql`` over ``rows`` (tuples of the parameters ``names``), with ``fixed``."""
         raise NotImplementedError
 
-    def per_skillset(
-        self,
-        conn: Any,
-        sql: str,
-        skillsets: Sequence[int],
-        params: dict[str, Any],
-        order: RowOrder,
-        limit: int,
-    ) -> list[Any]:
-        """A pool step over several skill sets: the best ``limit`` rows by ``order``."""
-        raise NotImplementedError
-
     def seqs(self, rows: list[Any], count: int) -> list[int]:
         """The queue positions ``next_seqs`` returned, in increasing order."""
         raise NotImplementedError
@@ -151,11 +141,9 @@ class Dialect:
         """The error for a place that holds another program's data."""
         raise NotImplementedError
 
-    def too_new(self, version: int, current: int) -> StoreError:
-        raise NotImplementedError
-
-    def not_upgraded(self, version: int, current: int) -> StoreError:
-        """The error for a fleet that is missing or old, when opened without ``create``."""
+    def not_upgraded(self, version: int) -> tuple[type[StoreError], str, str]:
+        """A fleet that is missing or old, opened without ``create``: the error to raise,
+        what the place has, and the hint."""
         raise NotImplementedError
 
     def before_migrating(self, conn: Any) -> None:
@@ -238,9 +226,18 @@ class SqlStore:
             self._exec(conn, "lock_fleet", {"key": d.migrate_key})
             version = self._version(conn)
             if version > current:
-                raise d.too_new(version, current)
+                raise SchemaMismatch(
+                    f"the fleet at {d.where} has schema version {version}, newer than this "
+                    f"shoal understands ({current})",
+                    hint=d.upgrade_hint,
+                )
             if version < current and not create:
-                raise d.not_upgraded(version, current)
+                error, has, hint = d.not_upgraded(version)
+                raise error(
+                    f"{has}; this shoal works with store schema version {current}, and does "
+                    "not upgrade a fleet unasked",
+                    hint=hint,
+                )
             d.before_migrating(conn)
             if version < current:
                 self._migrate(conn, version)

@@ -24,6 +24,7 @@ from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores._sqlrows import (
     STATUSES,
+    RowOrder,
     agent_of,
     best_first,
     candidate_of,
@@ -324,18 +325,29 @@ class SqlTx:
             name, params = "pool_best", {"limit": limit, "now": now, **self._unheld(held)}
         else:
             name, params = "pool_best_in_domain", {"domain": domain, "limit": limit, "now": now}
-        rows = self._d.per_skillset(self._c, self._q[name], skillsets, params, best_first, limit)
-        return [candidate_of(r) for r in rows]
+        return [candidate_of(r) for r in self._pool(name, skillsets, params, best_first)]
 
     def pool_longest(
         self, skillsets: Sequence[int], limit: int, held: Locality, now: float
     ) -> list[Candidate]:
         params = {"limit": limit, "now": now, **self._unheld(held)}
-        sql = self._q["pool_longest"]
-        return [
-            candidate_of(r)
-            for r in self._d.per_skillset(self._c, sql, skillsets, params, longest_first, limit)
-        ]
+        rows = self._pool("pool_longest", skillsets, params, longest_first)
+        return [candidate_of(r) for r in rows]
+
+    def _pool(
+        self, name: str, skillsets: Sequence[int], params: dict[str, Any], order: RowOrder
+    ) -> list[Any]:
+        """A pool step over ``skillsets``: the best ``params["limit"]`` rows by ``order``,
+        from one statement over the list, or -- where the dialect wants it -- from one per
+        skill set (each one range of a partial index), merged."""
+        if not self._d.pool_per_skillset:
+            return self._all(name, {**params, "skillsets": self._list(skillsets)})
+        rows: list[Any] = []
+        for skillset in skillsets:
+            rows += self._all(name, {**params, "skillset": skillset})
+        if len(skillsets) > 1:
+            rows.sort(key=order)
+        return rows[: params["limit"]]
 
     def steal_tail(
         self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float

@@ -69,7 +69,7 @@ from shoal.errors import (
     WriteConflict,
 )
 from shoal.stores._sql import load_migrations, load_queries
-from shoal.stores._sqlstore import Dialect, RowOrder, SqlStore
+from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores.base import Capabilities
 
 try:
@@ -163,6 +163,8 @@ class PostgresDialect(Dialect):
     read_queries = load_queries("postgres", read_only=True)
     side_by_side = True
     json_lists = False
+    pool_per_skillset = False
+    upgrade_hint = "upgrade shoal (pip install -U 'shoal[postgres]') on this host"
     no_params = None
     errors = (psycopg.Error,)
     event_grace = _EVENT_GAP_GRACE
@@ -242,19 +244,12 @@ class PostgresDialect(Dialect):
             hint="choose another schema with ?schema=NAME",
         )
 
-    def too_new(self, version: int, current: int) -> StoreError:
-        return SchemaMismatch(
-            f"the fleet at {self.where} has schema version {version}, newer than "
-            f"this shoal understands ({current})",
-            hint="upgrade shoal (pip install -U 'shoal[postgres]') on this host",
-        )
-
-    def not_upgraded(self, version: int, current: int) -> StoreError:
+    def not_upgraded(self, version: int) -> tuple[type[StoreError], str, str]:
         what = "no fleet yet" if version == 0 else f"the older schema version {version}"
-        return (StoreNotFound if version == 0 else SchemaMismatch)(
-            f"{self.where} has {what}; this shoal works with store schema version "
-            f"{current}, and does not upgrade a fleet unasked",
-            hint=f"run `shoal init --store {self.where}` to create or upgrade it (tasks are kept)",
+        return (
+            StoreNotFound if version == 0 else SchemaMismatch,
+            f"{self.where} has {what}",
+            f"run `shoal init --store {self.where}` to create or upgrade it (tasks are kept)",
         )
 
     def begin_migration(self, conn: psycopg.Connection[Any]) -> None:
@@ -381,18 +376,6 @@ class PostgresDialect(Dialect):
         for i, name in enumerate(names):
             params[name] = [row[i] for row in rows]
         conn.execute(sql, params)
-
-    def per_skillset(
-        self,
-        conn: psycopg.Connection[Any],
-        sql: str,
-        skillsets: Sequence[int],
-        params: dict[str, Any],
-        order: RowOrder,
-        limit: int,
-    ) -> list[Any]:
-        """One statement: a LATERAL index range per skill set, merged by the server."""
-        return conn.execute(sql, {**params, "skillsets": list(skillsets)}).fetchall()
 
     def seqs(self, rows: list[Any], count: int) -> list[int]:
         """A sequence's values: other writers may take some in between."""

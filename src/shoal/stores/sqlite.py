@@ -50,7 +50,7 @@ from shoal.errors import (
     StoreUnavailable,
 )
 from shoal.stores._sql import load_migrations, load_queries
-from shoal.stores._sqlstore import Dialect, RowOrder, SqlStore
+from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores._writerlock import open_writer_lock
 from shoal.stores.base import Capabilities
 
@@ -97,6 +97,8 @@ class SqliteDialect(Dialect):
     read_queries = queries  # no statement locks rows: the writer queue does
     side_by_side = False
     json_lists = True
+    pool_per_skillset = True
+    upgrade_hint = "upgrade shoal (pip install -U shoal) on this machine"
     no_params = ()
     log = log
     version_word = "schema version"
@@ -180,19 +182,12 @@ class SqliteDialect(Dialect):
             hint="point --store at a fleet, or at a new file to create one",
         )
 
-    def too_new(self, version: int, current: int) -> StoreError:
-        return SchemaMismatch(
-            f"the fleet at {self.path} has schema version {version}, newer than this "
-            f"shoal understands ({current})",
-            hint="upgrade shoal (pip install -U shoal) on this machine",
-        )
-
-    def not_upgraded(self, version: int, current: int) -> StoreError:
+    def not_upgraded(self, version: int) -> tuple[type[StoreError], str, str]:
         what = "no schema yet" if version == 0 else f"the older schema version {version}"
-        return SchemaMismatch(
-            f"the fleet at {self.path} has {what}; this shoal works with store schema "
-            f"version {current}, and does not upgrade a fleet unasked",
-            hint=f"run `shoal init --store {self.url}` to upgrade it (tasks are kept)",
+        return (
+            SchemaMismatch,
+            f"the fleet at {self.path} has {what}",
+            f"run `shoal init --store {self.url}` to upgrade it (tasks are kept)",
         )
 
     def before_migrating(self, conn: sqlite3.Connection) -> None:
@@ -315,23 +310,6 @@ class SqliteDialect(Dialect):
     ) -> None:
         """One cached statement, once per row: no round trips to save."""
         conn.executemany(sql, [{**fixed, **dict(zip(names, row, strict=True))} for row in rows])
-
-    def per_skillset(
-        self,
-        conn: sqlite3.Connection,
-        sql: str,
-        skillsets: Sequence[int],
-        params: dict[str, Any],
-        order: RowOrder,
-        limit: int,
-    ) -> list[Any]:
-        """Once per skill set, each one range of the partial index, then merged."""
-        rows: list[Any] = []
-        for skillset in skillsets:
-            rows += conn.execute(sql, {**params, "skillset": skillset}).fetchall()
-        if len(skillsets) > 1:
-            rows.sort(key=order)
-        return rows[:limit]
 
     def seqs(self, rows: list[Any], count: int) -> list[int]:
         """The counter moved by ``count`` at once: the block of positions below its value."""
