@@ -51,7 +51,7 @@ from shoal.errors import (
 )
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqlstore import Dialect, SqlStore
-from shoal.stores._writerlock import open_writer_lock
+from shoal.stores._writerlock import WriterLock, open_writer_lock
 from shoal.stores.base import Capabilities
 
 __all__ = ["APPLICATION_ID", "SqliteStore"]
@@ -87,6 +87,10 @@ class SqliteStore(SqlStore):
     @property
     def _conn(self) -> sqlite3.Connection:
         return self._d.conn
+
+    @property
+    def _writer(self) -> WriterLock:
+        return self._d.writer
 
 
 class SqliteDialect(Dialect):
@@ -146,11 +150,11 @@ class SqliteDialect(Dialect):
         self._lock_path = Path(f"{self.path}.lock")
         self._lock_existed = self._lock_path.exists()
         try:
-            self._writer = open_writer_lock(self._lock_path)
+            self.writer = open_writer_lock(self._lock_path)
         except OSError as exc:
             raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
         self.capabilities = Capabilities(
-            shared=True, durable=True, notifies=False, fair=self._writer.fair
+            shared=True, durable=True, notifies=False, fair=self.writer.fair
         )
         try:
             self.conn = sqlite3.connect(
@@ -218,7 +222,7 @@ class SqliteDialect(Dialect):
             "opened the fleet at %s (schema version %d, %s writer queue, busy_timeout %gs)",
             self.path,
             SCHEMA_VERSION,
-            "fair" if self._writer.fair else "flock",
+            "fair" if self.writer.fair else "flock",
             self._timeout,
         )
 
@@ -238,7 +242,7 @@ class SqliteDialect(Dialect):
         """The writer queue: this process's mutex, then the fleet-wide queue (see
         ``_writerlock``); then ``BEGIN IMMEDIATE`` finds SQLite's lock free."""
         with self._mutex:
-            if not self._writer.acquire(self._timeout):
+            if not self.writer.acquire(self._timeout):
                 log.warning(
                     "waited %gs for the other writers of %s; giving up", self._timeout, self.path
                 )
@@ -249,7 +253,7 @@ class SqliteDialect(Dialect):
             try:
                 yield conn
             finally:
-                self._writer.release()
+                self.writer.release()
 
     def connection(self, write: bool) -> AbstractContextManager[sqlite3.Connection]:
         """Writers take their turn in the writer queue; readers only this process's mutex
@@ -347,10 +351,10 @@ class SqliteDialect(Dialect):
         if conn is not None:
             conn.close()
             self.conn = None  # type: ignore[assignment]
-        writer = getattr(self, "_writer", None)
+        writer = getattr(self, "writer", None)
         if writer is not None:
             writer.close()
-            self._writer = None  # type: ignore[assignment]
+            self.writer = None  # type: ignore[assignment]
 
 
 @contextmanager
