@@ -1,6 +1,7 @@
 """A fleet made by an older shoal is upgraded by `shoal init`, keeping every task, and until
 then it is refused with a message that says so. Schema 1 -> 2 adds ready_at (backfilled by
-state) and the longest-first pool index, on SQLite and on PostgreSQL."""
+state) and the longest-first pool index, on SQLite and on PostgreSQL. And a fleet upgraded
+from the first schema ends with exactly the schema of a fresh one."""
 
 from __future__ import annotations
 
@@ -116,3 +117,118 @@ def test_a_schema_1_postgres_fleet_is_refused_then_upgraded(postgres_url: str) -
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
             )
     refused_then_upgraded(postgres_url)
+
+
+# ---------------------------------------------------------------- fresh equals migrated
+# A fleet created now and one created by the first shoal and upgraded since must end with
+# the same schema: every table, column, default, index, constraint, trigger and function.
+
+
+def sqlite_schema(path: Path) -> list[tuple[str, str, str]]:
+    """(type, name, SQL) of everything in sqlite_master, white space normalised, and each
+    table's columns as SQLite reads them (types, defaults, nullability, keys)."""
+    raw = sqlite3.connect(path)
+    rows = raw.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+    ).fetchall()
+    columns = {
+        table: raw.execute(f"SELECT * FROM pragma_table_xinfo('{table}')").fetchall()
+        for (kind, table, _) in rows
+        if kind == "table"
+    }
+    raw.close()
+    shapes = [(kind, name, " ".join((sql or "").split())) for kind, name, sql in rows]
+    return shapes + [("columns", table, repr(cols)) for table, cols in sorted(columns.items())]
+
+
+def test_a_migrated_sqlite_fleet_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.db"
+    Fleet.init(f"sqlite://{fresh}").close()
+    old = tmp_path / "old.db"
+    raw = sqlite3.connect(old, isolation_level=None)
+    (_, _, first), *_ = load_migrations("sqlite")
+    for statement in _statements(first):
+        raw.execute(statement)
+    raw.execute("INSERT INTO skillsets (id, skills) VALUES (1, '')")
+    raw.execute(OLD_AGENT.format(flag="0"))
+    for row in old_rows():
+        raw.execute(row)
+    raw.execute("PRAGMA user_version = 1")
+    raw.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    raw.close()
+    Fleet.init(f"sqlite://{old}").close()
+    ours, theirs = sqlite_schema(fresh), sqlite_schema(old)
+    kinds = {kind for kind, _, _ in ours}
+    assert {"table", "index", "trigger", "columns"} <= kinds
+    assert ours == theirs
+
+
+PG_CATALOG = {
+    "columns": """
+        SELECT table_name, column_name, data_type, column_default, is_nullable,
+               is_identity, identity_generation
+        FROM information_schema.columns WHERE table_schema = %(schema)s
+        ORDER BY table_name, column_name""",
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s
+        ORDER BY tablename, indexname""",
+    "constraints": """
+        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = %(schema)s::regnamespace ORDER BY 1, 2""",
+    "triggers": """
+        SELECT tgrelid::regclass::text, tgname, pg_get_triggerdef(oid) FROM pg_trigger
+        WHERE NOT tgisinternal AND tgrelid::regclass::text NOT LIKE 'pg_%%'
+          AND tgrelid IN (SELECT oid FROM pg_class
+                          WHERE relnamespace = %(schema)s::regnamespace)
+        ORDER BY 1, 2""",
+    "functions": """
+        SELECT proname, pg_get_function_arguments(oid), prosrc FROM pg_proc
+        WHERE pronamespace = %(schema)s::regnamespace ORDER BY 1, 2""",
+    "sequences": """
+        SELECT sequence_name, data_type, increment FROM information_schema.sequences
+        WHERE sequence_schema = %(schema)s ORDER BY 1""",
+}
+
+
+def postgres_schema(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """The schema's catalog, with the schema's own name taken out of definitions."""
+    schema = url.rsplit("schema=", 1)[1]
+    found: dict[str, list[tuple[object, ...]]] = {}
+    with pg.schema_conn(url) as conn:
+        for what, query in PG_CATALOG.items():
+            rows = conn.execute(query, {"schema": schema}).fetchall()
+            found[what] = [
+                tuple(str(v).replace(f"{schema}.", "") if v is not None else v for v in row)
+                for row in rows
+            ]
+    return found
+
+
+def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: str) -> None:
+    old_url = postgres_url
+    fresh_url = pg.fleet_url(postgres_url.rsplit("?", 1)[0])
+    try:
+        Fleet.init(fresh_url).close()
+        schema = old_url.rsplit("schema=", 1)[1]
+        (_, name, first), *_ = load_migrations("postgres")
+        with pg.schema_conn(old_url) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(
+                "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT "
+                "NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            conn.execute(first.encode())
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, %s)", (name,))
+            conn.execute(
+                "INSERT INTO skillsets (id, skills) OVERRIDING SYSTEM VALUE VALUES (1, '')"
+            )
+            conn.execute(OLD_AGENT.format(flag="false").encode())
+            for row in old_rows("OVERRIDING SYSTEM VALUE"):
+                conn.execute(row.encode())
+        Fleet.init(old_url).close()
+        ours, theirs = postgres_schema(fresh_url), postgres_schema(old_url)
+        assert len(ours["columns"]) > 30 and ours["indexes"] and ours["constraints"]
+        for what in PG_CATALOG:
+            assert ours[what] == theirs[what], what
+    finally:
+        pg.drop_fleet(fresh_url)

@@ -2,12 +2,17 @@
 
 A block starts with ``-- name: <name>`` and a comment saying what it does and why; a
 ``-- fragment: <name>`` block is text that other blocks (and later fragments) include as
-``{name}`` (the task column list, for instance). ``load_queries("sqlite")`` returns
-``{name: sql}``. A test checks that every name is used by its store, so the file never
-carries dead SQL.
+``{name}`` (the task column list, for instance). A ``-- locking: <name>`` block is a
+fragment too -- a row-locking clause such as ``FOR UPDATE SKIP LOCKED`` -- that only
+read-write transactions get: ``load_queries(dialect)`` fills it in, and
+``load_queries(dialect, read_only=True)`` leaves it out, for transactions that may not (and
+need not) lock rows. Both sets are made once, when the file is loaded; no SQL text is
+rewritten while the store runs.
 
-Lists are bound as one JSON array and read with the dialect's JSON functions, so no query
-text is ever built at run time.
+Both dialects define the same names with the same parameters, and a test checks that every
+name is used by the store, so the files never carry dead SQL. Lists are bound as one
+parameter each (a JSON array on SQLite, an array on PostgreSQL), so no query text is ever
+built at run time.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from importlib import resources
 
 __all__ = ["load_migrations", "load_queries"]
 
-_HEADER = re.compile(r"^-- (name|fragment): ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- (name|fragment|locking): ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-def load_queries(dialect: str) -> dict[str, str]:
-    """The named blocks of ``sql/<dialect>/queries.sql``, fragments filled in."""
+def load_queries(dialect: str, *, read_only: bool = False) -> dict[str, str]:
+    """The named blocks of ``sql/<dialect>/queries.sql``, fragments filled in; with
+    ``read_only``, the locking fragments left out."""
     text = (resources.files("shoal.stores") / "sql" / dialect / "queries.sql").read_text("utf-8")
     headers = list(_HEADER.finditer(text))
     fragments: dict[str, str] = {}
@@ -32,7 +38,9 @@ def load_queries(dialect: str) -> dict[str, str]:
         kind, name = header.group(1), header.group(2)
         if name in fragments or name in queries:
             raise ValueError(f"{dialect}/queries.sql defines {name!r} twice")
-        if kind == "fragment":  # a fragment may include the fragments above it
+        if kind == "locking":
+            fragments[name] = "" if read_only else body
+        elif kind == "fragment":  # a fragment may include the fragments above it
             fragments[name] = body.format(**fragments)
         else:
             queries[name] = body

@@ -1,13 +1,15 @@
-"""The store verbs that read the same on every SQL dialect.
+"""The store verbs, once for every SQL dialect.
 
-Each SQL store keeps its statements by name (``_sql``), with the same names and the same
-parameters in every dialect: ``SqlTx`` turns a verb into its named statement and the rows
-back into model values, once. A dialect's transaction class says how to run a statement
-(``_one``, ``_all``, ``_run``) and writes only the verbs whose SQL or locking differs --
-leasing, finishing, the pool's merge, the event log.
+Each SQL dialect keeps its statements by name (``_sql``), with the same names and the same
+parameters in both: ``SqlTx`` turns a verb into its named statement and the rows back into
+model values. What a dialect does its own way it says through its ``Dialect`` (see
+``_sqlstore``): lists as JSON or as arrays, a statement over many rows, the pool steps per
+skill set on SQLite (so each reads one range of its partial index), and whether writers run
+side by side -- then a claim locks its agent's row first, posts with one key take turns,
+and so do thieves. Read-only transactions run the statements without their locking clauses.
 
 Verbs that make work available (a task posted pending, requeued, freed, moved, revived, or
-new settings) call ``_work_appeared``, so a store that wakes waiting agents can say so at
+new settings) call ``_work_appeared``, so a store that wakes waiting agents says so at
 commit.
 """
 
@@ -15,49 +17,92 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from shoal.model import Agent, AgentStatus, Candidate, QueueDepth, Task, TaskState
+from shoal.model import Agent, Candidate, Event, NewTask, QueueDepth, Task, TaskState
+from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
+from shoal.stores._sqlrows import (
+    STATUSES,
+    RowOrder,
+    agent_of,
+    best_first,
+    candidate_of,
+    longest_first,
+    split_skills,
+    unheld_params,
+)
+from shoal.stores.base import ClaimContext
 
-__all__ = ["SqlTx", "agent_of", "candidate_of", "split_skills"]
+if TYPE_CHECKING:
+    from shoal.stores._sqlstore import SqlStore
+
+__all__ = ["SqlTx"]
 
 _STATES = {s.value: s for s in TaskState}
-_STATUSES = {s.value: s for s in AgentStatus}
 EventRow = tuple[float, str, int | None, str | None, str | None]
-
-
-class _Caches(Protocol):
-    """What a SQL store keeps between transactions: committed data only (cleared on
-    rollback)."""
-
-    _skillsets: dict[int, tuple[str, ...]]
-    _settings: tuple[str | None, Settings]
+#: Where a lease's token is in a row of the task columns and then the token.
+_TOKEN = 28
+_EVENT_COLUMNS = ("at", "kind", "task", "agent", "data")
 
 
 class SqlTx:
-    """The dialect-independent half of a SQL store's transaction (see the module docstring)."""
+    """One transaction of a ``SqlStore``: the store verbs (see ``StoreTx``) as named
+    statements on one connection."""
 
-    __slots__ = ()
-    _s: _Caches
-    _events: list[EventRow]
+    __slots__ = ("_c", "_d", "_events", "_json", "_locking", "_none", "_q", "_s", "_stole", "_wake")
 
-    # how a dialect runs a named statement ----------------------------------------------
+    def __init__(self, store: SqlStore, conn: Any, write: bool) -> None:
+        d = store._d
+        self._s = store
+        self._d = d
+        self._c = conn
+        self._q = d.queries if write else d.read_queries  # read-only: no row is locked
+        self._none = d.no_params
+        self._json = d.json_lists
+        self._locking = d.side_by_side and write
+        self._events: list[EventRow] = []
+        self._wake = False
+        self._stole = False
+
+    # running named statements -----------------------------------------------------------
 
     def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
-        raise NotImplementedError
+        return self._c.execute(self._q[name], params or self._none).fetchone()
 
     def _all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        raise NotImplementedError
+        rows: list[Any] = self._c.execute(self._q[name], params or self._none).fetchall()
+        return rows
 
     def _run(self, name: str, params: Mapping[str, Any] | None = None) -> None:
-        raise NotImplementedError
+        self._c.execute(self._q[name], params or self._none)
+
+    def _many(
+        self, name: str, fixed: Mapping[str, Any], names: Sequence[str], rows: Sequence[Any]
+    ) -> None:
+        """``name`` over many rows at once, the dialect's way (executemany or arrays)."""
+        if rows:
+            self._d.run_many(self._c, self._q[name], fixed, names, rows)
+
+    def _list(self, values: Sequence[Any]) -> Any:
+        """A list as the dialect passes one: a JSON array, or a list (an array)."""
+        return json.dumps(list(values)) if self._json else list(values)
 
     def _work_appeared(self) -> None:
-        """A verb made work available to claimers (a store that notifies says so)."""
+        """A verb made work available to claimers: a store that notifies says so at commit."""
+        self._wake = True
 
-    def skillsets(self) -> dict[int, tuple[str, ...]]:
-        raise NotImplementedError
+    def finish(self) -> None:
+        """Before COMMIT: write the events held back, and wake waiters if work appeared."""
+        self.flush_events()
+        if self._wake and self._d.capabilities.notifies:
+            self._run("notify_work", {"channel": self._d.channel})
+
+    def flush_events(self) -> None:
+        """Write the events held back so far, in one go, in the order they came."""
+        if self._events:
+            self._many("append_events", {}, _EVENT_COLUMNS, self._events)
+            self._events.clear()
 
     # settings and counters ------------------------------------------------------------
 
@@ -81,19 +126,24 @@ class SqlTx:
         return int(self._one("next_seq")[0])
 
     def next_seqs(self, count: int) -> list[int]:
-        return sorted(int(r[0]) for r in self._all("next_seqs", {"count": count}))
+        return self._d.seqs(self._all("next_seqs", {"count": count}), count)
 
     def get_meta(self, key: str) -> str | None:
         row = self._one("get_meta", {"key": key})
         return None if row is None else str(row[0])
 
     def server_time(self) -> float | None:
-        return None  # an embedded store runs on this machine's clock
+        row = self._one("server_time")  # none for an embedded store: this machine's clock
+        return None if row is None or row[0] is None else float(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         self._run("set_meta", {"key": key, "value": value})
 
     # agents ---------------------------------------------------------------------------
+
+    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
+        row = self._one("lock_agent" if lock else "get_agent", {"id": agent_id})
+        return None if row is None else agent_of(row)
 
     def list_agents(self) -> list[Agent]:
         return [agent_of(r) for r in self._all("list_agents")]
@@ -120,8 +170,24 @@ class SqlTx:
             },
         )
 
+    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
+        params = {"id": agent_id, "now": now}
+        if self._locking:
+            with self._d.pipeline(self._c):  # the lock, then a fresh read: one round trip
+                self._run("lock_claimer", params)
+                row = self._one("claim_context", params)
+        else:
+            row = self._one("claim_context", params)
+        if row is None:
+            return None
+        skillsets = self._s._skillsets
+        if row[17] != len(skillsets):
+            self.skillsets()
+        settings = self._parse_settings(row[18])
+        return ClaimContext(agent_of(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
+
     def queue_depths(self) -> list[QueueDepth]:
-        return [QueueDepth(r[0], int(r[1]), _STATUSES[r[2]]) for r in self._all("queue_depths")]
+        return [QueueDepth(r[0], int(r[1]), STATUSES[r[2]]) for r in self._all("queue_depths")]
 
     def idle_agents(self) -> list[Agent]:
         return [agent_of(r) for r in self._all("idle_agents")]
@@ -169,7 +235,19 @@ class SqlTx:
         row = self._one("get_task", {"id": task_id})
         return None if row is None else self._task(row)
 
+    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
+        if not task_ids:
+            return {}
+        rows = self._all("share_tasks" if share else "get_tasks", {"ids": self._list(task_ids)})
+        return {r[0]: self._task(r) for r in rows}
+
+    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
+        row = self._one("leased_task", {"id": task_id})
+        return None if row is None else (self._task(row), row[_TOKEN])
+
     def task_by_key(self, key: str) -> Task | None:
+        if self._d.side_by_side:  # posts with one key take turns: the second finds the first
+            self._run("lock_key", {"key": key})
         row = self._one("task_by_key", {"key": key})
         return None if row is None else self._task(row)
 
@@ -183,6 +261,10 @@ class SqlTx:
             "limit": limit,
         }
         return [self._task(r) for r in self._all("list_tasks", params)]
+
+    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
+        rows = self._all("held_leases" if lock else "held_leases_unlocked", {"agent": agent_id})
+        return [(self._task(r), r[_TOKEN]) for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
         return [self._task(r) for r in self._all("claimed_tasks")]
@@ -216,19 +298,136 @@ class SqlTx:
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
 
+    # the claim cascade's candidate queries (step names as in fleet.py) -------------------
+
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
         name = "queue_head_longest" if longest else "queue_head"
         rows = self._all(name, {"agent": agent_id, "limit": limit, "now": now})
         return [candidate_of(r) for r in rows]
 
+    def skillsets(self) -> dict[int, tuple[str, ...]]:
+        rows = self._all("skillsets")
+        cache = self._s._skillsets
+        if len(rows) != len(cache):  # ids never change once given: only new ones to add
+            with self._s._cache_lock:
+                cache.update((sid, split_skills(skills)) for sid, skills in rows)
+        return dict(cache)
+
+    def pool_best(
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
+    ) -> list[Candidate]:
+        if domain is None:
+            name, params = "pool_best", {"limit": limit, "now": now, **self._unheld(held)}
+        else:
+            name, params = "pool_best_in_domain", {"domain": domain, "limit": limit, "now": now}
+        return [candidate_of(r) for r in self._pool(name, skillsets, params, best_first)]
+
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
+        params = {"limit": limit, "now": now, **self._unheld(held)}
+        rows = self._pool("pool_longest", skillsets, params, longest_first)
+        return [candidate_of(r) for r in rows]
+
+    def _pool(
+        self, name: str, skillsets: Sequence[int], params: dict[str, Any], order: RowOrder
+    ) -> list[Any]:
+        """A pool step over ``skillsets``: the best ``params["limit"]`` rows by ``order``,
+        from one statement over the list, or -- where the dialect wants it -- from one per
+        skill set (each one range of a partial index), merged."""
+        if not self._d.pool_per_skillset:
+            return self._all(name, {**params, "skillsets": self._list(skillsets)})
+        rows: list[Any] = []
+        for skillset in skillsets:
+            rows += self._all(name, {**params, "skillset": skillset})
+        if len(skillsets) > 1:
+            rows.sort(key=order)
+        return rows[: params["limit"]]
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
+    ) -> list[Candidate]:
+        if limit <= 0 or not rules.skillsets:
+            return []
+        params = {
+            "victim": victim,
+            "min_priority": rules.min_priority,
+            "skillsets": self._list(rules.skillsets),
+            "domains": self._list(rules.domains),
+            "cross_domain_priority": rules.cross_domain_priority,
+            "free_skillset": rules.free_skillset,
+            "limit": limit,
+            "now": now,
+            **self._unheld(held),
+        }
+        name = "steal_tail_longest" if rules.longest else "steal_tail"
+        return [candidate_of(r) for r in self._all(name, params)]
+
+    def _unheld(self, held: Locality) -> dict[str, Any]:
+        return unheld_params(held, self._json)
+
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
-        params = {"agent": agent_id, "skillsets": self._id_list(skillsets), "now": now}
+        params = {"agent": agent_id, "skillsets": self._list(skillsets), "now": now}
         row = self._one("next_ready", params)
         return None if row is None or row[0] is None else float(row[0])
 
-    def _id_list(self, ids: Sequence[int]) -> Any:
-        """A list of ids as the dialect passes one (a JSON array by default)."""
-        return json.dumps(list(ids))
+    def window_thieves(self, since: float) -> list[str]:
+        if self._d.side_by_side and not self._stole:  # steals take turns, until commit
+            self._run("lock_steals", {"key": self._d.steal_key})
+            self._stole = True
+        self.flush_events()
+        return [r[0] for r in self._all("window_thieves", {"since": since})]
+
+    # tasks: transitions ----------------------------------------------------------------
+
+    def _skillset_id(self, skills: tuple[str, ...]) -> int:
+        for sid, known in list(self._s._skillsets.items()):  # ids never change once given
+            if known == skills:
+                return sid
+        text = ",".join(skills)
+        row = self._one("skillset_id", {"skills": text})
+        if row is None:
+            row = self._one("insert_skillset", {"skills": text})
+        return int(row[0])
+
+    def insert_task(self, task: NewTask) -> int:
+        row = self._one(
+            "insert_task",
+            {
+                "title": task.title,
+                "body": task.body,
+                "payload": None if task.payload is None else json.dumps(task.payload),
+                "priority": task.priority,
+                "skillset": self._skillset_id(task.skills),
+                "domain": task.domain,
+                "state": task.state.value,
+                "agent": task.agent,
+                "pinned": task.pinned,
+                "parent": task.parent,
+                "key": task.key,
+                "max_attempts": task.max_attempts,
+                "lease_ttl": task.lease_ttl,
+                "expected_duration": task.expected_duration,
+                "waiting_on": task.waiting_on,
+                "pool_key": task.pool_key,
+                "seq": task.seq,
+                "created_at": task.created_at,
+                "ready_at": task.ready_at,
+                "retry_delay": task.retry_delay,
+            },
+        )
+        if task.state is TaskState.PENDING:
+            self._work_appeared()
+        return int(row[0])
+
+    def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
+        self._many("add_deps", {"task": task_id}, ("depends_on",), [(d,) for d in depends_on])
+        self._run("mark_depended_on", {"ids": self._list(depends_on)})
 
     def deps_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("deps_of", {"task": task_id})]
@@ -236,17 +435,57 @@ class SqlTx:
     def dependents_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("dependents_of", {"task": task_id})]
 
-    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
-        rows = self._all("bound_tasks", {"agent": agent_id, "limit": limit})
-        return [candidate_of(r) for r in rows]
-
-    def keyed_tasks(self) -> list[tuple[int, int, float]]:
-        return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
-
-    # tasks: transitions ----------------------------------------------------------------
+    def lease_tasks(
+        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
+    ) -> list[Task]:
+        if len(grants) == 1:  # the common claim: no lists to pass
+            ((task_id, token, expires, stolen),) = grants
+            one = {
+                "id": task_id,
+                "agent": agent_id,
+                "token": token,
+                "expires": expires,
+                "stolen": stolen,
+                "now": now,
+            }
+            return [self._task(row) for row in self._all("lease_task", one)]
+        if not grants:
+            return []
+        ids, tokens, expires_at, stolen_flags = zip(*grants, strict=True)
+        params = {
+            "agent": agent_id,
+            "ids": self._list(ids),
+            "tokens": self._list(tokens),
+            "expires": self._list(expires_at),
+            "stolen": self._list(stolen_flags),
+            "now": now,
+        }
+        rows = self._all("lease_tasks", params)
+        order = {grant[0]: i for i, grant in enumerate(grants)}
+        return [self._task(r) for r in sorted(rows, key=lambda r: order[r[0]])]
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
         self._run("set_lease_expiry", {"id": task_id, "expires": expires})
+
+    def finish_leased(
+        self, items: Sequence[tuple[int, str, Any]], now: float
+    ) -> list[tuple[int, str | None, bool]]:
+        results = [None if result is None else json.dumps(result) for _, _, result in items]
+        if len(items) == 1:  # the common completion: no lists to pass
+            ((task_id, token, _),) = items
+            one = {"id": task_id, "token": token, "result": results[0], "now": now}
+            rows = self._all("finish_leased_one", one)
+        elif items:
+            params = {
+                "ids": self._list([task_id for task_id, _, _ in items]),
+                "tokens": self._list([token for _, token, _ in items]),
+                "results": self._list(results),
+                "now": now,
+            }
+            rows = self._all("finish_leased", params)
+        else:
+            rows = []
+        return [(r[0], r[1], bool(r[2])) for r in rows]
 
     def requeue_task(
         self,
@@ -270,10 +509,6 @@ class SqlTx:
         self._run("requeue_task", params)
         self._work_appeared()
 
-    def set_ready_at(self, task_id: int, ready_at: float) -> None:
-        self._run("set_ready_at", {"id": task_id, "ready_at": ready_at})
-        self._work_appeared()
-
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
         self._run("bury_task", {"id": task_id, "error": error, "now": now})
 
@@ -288,6 +523,14 @@ class SqlTx:
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
         self._run("ready_task", {"id": task_id, "agent": agent_id, "seq": seq, "now": now})
         self._work_appeared()
+
+    def set_ready_at(self, task_id: int, ready_at: float) -> None:
+        self._run("set_ready_at", {"id": task_id, "ready_at": ready_at})
+        self._work_appeared()
+
+    def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
+        rows = self._all("bound_tasks", {"agent": agent_id, "limit": limit})
+        return [candidate_of(r) for r in rows]
 
     def move_task(
         self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
@@ -325,6 +568,12 @@ class SqlTx:
     def mark_stalled(self, task_id: int, now: float) -> None:
         self._run("mark_stalled", {"id": task_id, "now": now})
 
+    def rekey_pool(self, keys: Mapping[int, float]) -> None:
+        self._many("set_pool_keys", {}, ("id", "pool_key"), list(keys.items()))
+
+    def keyed_tasks(self) -> list[tuple[int, int, float]]:
+        return [(r[0], r[1], r[2]) for r in self._all("keyed_tasks")]
+
     # the event log ---------------------------------------------------------------------
 
     def append_event(
@@ -338,46 +587,26 @@ class SqlTx:
         """Held back and written together just before commit, in the order appended."""
         self._events.append((at, kind, task_id, agent_id, json.dumps(data) if data else None))
 
-
-def agent_of(row: Sequence[Any]) -> Agent:
-    """An agent from the columns of the ``agent`` fragment."""
-    return Agent(
-        id=row[0],
-        role=row[1],
-        skills=tuple(json.loads(row[2])),
-        domains=tuple(json.loads(row[3])),
-        max_concurrent=row[4],
-        manager=bool(row[5]),
-        ephemeral=bool(row[6]),
-        status=_STATUSES[row[7]],
-        idle_since=row[8],
-        last_seen=row[9],
-        registered_at=row[10],
-        incarnation=row[11],
-        queued=int(row[12]),
-        failures=int(row[13]),
-        paused_until=row[14],
-    )
-
-
-def candidate_of(row: Sequence[Any]) -> Candidate:
-    """A candidate from the columns of the ``candidate`` fragment."""
-    return Candidate(
-        row[0],  # id
-        row[1],  # title
-        row[2],  # priority
-        row[3],  # domain
-        row[4],  # agent
-        bool(row[5]),  # pinned
-        row[6],  # created_at
-        row[7],  # lease_ttl
-        row[8],  # attempts
-        row[9],  # skillset
-        row[10],  # expected_duration
-        row[11],  # ready_at
-    )
-
-
-def split_skills(skills: str) -> tuple[str, ...]:
-    """A skill set as stored (sorted names joined by commas; '' for none)."""
-    return tuple(skills.split(",")) if skills else ()
+    def events(
+        self,
+        since: int,
+        task_id: int | None,
+        agent_id: str | None,
+        limit: int,
+        newest: bool = False,
+    ) -> list[Event]:
+        # Named in full, so that every statement's name appears where it runs.
+        of_task = "events_of_task_newest" if newest else "events_of_task"
+        of_agent = "events_of_agent_newest" if newest else "events_of_agent"
+        every = "events_newest" if newest else "events"
+        self.flush_events()
+        settled = self._one("events_settled", {"grace": self._d.event_grace})
+        until = int(settled[0] or 0) if settled else 0
+        params = {"since": since, "until": until, "limit": limit}
+        if task_id is not None:
+            rows = self._all(of_task, {**params, "task": task_id, "agent": agent_id})
+        elif agent_id is not None:
+            rows = self._all(of_agent, {**params, "agent": agent_id})
+        else:
+            rows = self._all(every, params)
+        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]

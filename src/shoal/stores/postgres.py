@@ -1,7 +1,8 @@
 """The PostgreSQL store: one fleet shared by agents on many hosts, through one URL.
 
-It keeps exactly the semantics of the SQLite store (one contract suite runs on both); what
-differs is how writers share the fleet.
+It keeps exactly the semantics of the SQLite store (one contract suite runs on both) and
+shares its code: it is a ``SqlStore`` (see ``_sqlstore``), and ``PostgresDialect`` below
+says what is particular to PostgreSQL -- above all, how writers share the fleet.
 
 Writers side by side
 --------------------
@@ -9,7 +10,8 @@ SQLite has one writer at a time. Here the everyday verbs -- post, claim, complet
 release, defer, heartbeat -- run at once, each one short READ COMMITTED transaction:
 
 * candidates are found with ``FOR UPDATE SKIP LOCKED``, so a claimer never waits on a task
-  another claimer is taking, and no task is leased twice;
+  another claimer is taking, and no task is leased twice (read-only transactions run the
+  same statements without their locking clauses: see ``_sql``);
 * a claim locks its agent's row first, so one agent's concurrent claims cannot pass its
   ``max_concurrent``; a finish locks the task's row (a compare-and-set on the token) and
   then the holder's;
@@ -47,8 +49,6 @@ lost simply expires.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import re
@@ -68,12 +68,9 @@ from shoal.errors import (
     StoreUnavailable,
     WriteConflict,
 )
-from shoal.model import Agent, Candidate, Event, Task, TaskState
-from shoal.policy import Locality, StealFilter
-from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, load_queries
-from shoal.stores._sqltx import SqlTx, agent_of, candidate_of, split_skills
-from shoal.stores.base import Capabilities, ClaimContext, NewTask
+from shoal.stores._sqlstore import Dialect, SqlStore
+from shoal.stores.base import Capabilities
 
 try:
     import psycopg
@@ -90,15 +87,7 @@ __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "postgres_target"]
 DEFAULT_SCHEMA = "shoal"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _OUR_OPTIONS = {"schema", "pool_size", "connect_timeout"}
-_Q = load_queries("postgres")
-#: The same statements for read-only transactions, which may not (and need not) lock rows:
-#: a preview of a claim reads what the claim would lock.
-_Q_READ = {
-    name: re.sub(r"\s+FOR (UPDATE|SHARE)( OF \w+)?( SKIP LOCKED)?", "", sql)
-    for name, sql in _Q.items()
-}
-_MIGRATIONS = load_migrations("postgres")
-SCHEMA_VERSION = len(_MIGRATIONS)
+SCHEMA_VERSION = len(load_migrations("postgres"))
 
 log = logging.getLogger(__name__)
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.
@@ -107,7 +96,7 @@ _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 _EVENT_GAP_GRACE = 10.0
 #: While the listening connection is down, waiters poll this often.
 _POLL_FALLBACK = 0.25
-#: The fleet lock, taken in the message that begins the transaction (see _transaction).
+#: The fleet lock, taken in the message that begins the transaction (see ``begin``).
 _LOCKS = {
     "lock_fleet": "SELECT pg_advisory_xact_lock(%d)",
     "lock_fleet_shared": "SELECT pg_advisory_xact_lock_shared(%d)",
@@ -151,17 +140,44 @@ def _where(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-class PostgresStore:
+class PostgresStore(SqlStore):
     """A fleet in a PostgreSQL schema. See the module docstring."""
 
+    _d: PostgresDialect
+
     def __init__(self, url: str, *, create: bool = True) -> None:
-        self.url = url
-        self.created = False
-        self._where = _where(url)
+        dialect = PostgresDialect(url)
+        self.schema = dialect.schema
+        super().__init__(dialect, url, create=create)
+
+    @property
+    def _listener(self) -> _Listener | None:
+        return self._d.listener
+
+
+class PostgresDialect(Dialect):
+    """What is particular to PostgreSQL (see the module docstring)."""
+
+    name = "postgres"
+    queries = load_queries("postgres")
+    read_queries = load_queries("postgres", read_only=True)
+    side_by_side = True
+    json_lists = False
+    pool_per_skillset = False
+    upgrade_hint = "upgrade shoal (pip install -U 'shoal[postgres]') on this host"
+    no_params = None
+    errors = (psycopg.Error,)
+    event_grace = _EVENT_GAP_GRACE
+    log = log
+    version_word = "version"
+
+    def __init__(self, url: str) -> None:
+        self.where = _where(url)
         conninfo, self.schema, options = postgres_target(url)
+        self.target = f"schema {self.schema} at {self.where}"
         try:
-            pool_size = int(options.get("pool_size", "4"))
-            if not 1 <= pool_size <= 100:
+            self._pool_size = int(options.get("pool_size", "4"))
+            if not 1 <= self._pool_size <= 100:
                 raise ValueError
         except ValueError:
             raise InvalidStoreURL(
@@ -175,28 +191,79 @@ class PostgresStore:
             "application_name": "shoal",
         }
         salt = zlib.crc32(self.schema.encode()) << 8  # one fleet's locks per schema
-        self._fleet_key = salt | _FLEET_LOCK
-        self._steal_key = salt | _STEAL_LOCK
-        self._migrate_key = salt | _MIGRATE_LOCK
-        self._channel = f"shoal_work_{self.schema}"
+        fleet_key = salt | _FLEET_LOCK
+        self.steal_key = salt | _STEAL_LOCK
+        self.migrate_key = salt | _MIGRATE_LOCK
+        self.channel = f"shoal_work_{self.schema}"
+        # BEGIN and the fleet lock in one message (the simple protocol takes both).
+        self._begin_exclusive = f"BEGIN; {_LOCKS['lock_fleet'] % fleet_key}"
+        self._begin_shared = f"BEGIN; {_LOCKS['lock_fleet_shared'] % fleet_key}"
         self._pid = os.getpid()
-        self._skillsets: dict[int, tuple[str, ...]] = {}
-        self._settings: tuple[str | None, Settings] = (None, Settings())
-        self._cache_lock = threading.Lock()
         self.capabilities = Capabilities(shared=True, durable=True, notifies=True, fair=True)
-        self._listener: _Listener | None = None
+        self.listener: _Listener | None = None
         self._listener_lock = threading.Lock()
         # The wake-up count each thread saw when its last transaction began: a wait after
         # an empty claim counts from there, so a NOTIFY sent while that claim ran is not
         # lost (it would otherwise cost the waiter a whole re-check interval).
         self._seen = threading.local()
         self._pool: ConnectionPool | None = None
-        self._prepare(create)
+
+    # --------------------------------------------------------------- opening
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._conninfo, **self._connect_kwargs)
+        except psycopg.OperationalError as exc:
+            raise _unreachable(exc, self.where) from exc
+        except psycopg.ProgrammingError as exc:
+            raise InvalidStoreURL(
+                f"store URL {self.where!r} is not usable: {_first_line(exc)}",
+                hint="write postgresql://USER@HOST:PORT/DATABASE[?schema=NAME]",
+            ) from exc
+
+    @contextmanager
+    def opening(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on a connection of its own; racing openers take turns on an
+        advisory lock (the store takes it first: lock_fleet)."""
+        with self._connect() as conn:
+            try:
+                conn.execute("BEGIN")
+                yield conn
+                conn.execute("COMMIT")
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise StoreError(
+                    f"not allowed to create the fleet at {self.where}: {_first_line(exc)}",
+                    hint="ask for CREATE on the database, or have its owner run `shoal init`",
+                ) from exc
+            except psycopg.OperationalError as exc:
+                raise _unreachable(exc, self.where) from exc
+
+    def foreign(self) -> StoreError:
+        return StoreError(
+            f"schema {self.schema!r} at {self.where} holds tables that are not a shoal fleet",
+            hint="choose another schema with ?schema=NAME",
+        )
+
+    def not_upgraded(self, version: int) -> tuple[type[StoreError], str, str]:
+        what = "no fleet yet" if version == 0 else f"the older schema version {version}"
+        return (
+            StoreNotFound if version == 0 else SchemaMismatch,
+            f"{self.where} has {what}",
+            f"run `shoal init --store {self.where}` to create or upgrade it (tasks are kept)",
+        )
+
+    def begin_migration(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+
+    def run_script(self, conn: psycopg.Connection[Any], script: str) -> None:
+        conn.execute(script.encode())
+
+    def opened(self, store: SqlStore) -> None:
         self._pool = ConnectionPool(
-            conninfo,
+            self._conninfo,
             kwargs=self._connect_kwargs,
             min_size=1,
-            max_size=pool_size,
+            max_size=self._pool_size,
             open=False,
             name=f"shoal-{self.schema}",
             timeout=30.0,
@@ -205,154 +272,56 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=30.0)
         except PoolTimeout as exc:
             self._pool.close()
-            log.warning("no connection to the fleet at %s within 30s", self._where)
+            log.warning("no connection to the fleet at %s within 30s", self.where)
             raise StoreUnavailable(
-                f"cannot open connections to the fleet at {self._where}",
+                f"cannot open connections to the fleet at {self.where}",
                 hint="check that the server is up and accepts connections; then try again",
             ) from exc
         log.debug(
             "opened the fleet at %s (schema %s, version %d, pool of up to %d connections)",
-            self._where,
+            self.where,
             self.schema,
             SCHEMA_VERSION,
-            pool_size,
+            self._pool_size,
         )
-
-    # --------------------------------------------------------------- schema
-
-    def _connect(self) -> psycopg.Connection[Any]:
-        try:
-            return psycopg.connect(self._conninfo, **self._connect_kwargs)
-        except psycopg.OperationalError as exc:
-            raise _unreachable(exc, self._where) from exc
-        except psycopg.ProgrammingError as exc:
-            raise InvalidStoreURL(
-                f"store URL {self._where!r} is not usable: {_first_line(exc)}",
-                hint="write postgresql://USER@HOST:PORT/DATABASE[?schema=NAME]",
-            ) from exc
-
-    def _prepare(self, create: bool) -> None:
-        """Check that the schema holds a fleet of this version; create or migrate it if
-        ``create`` allows. Racing openers take turns on an advisory lock."""
-        with self._connect() as conn:
-            try:
-                conn.execute("BEGIN")
-                conn.execute(_Q["lock_fleet"], {"key": self._migrate_key})
-                exists = conn.execute(_Q["schema_exists"], {"schema": self.schema}).fetchone()
-                has_schema = bool(exists and exists[0])
-                version = 0
-                if has_schema:
-                    marked = conn.execute(_Q["migrations_table"]).fetchone()
-                    if marked and marked[0]:
-                        row = conn.execute(_Q["schema_version"]).fetchone()
-                        version = int(row[0] or 0) if row else 0
-                    else:
-                        tables = conn.execute(_Q["foreign_tables"]).fetchone()
-                        if tables and tables[0]:
-                            raise StoreError(
-                                f"schema {self.schema!r} at {self._where} holds tables that "
-                                "are not a shoal fleet",
-                                hint="choose another schema with ?schema=NAME",
-                            )
-                if version > SCHEMA_VERSION:
-                    raise SchemaMismatch(
-                        f"the fleet at {self._where} has schema version {version}, newer than "
-                        f"this shoal understands ({SCHEMA_VERSION})",
-                        hint="upgrade shoal (pip install -U 'shoal[postgres]') on this host",
-                    )
-                if version < SCHEMA_VERSION and not create:
-                    what = "no fleet yet" if version == 0 else f"the older schema version {version}"
-                    raise (StoreNotFound if version == 0 else SchemaMismatch)(
-                        f"{self._where} has {what}; this shoal works with store schema version "
-                        f"{SCHEMA_VERSION}, and does not upgrade a fleet unasked",
-                        hint=f"run `shoal init --store {self._where}` to create or upgrade it "
-                        "(tasks are kept)",
-                    )
-                if version < SCHEMA_VERSION:
-                    log.debug(
-                        "migrating schema %s at %s from version %d to %d",
-                        self.schema,
-                        self._where,
-                        version,
-                        SCHEMA_VERSION,
-                    )
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                    conn.execute(_Q["create_migrations_table"])
-                    for number, name, script in _MIGRATIONS[version:]:
-                        conn.execute(script.encode())
-                        conn.execute(_Q["record_migration"], {"version": number, "name": name})
-                    self.created = True
-                conn.execute("COMMIT")
-                if self.created:
-                    log.info(
-                        "applied migrations %s to schema %s at %s: version %d",
-                        ", ".join(name for _n, name, _s in _MIGRATIONS[version:]),
-                        self.schema,
-                        self._where,
-                        SCHEMA_VERSION,
-                    )
-            except psycopg.errors.InsufficientPrivilege as exc:
-                raise StoreError(
-                    f"not allowed to create the fleet at {self._where}: {_first_line(exc)}",
-                    hint="ask for CREATE on the database, or have its owner run `shoal init`",
-                ) from exc
-            except psycopg.OperationalError as exc:
-                raise _unreachable(exc, self._where) from exc
 
     # --------------------------------------------------------------- transactions
 
-    def _same_process(self) -> None:
-        if os.getpid() != self._pid:
-            raise StoreError(
-                "this fleet was opened in another process (before a fork)",
-                hint="open the fleet again in this process: Fleet.open(url)",
-            )
-
     @contextmanager
-    def _transaction(self, begin: str, lock: str | None) -> Iterator[PostgresTx]:
-        self._same_process()
+    def connection(self, write: bool) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; the wake-up count as the transaction begins (see _seen)."""
         if self._pool is None:
             raise StoreError("this fleet is closed", hint="open it again: Fleet.open(url)")
         try:
             conn = self._pool.getconn()
         except PoolTimeout as exc:
-            log.warning("no connection to the fleet at %s within 30s", self._where)
+            log.warning("no connection to the fleet at %s within 30s", self.where)
             raise StoreUnavailable(
-                f"no connection to the fleet at {self._where} within 30s",
+                f"no connection to the fleet at {self.where} within 30s",
                 hint="the server may be down or at max_connections; nothing was changed, try again",
             ) from exc
-        tx = PostgresTx(self, conn, read_only=lock is None)
-        listener = self._listener
+        listener = self.listener
         self._seen.wakeups = None if listener is None else listener.wakeups
-        ok = False
         try:
-            # BEGIN and the fleet lock in one message (the simple protocol takes both).
-            conn.execute(begin if lock is None else f"{begin}; {_LOCKS[lock] % self._fleet_key}")
-            yield tx
-            with conn.pipeline():  # the held-back events, the wake-up and COMMIT: one trip
-                tx.finish()
-                conn.execute("COMMIT")
-            ok = True
-        except psycopg.Error as exc:
-            self._after_failure(conn)
-            raise self._translate(exc) from exc
+            yield conn
         finally:
-            if not ok:
-                self._rollback(conn)
             self._pool.putconn(conn)
 
-    def write(self, *, exclusive: bool = False) -> AbstractContextManager[PostgresTx]:
-        """A read-write transaction; ``exclusive`` for fleet-wide changes (module docstring)."""
-        return self._transaction("BEGIN", "lock_fleet" if exclusive else "lock_fleet_shared")
+    def begin(self, conn: psycopg.Connection[Any], write: bool, exclusive: bool) -> None:
+        """A writer holds the fleet lock, exclusively for a fleet-wide change (module
+        docstring); a reader reads one snapshot."""
+        if not write:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        else:
+            conn.execute(self._begin_exclusive if exclusive else self._begin_shared)
 
-    def read(self) -> AbstractContextManager[PostgresTx]:
-        """A read-only transaction over one snapshot."""
-        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None)
+    def pipeline(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        return conn.pipeline()
 
-    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
-        with self._cache_lock:
-            self._skillsets.clear()
-            self._settings = (None, Settings())
+    def commit(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("COMMIT")
+
+    def rollback(self, conn: psycopg.Connection[Any]) -> None:
         if conn.broken or conn.closed:
             return
         try:
@@ -361,64 +330,79 @@ class PostgresStore:
             with suppress(psycopg.Error):
                 conn.close()
 
-    def _after_failure(self, conn: psycopg.Connection[Any]) -> None:
+    def failed(self, conn: psycopg.Connection[Any]) -> None:
         """A broken connection means the server went away: have the pool test the others
         (and replace the dead ones) before they are handed out again."""
         if (conn.broken or conn.closed) and self._pool is not None:
             with suppress(Exception):
                 self._pool.check()
 
-    def _translate(self, exc: psycopg.Error) -> Exception:
+    def translate(self, exc: Exception) -> Exception:
         """A driver error as the shoal error a caller can act on. Errors that mean a bug
         in shoal (bad SQL, a broken constraint) are left as they are, to be reported."""
         text = _first_line(exc)
         if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
-            log.warning("write conflict at %s (%s); nothing was changed", self._where, text)
+            log.warning("write conflict at %s (%s); nothing was changed", self.where, text)
             return WriteConflict(
                 f"another writer of the fleet got in the way ({text})",
                 hint="nothing was changed; try again",
             )
         if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction):
             return SchemaMismatch(
-                f"the fleet at {self._where} is missing part of its schema ({text})",
-                hint=f"run `shoal init --store {self._where}`",
+                f"the fleet at {self.where} is missing part of its schema ({text})",
+                hint=f"run `shoal init --store {self.where}`",
             )
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-            log.warning("lost the connection to the fleet at %s (%s)", self._where, text)
+            log.warning("lost the connection to the fleet at %s (%s)", self.where, text)
             return StoreUnavailable(
-                f"lost the connection to the fleet at {self._where} ({text})",
+                f"lost the connection to the fleet at {self.where} ({text})",
                 hint="the server restarted or the network dropped; the call may not have been "
                 "applied -- try again (completing twice is safe; so is a post with --key)",
             )
         return exc
 
+    # --------------------------------------------------------------- statements
+
+    def run_many(
+        self,
+        conn: psycopg.Connection[Any],
+        sql: str,
+        fixed: Mapping[str, Any],
+        names: Sequence[str],
+        rows: Any,
+    ) -> None:
+        """One statement, one array per column (unnest): one round trip for any count."""
+        params = dict(fixed)
+        for i, name in enumerate(names):
+            params[name] = [row[i] for row in rows]
+        conn.execute(sql, params)
+
+    def seqs(self, rows: list[Any], count: int) -> list[int]:
+        """A sequence's values: other writers may take some in between."""
+        return sorted(int(r[0]) for r in rows)
+
     # --------------------------------------------------------------- wake-ups
 
     def wait_for_change(self, timeout: float) -> bool:
         """Wait for a wake-up on the fleet's channel (see the module docstring)."""
-        self._same_process()
         with self._listener_lock:
-            if self._listener is None:
-                self._listener = _Listener(
-                    self._conninfo, self._connect_kwargs, self._channel, where=self._where
+            if self.listener is None:
+                self.listener = _Listener(
+                    self._conninfo, self._connect_kwargs, self.channel, where=self.where
                 )
-            listener = self._listener
+            listener = self.listener
         since: int | None = getattr(self._seen, "wakeups", None)
         self._seen.wakeups = None
         return listener.wait(timeout, since)
 
     def close(self) -> None:
-        listener, self._listener = self._listener, None
+        listener, self.listener = self.listener, None
         if listener is not None:
             listener.stop()
         pool, self._pool = self._pool, None
         if pool is not None and os.getpid() == self._pid:
             with suppress(Exception):
                 pool.close(timeout=1.0)
-
-    def __del__(self) -> None:
-        with suppress(Exception):
-            self.close()
 
 
 class _Listener:
@@ -516,275 +500,6 @@ class _Listener:
             with suppress(Exception):
                 conn.cancel_safe(timeout=1.0)
         self._thread.join(timeout=2.0)
-
-
-class PostgresTx(SqlTx):
-    """The store verbs (see ``StoreTx``) as named queries on one pooled connection."""
-
-    __slots__ = ("_c", "_events", "_read_only", "_s", "_stole", "_wake")
-    _s: PostgresStore
-
-    def __init__(
-        self, store: PostgresStore, conn: psycopg.Connection[Any], *, read_only: bool
-    ) -> None:
-        self._s = store
-        self._c = conn
-        self._read_only = read_only  # then no row is locked: there is nothing to protect
-        self._events: list[tuple[float, str, int | None, str | None, str | None]] = []
-        self._wake = False
-        self._stole = False
-
-    def _work_appeared(self) -> None:
-        self._wake = True
-
-    def finish(self) -> None:
-        """Before COMMIT: write the events held back, and wake waiters if work appeared."""
-        self._flush_events()
-        if self._wake:
-            self._run("notify_work", {"channel": self._s._channel})
-
-    def _flush_events(self) -> None:
-        if self._events:
-            at, kind, task, agent, data = zip(*self._events, strict=True)
-            params = {"at": at, "kind": kind, "task": task, "agent": agent, "data": data}
-            self._run("append_events", {k: list(v) for k, v in params.items()})
-            self._events.clear()
-
-    def _sql(self, name: str) -> str:
-        return (_Q_READ if self._read_only else _Q)[name]
-
-    def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
-        return self._c.execute(self._sql(name), params).fetchone()
-
-    def _all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        return self._c.execute(self._sql(name), params).fetchall()
-
-    def _run(self, name: str, params: Mapping[str, Any] | None = None) -> None:
-        self._c.execute(self._sql(name), params)
-
-    # the verbs this dialect runs its own way (the rest are SqlTx's) --------------------
-
-    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
-        row = self._one("lock_agent" if lock else "get_agent", {"id": agent_id})
-        return None if row is None else agent_of(row)
-
-    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
-        params = {"id": agent_id, "now": now}
-        if self._read_only:
-            row = self._one("claim_context", params)
-        else:
-            with self._c.pipeline():  # the lock, then a fresh read: one round trip
-                self._run("lock_claimer", params)
-                row = self._one("claim_context", params)
-        if row is None:
-            return None
-        skillsets = self._s._skillsets
-        if row[17] != len(skillsets):
-            self.skillsets()
-        settings = self._parse_settings(row[18])
-        return ClaimContext(
-            agent_of(row), int(row[15]), bool(row[16]), dict(self._s._skillsets), settings
-        )
-
-    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
-        if not task_ids:
-            return {}
-        rows = self._all("share_tasks" if share else "get_tasks", {"ids": list(task_ids)})
-        return {r[0]: self._task(r) for r in rows}
-
-    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
-        row = self._one("leased_task", {"id": task_id})
-        return None if row is None else (self._task(row), row[-2])
-
-    def task_by_key(self, key: str) -> Task | None:
-        self._run("lock_key", {"key": key})
-        return super().task_by_key(key)
-
-    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
-        rows = self._all("held_leases" if lock else "held_leases_unlocked", {"agent": agent_id})
-        return [(self._task(r), r[-1]) for r in rows]
-
-    def skillsets(self) -> dict[int, tuple[str, ...]]:
-        rows = self._all("skillsets")
-        cache = self._s._skillsets
-        if len(rows) != len(cache):
-            with self._s._cache_lock:
-                cache.update((sid, split_skills(skills)) for sid, skills in rows)
-        return dict(cache)
-
-    def pool_best(
-        self,
-        skillsets: Sequence[int],
-        domain: str | None,
-        limit: int,
-        held: Locality,
-        now: float,
-    ) -> list[Candidate]:
-        params: dict[str, Any] = {"skillsets": list(skillsets), "limit": limit, "now": now}
-        if domain is None:
-            rows = self._all("pool_best", {**params, **_unheld(held)})
-        else:
-            rows = self._all("pool_best_in_domain", {**params, "domain": domain})
-        return [candidate_of(r) for r in rows]
-
-    def pool_longest(
-        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
-    ) -> list[Candidate]:
-        params = {"skillsets": list(skillsets), "limit": limit, "now": now, **_unheld(held)}
-        return [candidate_of(r) for r in self._all("pool_longest", params)]
-
-    def steal_tail(
-        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
-    ) -> list[Candidate]:
-        if limit <= 0 or not rules.skillsets:
-            return []
-        params = {
-            "victim": victim,
-            "min_priority": rules.min_priority,
-            "skillsets": list(rules.skillsets),
-            "domains": list(rules.domains),
-            "cross_domain_priority": rules.cross_domain_priority,
-            "free_skillset": rules.free_skillset,
-            "limit": limit,
-            "now": now,
-            **_unheld(held),
-        }
-        name = "steal_tail_longest" if rules.longest else "steal_tail"
-        return [candidate_of(r) for r in self._all(name, params)]
-
-    def server_time(self) -> float | None:
-        return float(self._one("server_time")[0])
-
-    def _id_list(self, ids: Sequence[int]) -> Any:
-        return list(ids)
-
-    def window_thieves(self, since: float) -> list[str]:
-        if not self._stole:  # take the steal turn once; it is held until commit
-            self._run("lock_steals", {"key": self._s._steal_key})
-            self._stole = True
-        self._flush_events()
-        return [r[0] for r in self._all("window_thieves", {"since": since})]
-
-    # tasks: transitions ----------------------------------------------------------------
-
-    def _skillset_id(self, skills: tuple[str, ...]) -> int:
-        for sid, known in list(self._s._skillsets.items()):
-            if known == skills:
-                return sid
-        text = ",".join(skills)
-        row = self._one("insert_skillset", {"skills": text})
-        return int(row[0])
-
-    def insert_task(self, task: NewTask) -> int:
-        row = self._one(
-            "insert_task",
-            {
-                "title": task.title,
-                "body": task.body,
-                "payload": None if task.payload is None else json.dumps(task.payload),
-                "priority": task.priority,
-                "skillset": self._skillset_id(task.skills),
-                "domain": task.domain,
-                "state": task.state.value,
-                "agent": task.agent,
-                "pinned": task.pinned,
-                "parent": task.parent,
-                "key": task.key,
-                "max_attempts": task.max_attempts,
-                "lease_ttl": task.lease_ttl,
-                "expected_duration": task.expected_duration,
-                "waiting_on": task.waiting_on,
-                "pool_key": task.pool_key,
-                "seq": task.seq,
-                "created_at": task.created_at,
-                "ready_at": task.ready_at,
-                "retry_delay": task.retry_delay,
-            },
-        )
-        if task.state is TaskState.PENDING:
-            self._work_appeared()
-        return int(row[0])
-
-    def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
-        self._run("add_deps", {"task": task_id, "ids": list(depends_on)})
-        self._run("mark_depended_on", {"ids": list(depends_on)})
-
-    def lease_tasks(
-        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
-    ) -> list[Task]:
-        ids, tokens, expires, stolen = (list(column) for column in zip(*grants, strict=True))
-        params = {
-            "agent": agent_id,
-            "ids": ids,
-            "tokens": tokens,
-            "expires": expires,
-            "stolen": stolen,
-            "now": now,
-        }
-        rows = self._all("lease_tasks", params)
-        order = {grant[0]: i for i, grant in enumerate(grants)}
-        return [self._task(r) for r in sorted(rows, key=lambda r: order[r[0]])]
-
-    def finish_leased(
-        self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[int, str | None, bool]]:
-        params = {
-            "ids": [task_id for task_id, _, _ in items],
-            "tokens": [token for _, token, _ in items],
-            "results": [None if result is None else json.dumps(result) for _, _, result in items],
-            "now": now,
-        }
-        rows = self._all("finish_leased", params)
-        return [(r[0], r[1], bool(r[2])) for r in rows]
-
-    def rekey_pool(self, keys: Mapping[int, float]) -> None:
-        self._run("set_pool_keys", {"ids": list(keys), "keys": list(keys.values())})
-
-    def events(
-        self,
-        since: int,
-        task_id: int | None,
-        agent_id: str | None,
-        limit: int,
-        newest: bool = False,
-    ) -> list[Event]:
-        # Named in full, so that every statement's name appears where it runs.
-        of_task = "events_of_task_newest" if newest else "events_of_task"
-        of_agent = "events_of_agent_newest" if newest else "events_of_agent"
-        every = "events_newest" if newest else "events"
-        self._flush_events()
-        settled = self._one("events_settled", {"grace": _EVENT_GAP_GRACE})
-        until = int(settled[0] or 0) if settled else 0
-        if task_id is not None:
-            params = {
-                "task": task_id,
-                "agent": agent_id,
-                "since": since,
-                "until": until,
-                "limit": limit,
-            }
-            rows = self._all(of_task, params)
-        elif agent_id is not None:
-            params = {"agent": agent_id, "since": since, "until": until, "limit": limit}
-            rows = self._all(of_agent, params)
-        else:
-            rows = self._all(every, {"since": since, "until": until, "limit": limit})
-        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
-
-
-@functools.lru_cache(maxsize=256)
-def _unheld(held: Locality) -> dict[str, Any]:
-    """The parameters of the ``unheld`` condition (see queries.sql) for ``held``: the same
-    few (nothing held, for most claims) again and again, so they are made once. Callers
-    copy them into their own parameters and never change them."""
-    pairs = sorted(held.reserved)
-    return {
-        "own_domains": list(held.domains),
-        "local_since": held.local_since,
-        "domain_since": held.domain_since,
-        "reserved_domains": [domain for domain, _ in pairs],
-        "reserved_skillsets": [skillset for _, skillset in pairs],
-    }
 
 
 def _first_line(exc: BaseException) -> str:

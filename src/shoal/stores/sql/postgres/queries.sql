@@ -2,7 +2,9 @@
 -- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
 -- Parameters are psycopg's %(name)s; lists arrive as arrays (or one JSON array for rows).
 --
--- Read-only transactions run each statement without its locking clause (see postgres.py).
+-- Locking clauses are the `-- locking:` fragments below: the loader fills them in for
+-- read-write transactions and leaves them out for read-only ones, which may not (and need
+-- not) lock rows -- a preview of a claim reads what the claim would lock.
 --
 -- Locking: writers run at READ COMMITTED, side by side. A claim finds candidates with
 -- FOR UPDATE SKIP LOCKED, so it never waits on a row another claimer is taking; a row read in
@@ -10,8 +12,21 @@
 -- passes, settings) hold the fleet lock exclusively and the rest hold it shared (see
 -- postgres.py).
 
+-- locking: for_update
+FOR UPDATE
+
+-- locking: for_update_of_a
+FOR UPDATE OF a
+
+-- locking: for_share
+FOR SHARE
+
+-- locking: skip_locked
+-- Rows another writer is taking are skipped, never waited for.
+FOR UPDATE SKIP LOCKED
+
 -- fragment: task
--- The columns of a task, in the order PostgresTx reads them.
+-- The columns of a task, in the order SqlTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
@@ -43,7 +58,7 @@ NOT (domain IS NOT NULL
                                        %(reserved_skillsets)s::int[])))))
 
 -- fragment: agent
--- The columns of an agent, in the order PostgresTx reads them; queued is counted on the
+-- The columns of an agent, in the order SqlTx reads them; queued is counted on the
 -- queue index (see the schema).
 a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
 a.idle_since, a.last_seen, a.registered_at, a.incarnation,
@@ -117,7 +132,7 @@ SELECT {agent} FROM agents a WHERE a.id = %(id)s;
 
 -- name: lock_agent
 -- An agent this transaction is about to change: held until commit.
-SELECT {agent} FROM agents a WHERE a.id = %(id)s FOR UPDATE OF a;
+SELECT {agent} FROM agents a WHERE a.id = %(id)s {for_update_of_a};
 
 -- name: list_agents
 SELECT {agent} FROM agents a ORDER BY a.id;
@@ -140,7 +155,7 @@ ON CONFLICT (id) DO UPDATE SET
 -- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
 -- max_concurrent. (A separate statement: under READ COMMITTED, claim_context's counts must
 -- be read after the lock is granted, not from the snapshot that waited for it.)
-SELECT 1 FROM agents WHERE id = %(id)s FOR UPDATE;
+SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
@@ -181,16 +196,16 @@ SELECT {task} FROM tasks WHERE id = ANY(%(ids)s);
 -- name: share_tasks
 -- Tasks this transaction relies on (the dependencies of a post or a defer): their state may
 -- not change until it commits, so a dependency cannot finish unseen in between.
-SELECT {task} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE;
+SELECT {task} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY id {for_share};
 
 -- name: leased_task
 -- A task and the token of its lease, locked with its holder's agent row: whoever ends a
 -- lease goes on to update that agent, and taking both here, in one statement, keeps the
 -- lock order (task, then agent) that completions use.
 WITH leased AS (
-    SELECT {task}, token FROM tasks WHERE id = %(id)s FOR UPDATE
+    SELECT {task}, token FROM tasks WHERE id = %(id)s {for_update}
 ), holder AS (
-    SELECT 1 FROM agents WHERE id = (SELECT agent_id FROM leased) FOR UPDATE
+    SELECT 1 FROM agents WHERE id = (SELECT agent_id FROM leased) {for_update}
 )
 SELECT leased.*, (SELECT count(*) FROM holder) FROM leased;
 
@@ -214,7 +229,7 @@ LIMIT %(limit)s;
 -- being completed right now) are skipped rather than waited for: they are ending anyway.
 SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = %(agent)s
 ORDER BY claimed_at, id
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: held_leases_unlocked
 SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = %(agent)s
@@ -229,7 +244,7 @@ SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
 SELECT {task} FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s
 ORDER BY lease_expires, id
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: state_counts
 SELECT (SELECT count(*) FROM tasks),
@@ -276,7 +291,7 @@ SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, seq DESC
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: queue_head_longest
 -- Step 1 with order = longest_first: within a priority, longest expected first (tasks
@@ -285,10 +300,13 @@ SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: skillsets
 SELECT id, skills FROM skillsets ORDER BY id;
+
+-- name: skillset_id
+SELECT id FROM skillsets WHERE skills = %(skills)s;
 
 -- name: insert_skillset
 -- Two writers may add the same set at once: the second takes the first's id.
@@ -312,7 +330,7 @@ CROSS JOIN LATERAL (
       AND ready_at <= %(now)s AND {unheld}
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {skip_locked}
 ) AS c
 ORDER BY c.pool_key DESC, c.id
 LIMIT %(limit)s;
@@ -326,7 +344,7 @@ CROSS JOIN LATERAL (
       AND domain = %(domain)s AND ready_at <= %(now)s
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {skip_locked}
 ) AS c
 ORDER BY c.pool_key DESC, c.id
 LIMIT %(limit)s;
@@ -341,7 +359,7 @@ CROSS JOIN LATERAL (
       AND skillset = s.id AND ready_at <= %(now)s AND {unheld}
     ORDER BY priority, expected_duration DESC, pool_key DESC, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {skip_locked}
 ) AS c
 ORDER BY c.priority, c.expected_duration DESC, c.pool_key DESC, c.id
 LIMIT %(limit)s;
@@ -353,7 +371,7 @@ SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, seq
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: steal_tail_longest
 -- Step 3 with order = longest_first: the same tail, longest expected first within the
@@ -362,7 +380,7 @@ SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+{skip_locked};
 
 -- name: lock_steals
 -- Steals take turns (held until commit): the caps count every steal in a sliding window, so
@@ -394,7 +412,8 @@ VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s
 RETURNING id;
 
 -- name: add_deps
-INSERT INTO deps (task_id, depends_on) SELECT %(task)s, unnest(%(ids)s::bigint[]);
+-- Run over many rows at once: one statement with an array of depends_on.
+INSERT INTO deps (task_id, depends_on) SELECT %(task)s, unnest(%(depends_on)s::bigint[]);
 
 -- name: mark_depended_on
 UPDATE tasks SET has_dependents = true WHERE id = ANY(%(ids)s) AND NOT has_dependents;
@@ -404,6 +423,14 @@ SELECT depends_on FROM deps WHERE task_id = %(task)s ORDER BY depends_on;
 
 -- name: dependents_of
 SELECT task_id FROM deps WHERE depends_on = %(task)s ORDER BY task_id;
+
+-- name: lease_task
+-- lease_tasks for one task, without the arrays (the common claim).
+UPDATE tasks SET state = 'claimed', agent_id = %(agent)s, token = %(token)s,
+    lease_expires = %(expires)s, attempts = attempts + 1, claimed_at = %(now)s,
+    stalled_at = NULL, stolen = stolen OR %(stolen)s, updated_at = %(now)s
+WHERE id = %(id)s AND state = 'pending'
+RETURNING {task};
 
 -- name: lease_tasks
 -- pending -> claimed for a batch in one statement: parallel arrays of ids, tokens, expiries
@@ -415,6 +442,18 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(expires)s::float8[],
             %(stolen)s::bool[]) AS g (id, token, expires, stolen)
 WHERE t.id = g.id AND t.state = 'pending'
 RETURNING {t_task};
+
+-- name: finish_leased_one
+-- finish_leased for one task: the same compare-and-set and lock order, without the arrays.
+WITH finished AS (
+    UPDATE tasks SET state = 'done', result = %(result)s, lease_expires = NULL,
+        finished_at = %(now)s, updated_at = %(now)s
+    WHERE id = %(id)s AND token = %(token)s AND state = 'claimed' AND lease_expires > %(now)s
+    RETURNING id, agent_id, has_dependents
+), holders AS (
+    SELECT a.id FROM agents a WHERE a.id IN (SELECT agent_id FROM finished) {for_update}
+)
+SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finished;
 
 -- name: finish_leased
 -- claimed -> done for a batch, each only under its live lease (token, state and expiry
@@ -432,7 +471,7 @@ WITH finished AS (
     RETURNING t.id, t.agent_id, t.has_dependents
 ), holders AS (
     SELECT a.id FROM agents a WHERE a.id IN (SELECT agent_id FROM finished)
-    ORDER BY a.id FOR UPDATE
+    ORDER BY a.id {for_update}
 )
 SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finished;
 
@@ -514,8 +553,9 @@ SELECT id, priority, created_at FROM tasks
 WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
 
 -- name: set_pool_keys
+-- Run over many rows at once: arrays of id and pool_key.
 UPDATE tasks SET pool_key = k.pool_key
-FROM unnest(%(ids)s::bigint[], %(keys)s::float8[]) AS k (id, pool_key)
+FROM unnest(%(id)s::bigint[], %(pool_key)s::float8[]) AS k (id, pool_key)
 WHERE tasks.id = k.id;
 
 
@@ -537,6 +577,8 @@ SELECT pg_advisory_xact_lock(%(key)s);
 -- ============================================================ the event log
 
 -- name: append_events
+-- The events a transaction held back, written just before it commits, in the order they
+-- happened (ids in that order). Run over many rows at once: one array per column.
 INSERT INTO events (at, kind, task_id, agent_id, data)
 SELECT * FROM unnest(%(at)s::float8[], %(kind)s::text[], %(task)s::bigint[],
                      %(agent)s::text[], %(data)s::text[]);

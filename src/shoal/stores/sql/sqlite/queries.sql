@@ -1,9 +1,14 @@
 -- Every statement the SQLite store runs, by name. See shoal/stores/_sql.py for the format.
 -- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
 -- Lists arrive as one JSON array parameter, read with json_each.
+--
+-- The names and parameters are those of the PostgreSQL file. SQLite has one writer at a
+-- time, so what PostgreSQL needs for writers side by side (row locks, advisory locks, the
+-- wake-up, the settled end of the log) is trivial here: a no-op `SELECT 1`, or the same
+-- statement as its unlocked twin.
 
 -- fragment: task
--- The columns of a task, in the order SqliteTx reads them.
+-- The columns of a task, in the order SqlTx reads them.
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
@@ -17,17 +22,19 @@ expected_duration, ready_at
 -- fragment: unheld
 -- policy.Locality as a condition: leave out a task of a domain the claimer does not have
 -- (:own_domains) that became ready after :local_since (locality_wait), or after
--- :domain_since (domain_wait) while an idle agent of its domain can do it (:reserved, a
--- JSON list of [domain, skill set id]). A rule that is off comes as infinity.
+-- :domain_since (domain_wait) while an idle agent of its domain can do it (the
+-- pairs of :reserved_domains and :reserved_skillsets, two JSON lists). A rule that is off
+-- comes as infinity.
 NOT (domain IS NOT NULL
      AND domain NOT IN (SELECT value FROM json_each(:own_domains))
      AND (coalesce(ready_at, created_at) > :local_since
           OR (coalesce(ready_at, created_at) > :domain_since
-              AND EXISTS (SELECT 1 FROM json_each(:reserved) AS r
-                          WHERE r.value ->> 0 = domain AND r.value ->> 1 = skillset))))
+              AND EXISTS (SELECT 1 FROM json_each(:reserved_skillsets) AS r
+                          WHERE r.value = skillset
+                            AND :reserved_domains ->> r.key = domain))))
 
 -- fragment: agent
--- The columns of an agent, in the order SqliteTx reads them.
+-- The columns of an agent, in the order SqlTx reads them.
 id, role, skills, domains, max_concurrent, manager, ephemeral, status, idle_since, last_seen,
 registered_at, incarnation, queued, failures, paused_until
 
@@ -47,9 +54,36 @@ state = 'pending' AND agent_id = :victim AND ready_at <= :now
 
 -- ============================================================ opening a fleet
 
--- name: count_tables
--- At open: a file with tables but no shoal mark belongs to another program.
-SELECT count(*) FROM sqlite_master WHERE type = 'table';
+-- name: schema_exists
+-- At open: the file is the fleet's schema, and it exists once opened.
+SELECT 1;
+
+-- name: migrations_table
+-- At open: the file is marked as a shoal fleet (PRAGMA application_id, "SHOL").
+SELECT application_id = 1397247820 FROM pragma_application_id();
+
+-- name: schema_version
+-- The version of the fleet in the file: PRAGMA user_version, set when it was migrated.
+SELECT user_version FROM pragma_user_version();
+
+-- name: foreign_tables
+-- At open, in a file without the shoal mark: tables, or another program's mark, mean the
+-- file belongs to another program.
+SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table')
+       + (SELECT application_id <> 0 FROM pragma_application_id());
+
+-- name: create_migrations_table
+-- The version lives in the file's header (PRAGMA user_version), not in a table.
+SELECT 1;
+
+-- name: record_migration
+-- Nothing to record per migration: PRAGMA user_version takes no parameters, so the store
+-- sets it (and the shoal mark) once, at the end of the migrating transaction.
+SELECT 1;
+
+-- name: lock_fleet
+-- Opening or upgrading a fleet: the writer queue already makes openers take turns.
+SELECT 1;
 
 
 -- ============================================================ settings and counters
@@ -76,6 +110,10 @@ UPDATE counters SET value = value + :count WHERE name = 'seq' RETURNING value;
 -- name: get_agent
 SELECT {agent} FROM agents WHERE id = :id;
 
+-- name: lock_agent
+-- An agent this transaction is about to change: one writer at a time, so a plain read.
+SELECT {agent} FROM agents WHERE id = :id;
+
 -- name: list_agents
 SELECT {agent} FROM agents ORDER BY id;
 
@@ -92,6 +130,10 @@ ON CONFLICT (id) DO UPDATE SET
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
     registered_at = excluded.registered_at, incarnation = excluded.incarnation,
     failures = excluded.failures, paused_until = excluded.paused_until;
+
+-- name: lock_claimer
+-- Never run: one writer at a time, so two claims of one agent cannot overlap.
+SELECT 1;
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement: the agent, how many leases
@@ -121,6 +163,10 @@ SELECT {task} FROM tasks WHERE id = :id;
 -- name: get_tasks
 SELECT {task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- name: share_tasks
+-- Tasks this transaction relies on: one writer at a time, so a plain read.
+SELECT {task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id;
+
 -- name: leased_task
 -- A task and the token of its current (or last) lease, to check a caller's lease.
 SELECT {task}, token FROM tasks WHERE id = :id;
@@ -128,6 +174,10 @@ SELECT {task}, token FROM tasks WHERE id = :id;
 -- name: task_by_key
 -- The idempotency key: a repeated post returns the first task.
 SELECT {task} FROM tasks WHERE key = :key;
+
+-- name: lock_key
+-- Never run: posts with one idempotency key take turns in the writer queue anyway.
+SELECT 1;
 
 -- name: list_tasks
 -- Newest first, optionally filtered; for people, so a scan is acceptable.
@@ -140,6 +190,10 @@ LIMIT :limit;
 
 -- name: held_leases
 -- What one agent holds a lease on, with the tokens (tasks_held index).
+SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = :agent
+ORDER BY claimed_at, id;
+
+-- name: held_leases_unlocked
 SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = :agent
 ORDER BY claimed_at, id;
 
@@ -166,6 +220,10 @@ SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY 
 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
+
+-- name: server_time
+-- An embedded store has no server: it runs on this machine's clock.
+SELECT NULL;
 
 -- name: waiting_tasks
 -- Pending tasks not ready yet, and when the first is (tasks_waiting, from :now on).
@@ -218,7 +276,8 @@ INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 
 -- name: pool_best
 -- Step 2, pool: the best static keys of one skill set (tasks_pool index). The store runs it
--- once per skill set the agent can do and merges; pool_key rides along for the merge.
+-- once per skill set the agent can do and merges; pool_key rides along for the merge. (So
+-- the pool statements take one :skillset where PostgreSQL's take the list.)
 -- Tasks the locality rules hold back are passed over.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND ready_at <= :now
@@ -238,7 +297,7 @@ LIMIT :limit;
 -- name: pool_longest
 -- Step 2 with order = longest_first: pool tasks with an expected duration, by priority,
 -- then longest, then static key (tasks_pool_longest index); the locality rules as above.
-SELECT {candidate} FROM tasks
+SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
   AND skillset = :skillset AND ready_at <= :now AND {unheld}
 ORDER BY priority, expected_duration DESC, pool_key DESC, id
@@ -259,6 +318,10 @@ SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
 LIMIT :limit;
+
+-- name: lock_steals
+-- Never run: one writer at a time, so thieves already take turns.
+SELECT 1;
 
 -- name: next_ready
 -- An idle claim: when the first task it could take that is not ready yet becomes ready --
@@ -281,9 +344,11 @@ INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agen
                    pool_key, seq, created_at, updated_at, ready_at, retry_delay)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay);
+        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay)
+RETURNING id;
 
--- name: add_dep
+-- name: add_deps
+-- Run over many rows at once: once per row (executemany), a cached statement.
 INSERT INTO deps (task_id, depends_on) VALUES (:task, :depends_on);
 
 -- name: mark_depended_on
@@ -305,14 +370,14 @@ WHERE id = :id AND state = 'pending'
 RETURNING {task};
 
 -- name: lease_tasks
--- pending -> claimed for a batch, in one statement: each grant is [id, token, expires,
--- stolen]; one more attempt each.
+-- pending -> claimed for a batch, in one statement: parallel JSON lists of ids, tokens,
+-- expiries and stolen flags (the n-th of each is read by its index); one more attempt each.
 UPDATE tasks SET state = 'claimed', agent_id = :agent, token = g.g_token,
     lease_expires = g.g_expires, attempts = attempts + 1, claimed_at = :now,
     stalled_at = NULL, stolen = stolen OR g.g_stolen, updated_at = :now
-FROM (SELECT value ->> 0 AS g_id, value ->> 1 AS g_token, value ->> 2 AS g_expires,
-             value ->> 3 AS g_stolen
-      FROM json_each(:grants)) AS g
+FROM (SELECT value AS g_id, :tokens ->> key AS g_token, :expires ->> key AS g_expires,
+             :stolen ->> key AS g_stolen
+      FROM json_each(:ids)) AS g
 WHERE tasks.id = g.g_id AND tasks.state = 'pending'
 RETURNING {task};
 
@@ -324,13 +389,14 @@ WHERE id = :id AND token = :token AND state = 'claimed' AND lease_expires > :now
 RETURNING id, agent_id, has_dependents;
 
 -- name: finish_leased
--- claimed -> done for a batch of [id, token, result], each only under its live lease (token,
--- state and expiry checked in the same statement: a compare-and-set). The token stays, so a
--- repeated complete is recognised. Says whether any task waits on each finished one.
+-- claimed -> done for a batch (parallel JSON lists of ids, tokens and results), each only
+-- under its live lease (token, state and expiry checked in the same statement: a
+-- compare-and-set). The token stays, so a repeated complete is recognised. Says whether any
+-- task waits on each finished one.
 UPDATE tasks SET state = 'done', result = f.f_result, lease_expires = NULL,
     finished_at = :now, updated_at = :now
-FROM (SELECT value ->> 0 AS f_id, value ->> 1 AS f_token, value ->> 2 AS f_result
-      FROM json_each(:items)) AS f
+FROM (SELECT value AS f_id, :tokens ->> key AS f_token, :results ->> key AS f_result
+      FROM json_each(:ids)) AS f
 WHERE tasks.id = f.f_id AND tasks.token = f.f_token AND tasks.state = 'claimed'
   AND tasks.lease_expires > :now
 RETURNING id, agent_id, has_dependents;
@@ -416,44 +482,59 @@ UPDATE tasks SET stalled_at = :now WHERE id = :id;
 SELECT id, priority, created_at FROM tasks
 WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
 
--- name: set_pool_key
+-- name: set_pool_keys
+-- Run over many rows at once: once per row (executemany).
 UPDATE tasks SET pool_key = :pool_key WHERE id = :id;
+
+
+-- ============================================================ wake-ups
+
+-- name: notify_work
+-- Never run: SQLite cannot notify; waiters poll PRAGMA data_version instead.
+SELECT 1;
 
 
 -- ============================================================ the event log
 
--- name: append_event
--- One event. The store holds a transaction's events back and writes them together (one
--- executemany) just before it commits, in the order they happened.
-INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (?, ?, ?, ?, ?);
+-- name: append_events
+-- The events a transaction held back, written just before it commits, in the order they
+-- happened. Run over many rows at once: once per row (executemany).
+INSERT INTO events (at, kind, task_id, agent_id, data) VALUES (:at, :kind, :task, :agent, :data);
+
+-- name: events_settled
+-- How far the log can be read: all of it. Writers take turns and write their events before
+-- they commit, so the log has no gap to wait on.
+SELECT max(id) FROM events;
 
 -- name: events
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE id > :since ORDER BY id LIMIT :limit;
+WHERE id > :since AND id <= :until ORDER BY id LIMIT :limit;
 
 -- name: events_newest
 -- The same, the newest first (`events --tail`).
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE id > :since ORDER BY id DESC LIMIT :limit;
+WHERE id > :since AND id <= :until ORDER BY id DESC LIMIT :limit;
 
 -- name: events_of_task
 -- A task's history (events_by_task), optionally only one agent's part of it.
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE task_id = :task AND id > :since AND (:agent IS NULL OR agent_id = :agent)
+WHERE task_id = :task AND id > :since AND id <= :until
+  AND (:agent IS NULL OR agent_id = :agent)
 ORDER BY id LIMIT :limit;
 
 -- name: events_of_task_newest
 -- The same, the newest first (`events --tail`).
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE task_id = :task AND id > :since AND (:agent IS NULL OR agent_id = :agent)
+WHERE task_id = :task AND id > :since AND id <= :until
+  AND (:agent IS NULL OR agent_id = :agent)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: events_of_agent
 -- No index on agent (see the schema): this reads the log forward from `since`.
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE id > :since AND agent_id = :agent ORDER BY id LIMIT :limit;
+WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id LIMIT :limit;
 
 -- name: events_of_agent_newest
 -- The same, the newest first (`events --tail`).
 SELECT id, at, kind, task_id, agent_id, data FROM events
-WHERE id > :since AND agent_id = :agent ORDER BY id DESC LIMIT :limit;
+WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id DESC LIMIT :limit;

@@ -1,0 +1,328 @@
+"""One SQL store, two dialects: what a fleet in SQLite and a fleet in PostgreSQL share.
+
+Both keep exactly the same semantics (one contract suite runs on both), and almost all of
+the code that gives them: ``SqlStore`` is the store -- the transaction, the caches, the
+schema check, creation and migration -- and ``SqlTx`` (``_sqltx``) holds every verb once,
+as named statements with the same names and parameters in both dialects' files (``_sql``).
+A ``Dialect`` says only what differs:
+
+* how to connect, begin, commit and roll back, and which driver errors mean what;
+* how lists are passed (one JSON array on SQLite, an array on PostgreSQL) and how a
+  statement runs over many rows (executemany vs. arrays);
+* how writers share the fleet -- SQLite's FIFO writer queue (``_writerlock``), one writer
+  at a time, vs. PostgreSQL's advisory locks and row locks, writers side by side. A dialect
+  whose writers run side by side (``side_by_side``) gets the statements that exist only for
+  that (``lock_claimer``, ``lock_key``, ``lock_steals``); on SQLite they are no-ops it never
+  runs. Read-only transactions run the read set of statements, without locking clauses;
+* how waiting agents hear of new work (LISTEN/NOTIFY on PostgreSQL, polling SQLite's
+  data_version) and how the fleet's mark and version are kept.
+
+A transaction
+-------------
+``write()`` and ``read()`` share one skeleton: take a connection (and the writer's turn),
+begin, run the verbs, then -- in one pipeline where the dialect has one -- write the events
+held back, send the wake-up if work appeared, and commit. On any error the transaction
+rolls back and the caches are cleared.
+
+Caches
+------
+The store keeps the skill sets (ids never change once given) and the parsed settings
+between transactions: committed data only. A rolled-back transaction may have put what it
+wrote there (a skill set it added gets its id reused by the next one committed), so a
+rollback clears them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import Any, ClassVar
+
+from shoal.errors import SchemaMismatch, StoreError
+from shoal.settings import Settings
+from shoal.stores._sql import load_migrations
+from shoal.stores._sqltx import SqlTx
+from shoal.stores.base import Capabilities
+
+__all__ = ["Dialect", "SqlStore"]
+
+
+class Dialect:
+    """What one SQL dialect says about itself; everything else is ``SqlStore``'s.
+
+    The methods below that raise NotImplementedError are the ones each dialect writes."""
+
+    #: The folder of its SQL (sql/<name>/queries.sql and migrations).
+    name: ClassVar[str]
+    #: Its statements for read-write and for read-only transactions (see ``_sql``).
+    queries: ClassVar[dict[str, str]]
+    read_queries: ClassVar[dict[str, str]]
+    #: Writers run side by side, so the statements that exist for that are run.
+    side_by_side: ClassVar[bool]
+    #: Lists go to the driver as one JSON array (else as a list: an array).
+    json_lists: ClassVar[bool]
+    #: The pool steps run once per skill set and are merged here (SQLite: so that each
+    #: reads one range of its partial index), else once for the list (PostgreSQL: LATERAL).
+    pool_per_skillset: ClassVar[bool]
+    #: What the driver takes for "no parameters".
+    no_params: ClassVar[Any]
+    #: Driver errors a verb may raise that ``translate`` turns into shoal errors.
+    errors: ClassVar[tuple[type[Exception], ...]] = ()
+    #: How long the event log waits for a gap in its ids to fill (see events_settled).
+    event_grace: ClassVar[float] = 0.0
+
+    capabilities: Capabilities
+    log: logging.Logger
+    #: Where the fleet is, for messages (a path, or a URL without its password).
+    where: str
+    #: The schema the fleet lives in, where the database has several.
+    schema: str = ""
+    #: What migrations act on and how its version is called, for the log.
+    target: str
+    version_word: str
+    #: What to do about a fleet from a newer shoal.
+    upgrade_hint: ClassVar[str]
+    #: Keys of the advisory locks (dialects without them leave them 0) and the wake-up channel.
+    steal_key: int = 0
+    migrate_key: int = 0
+    channel: str = ""
+
+    # transactions ----------------------------------------------------------------------
+
+    def connection(self, write: bool) -> AbstractContextManager[Any]:
+        """A connection for one transaction (for a write: once it is this writer's turn)."""
+        raise NotImplementedError
+
+    def begin(self, conn: Any, write: bool, exclusive: bool) -> None:
+        raise NotImplementedError
+
+    def pipeline(self, conn: Any) -> AbstractContextManager[Any]:
+        """Statements whose results can wait go out together (a no-op without a server)."""
+        raise NotImplementedError
+
+    def commit(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def rollback(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def committed(self) -> None:
+        """After a write committed (and its turn ended)."""
+
+    def failed(self, conn: Any) -> None:
+        """After a driver error, before it is translated."""
+
+    def translate(self, exc: Exception) -> Exception:
+        """The shoal error for a driver error (or ``exc`` itself: a bug to report)."""
+        return exc
+
+    # running statements the dialect's way ------------------------------------------------
+
+    def run_many(
+        self, conn: Any, sql: str, fixed: Mapping[str, Any], names: Sequence[str], rows: Any
+    ) -> None:
+        """Run ``sql`` over ``rows`` (tuples of the parameters ``names``), with ``fixed``."""
+        raise NotImplementedError
+
+    def seqs(self, rows: list[Any], count: int) -> list[int]:
+        """The queue positions ``next_seqs`` returned, in increasing order."""
+        raise NotImplementedError
+
+    # opening a fleet --------------------------------------------------------------------
+
+    def opening(self) -> AbstractContextManager[Any]:
+        """A connection to check, create or migrate the schema on, one opener at a time."""
+        raise NotImplementedError
+
+    def foreign(self) -> StoreError:
+        """The error for a place that holds another program's data."""
+        raise NotImplementedError
+
+    def not_upgraded(self, version: int) -> tuple[type[StoreError], str, str]:
+        """A fleet that is missing or old, opened without ``create``: the error to raise,
+        what the place has, and the hint."""
+        raise NotImplementedError
+
+    def before_migrating(self, conn: Any) -> None:
+        """Once the schema is known to be ours or empty, before any migration runs."""
+
+    def begin_migration(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def run_script(self, conn: Any, script: str) -> None:
+        raise NotImplementedError
+
+    def end_migration(self, conn: Any, version: int) -> None:
+        """The migrations ran: mark the fleet as at ``version`` (where not recorded yet)."""
+
+    def abort_migration(self, conn: Any, version: int) -> None:
+        """A migration failed: nothing of it stays."""
+
+    def opened(self, store: SqlStore) -> None:
+        """The schema is ready: finish opening."""
+
+    def abandon(self, exc: BaseException) -> BaseException:
+        """Opening failed: clean up; the error to raise instead of ``exc`` (or ``exc``)."""
+        return exc
+
+    # waiting and closing ----------------------------------------------------------------
+
+    def wait_for_change(self, timeout: float) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SqlStore:
+    """A fleet in a SQL database; ``dialect`` says which (see the module docstring)."""
+
+    def __init__(self, dialect: Dialect, url: str, *, create: bool) -> None:
+        self.url = url
+        self.created = False
+        self.capabilities = dialect.capabilities
+        self._d = dialect
+        self._pid = os.getpid()
+        self._skillsets: dict[int, tuple[str, ...]] = {}
+        self._settings: tuple[str | None, Settings] = (None, Settings())
+        self._cache_lock = threading.Lock()
+        self._migrations = load_migrations(dialect.name)
+        try:
+            self._prepare(create)
+            dialect.opened(self)
+        except BaseException as exc:
+            replaced = dialect.abandon(exc)
+            if replaced is exc:
+                raise
+            raise replaced from exc
+
+    # --------------------------------------------------------------- schema
+
+    def _exec(self, conn: Any, name: str, params: Mapping[str, Any] | None = None) -> Any:
+        return conn.execute(self._d.queries[name], params or self._d.no_params)
+
+    def _first(self, conn: Any, name: str, params: Mapping[str, Any] | None = None) -> Any:
+        row = self._exec(conn, name, params).fetchone()
+        return None if row is None else row[0]
+
+    def _version(self, conn: Any) -> int:
+        """The fleet's schema version (0: none yet); refuses another program's data."""
+        if not self._first(conn, "schema_exists", {"schema": self._d.schema}):
+            return 0
+        if self._first(conn, "migrations_table"):
+            return int(self._first(conn, "schema_version") or 0)
+        if self._first(conn, "foreign_tables"):
+            raise self._d.foreign()
+        return 0
+
+    def _prepare(self, create: bool) -> None:
+        """Check that the place holds a fleet of this schema version; create or migrate it
+        if ``create`` allows. Racing openers take turns (``Dialect.opening``)."""
+        d, current = self._d, len(self._migrations)
+        with d.opening() as conn:
+            self._exec(conn, "lock_fleet", {"key": d.migrate_key})
+            version = self._version(conn)
+            if version > current:
+                raise SchemaMismatch(
+                    f"the fleet at {d.where} has schema version {version}, newer than this "
+                    f"shoal understands ({current})",
+                    hint=d.upgrade_hint,
+                )
+            if version < current and not create:
+                error, has, hint = d.not_upgraded(version)
+                raise error(
+                    f"{has}; this shoal works with store schema version {current}, and does "
+                    "not upgrade a fleet unasked",
+                    hint=hint,
+                )
+            d.before_migrating(conn)
+            if version < current:
+                self._migrate(conn, version)
+        if self.created:
+            d.log.info(
+                "applied migrations %s to %s: %s %d",
+                ", ".join(name for _n, name, _s in self._migrations[version:]),
+                d.target,
+                d.version_word,
+                current,
+            )
+
+    def _migrate(self, conn: Any, version: int) -> None:
+        d, current = self._d, len(self._migrations)
+        d.log.debug("migrating %s from %s %d to %d", d.target, d.version_word, version, current)
+        d.begin_migration(conn)
+        try:
+            self._exec(conn, "create_migrations_table")
+            for number, name, script in self._migrations[version:]:
+                d.run_script(conn, script)
+                self._exec(conn, "record_migration", {"version": number, "name": name})
+            d.end_migration(conn, current)
+        except BaseException:
+            d.abort_migration(conn, version)
+            raise
+        self.created = True
+
+    # --------------------------------------------------------------- transactions
+
+    def _same_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise StoreError(
+                "this fleet was opened in another process (before a fork)",
+                hint="open the fleet again in this process: Fleet.open(url)",
+            )
+
+    @contextmanager
+    def _transaction(self, write: bool, exclusive: bool) -> Iterator[SqlTx]:
+        self._same_process()
+        d = self._d
+        with d.connection(write) as conn:
+            tx = SqlTx(self, conn, write)
+            ok = False
+            try:
+                d.begin(conn, write, exclusive)
+                yield tx
+                with d.pipeline(conn):  # the held-back events, the wake-up and COMMIT
+                    tx.finish()
+                    d.commit(conn)
+                ok = True
+            except d.errors as exc:
+                d.failed(conn)
+                raise d.translate(exc) from exc
+            finally:
+                if not ok:
+                    self._rollback(conn)
+        if write:
+            d.committed()
+
+    def write(self, *, exclusive: bool = False) -> AbstractContextManager[SqlTx]:
+        """A read-write transaction; ``exclusive`` for fleet-wide changes (see ``Store``)."""
+        return self._transaction(True, exclusive)
+
+    def read(self) -> AbstractContextManager[SqlTx]:
+        """A read-only transaction over one snapshot."""
+        return self._transaction(False, False)
+
+    def _rollback(self, conn: Any) -> None:
+        with self._cache_lock:  # only committed data may stay (module docstring)
+            self._skillsets.clear()
+            self._settings = (None, Settings())
+        self._d.rollback(conn)
+
+    # --------------------------------------------------------------- the rest
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until another writer may have changed the fleet (see the dialect)."""
+        self._same_process()
+        return self._d.wait_for_change(timeout)
+
+    def close(self) -> None:
+        dialect = getattr(self, "_d", None)
+        if dialect is not None:
+            dialect.close()
+
+    def __del__(self) -> None:
+        with suppress(Exception):
+            self.close()
