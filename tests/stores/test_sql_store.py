@@ -11,7 +11,7 @@ import pytest
 
 from shoal.stores._sql import load_queries
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "shoal" / "stores"
+SRC = Path(__file__).resolve().parents[2] / "src" / "shoal" / "stores"
 DIALECTS = ("sqlite", "postgres")
 #: Statements whose parameters differ between the dialects, and why.
 DIFFERENT_PARAMETERS = {
