@@ -1,7 +1,8 @@
 """The reference and the real store must agree: random operation sequences, run on a memory
 fleet and a SQLite fleet side by side, give the same results, errors, tasks, agents and
-events -- and keep the invariants of ARCHITECTURE.md after every step. Every claim is also
-checked against the steal and locality rules in force when it was made."""
+events -- and keep the invariants of docs/ARCHITECTURE.md ("Invariants") after every step.
+Every claim is also checked against the steal and locality rules in force when it was
+made."""
 
 from __future__ import annotations
 

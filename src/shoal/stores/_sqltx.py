@@ -298,7 +298,7 @@ class SqlTx:
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
 
-    # the claim cascade's candidate queries (step names as in fleet.py) -------------------
+    # the claim cascade's candidate queries (the steps of _claiming.claim_in) -------------------
 
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
         name = "queue_head_longest" if longest else "queue_head"

@@ -142,11 +142,11 @@ class StoreTx(Protocol):
         """Pending tasks counted by the skill set they require."""
         ...
 
-    # the claim cascade's candidate queries (step names as in fleet.py)
+    # the claim cascade's candidate queries (the steps of _claiming.claim_in)
     # Every candidate query leaves out tasks not ready by ``now`` (``ready_at`` later: a
     # retry backoff or a not_before still running).
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
-        """Step 1, own queue head: highest priority first, newest (largest seq) first; with
+        """The own queue step, its head: highest priority first, newest (largest seq) first; with
         ``longest``, longest expected before newest (``policy.queue_order``)."""
         ...
 
@@ -162,21 +162,21 @@ class StoreTx(Protocol):
         held: Locality,
         now: float,
     ) -> list[Candidate]:
-        """Step 2, pool: the top pool tasks by static key among ``skillsets`` (and ``domain``
+        """The pool step: the top pool tasks by static key among ``skillsets`` (and ``domain``
         if given), best first, leaving out those ``held`` holds back."""
         ...
 
     def pool_longest(
         self, skillsets: Sequence[int], limit: int, held: Locality, now: float
     ) -> list[Candidate]:
-        """Step 2, pool, longest first: pool tasks with an expected duration among
+        """The pool step, longest first: pool tasks with an expected duration among
         ``skillsets``, by priority, then longest, then static key; ``held`` as above."""
         ...
 
     def steal_tail(
         self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
-        """Step 3, steal: the tail of ``victim``'s queue that ``rules`` allow and ``held``
+        """The steal step: the tail of ``victim``'s queue that ``rules`` allow and ``held``
         does not hold back -- lowest priority first, oldest (smallest seq) first; with
         ``rules.longest``, longest expected before oldest (``policy.tail_order``)."""
         ...

@@ -1,5 +1,6 @@
 -- Every statement the PostgreSQL store runs, by name. See shoal/stores/_sql.py for the format.
--- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
+-- Step names (expire, own queue, pool, steal) are those of the claim in _claiming.py
+-- (docs/ARCHITECTURE.md, "The claim").
 -- Parameters are psycopg's %(name)s; lists arrive as arrays (or one JSON array for rows).
 --
 -- Locking clauses are the `-- locking:` fragments below: the loader fills them in for
@@ -239,7 +240,7 @@ ORDER BY claimed_at, id;
 SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
 
 -- name: expired_leases
--- Step 0 of the claim: leases past their expiry (tasks_expiry). Several claimers may expire
+-- The claim's expire step: leases past their expiry (tasks_expiry). Several claimers may expire
 -- leases at once; each takes the ones no other is taking.
 SELECT {task} FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s
 ORDER BY lease_expires, id
@@ -284,7 +285,7 @@ GROUP BY s.skills;
 -- ============================================================ the claim cascade
 
 -- name: queue_head
--- Step 1, own queue head: highest priority first, newest first (tasks_queue). Rows another
+-- The own queue step, its head: highest priority first, newest first (tasks_queue). Rows another
 -- claimer is taking are skipped, never waited for. Every step passes over tasks not ready
 -- by now (a retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
@@ -294,7 +295,7 @@ LIMIT %(limit)s
 {skip_locked};
 
 -- name: queue_head_longest
--- Step 1 with order = longest_first: within a priority, longest expected first (tasks
+-- The own queue step with order = longest_first: within a priority, longest expected first (tasks
 -- without an estimate last), then newest. tasks_queue gives the priorities in order.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
@@ -320,7 +321,7 @@ SELECT id FROM skillsets WHERE skills = %(skills)s
 LIMIT 1;
 
 -- name: pool_best
--- Step 2, pool: the best static keys of each skill set the agent can do, one index range
+-- The pool step: the best static keys of each skill set the agent can do, one index range
 -- each (tasks_pool), merged; pool_key rides along for the merge. Rows other claimers are
 -- taking are skipped, and so are tasks the locality rules hold back.
 SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
@@ -336,7 +337,7 @@ ORDER BY c.pool_key DESC, c.id
 LIMIT %(limit)s;
 
 -- name: pool_best_in_domain
--- Step 2, pool, domain bonus: the same within one of the agent's domains (tasks_pool_domain).
+-- The pool step, domain bonus: the same within one of the agent's domains (tasks_pool_domain).
 SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
@@ -350,7 +351,7 @@ ORDER BY c.pool_key DESC, c.id
 LIMIT %(limit)s;
 
 -- name: pool_longest
--- Step 2 with order = longest_first: pool tasks with an expected duration, by priority,
+-- The pool step with order = longest_first: pool tasks with an expected duration, by priority,
 -- then longest, then static key (tasks_pool_longest), per skill set, merged.
 SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
@@ -365,7 +366,7 @@ ORDER BY c.priority, c.expected_duration DESC, c.pool_key DESC, c.id
 LIMIT %(limit)s;
 
 -- name: steal_tail
--- Step 3, steal: the tail of the victim's queue that a thief may take (the fragment
+-- The steal step: the tail of the victim's queue that a thief may take (the fragment
 -- stealable) -- lowest priority, oldest first (tasks_queue read backwards).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
@@ -374,7 +375,7 @@ LIMIT %(limit)s
 {skip_locked};
 
 -- name: steal_tail_longest
--- Step 3 with order = longest_first: the same tail, longest expected first within the
+-- The steal step with order = longest_first: the same tail, longest expected first within the
 -- lowest priority (then oldest).
 SELECT {candidate} FROM tasks
 WHERE {stealable}

@@ -1,5 +1,6 @@
 -- Every statement the SQLite store runs, by name. See shoal/stores/_sql.py for the format.
--- Step names (own queue head, pool, steal tail) are those of the claim cascade in fleet.py.
+-- Step names (expire, own queue, pool, steal) are those of the claim in _claiming.py
+-- (docs/ARCHITECTURE.md, "The claim").
 -- Lists arrive as one JSON array parameter, read with json_each.
 --
 -- The names and parameters are those of the PostgreSQL file. SQLite has one writer at a
@@ -201,7 +202,7 @@ ORDER BY claimed_at, id;
 SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
 
 -- name: expired_leases
--- Step 0 of the claim: leases past their expiry, soonest first (tasks_expiry index).
+-- The claim's expire step: leases past their expiry, soonest first (tasks_expiry index).
 SELECT {task} FROM tasks WHERE state = 'claimed' AND lease_expires <= :now
 ORDER BY lease_expires, id
 LIMIT :limit;
@@ -248,7 +249,7 @@ GROUP BY s.skills;
 -- ============================================================ the claim cascade
 
 -- name: queue_head
--- Step 1, own queue head: highest priority first, newest first among equals
+-- The own queue step, its head: highest priority first, newest first among equals
 -- (tasks_queue index, read forwards). Every step passes over tasks not ready by :now (a
 -- retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
@@ -257,7 +258,7 @@ ORDER BY priority, seq DESC
 LIMIT :limit;
 
 -- name: queue_head_longest
--- Step 1 with order = longest_first: within a priority, longest expected first (tasks
+-- The own queue step with order = longest_first: within a priority, longest expected first (tasks
 -- without an estimate last), then newest. tasks_queue gives the priorities in order; each
 -- priority's tasks are sorted as they are read.
 SELECT {candidate} FROM tasks
@@ -275,7 +276,7 @@ SELECT id FROM skillsets WHERE skills = :skills;
 INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 
 -- name: pool_best
--- Step 2, pool: the best static keys of one skill set (tasks_pool index). The store runs it
+-- The pool step: the best static keys of one skill set (tasks_pool index). The store runs it
 -- once per skill set the agent can do and merges; pool_key rides along for the merge. (So
 -- the pool statements take one :skillset where PostgreSQL's take the list.)
 -- Tasks the locality rules hold back are passed over.
@@ -286,7 +287,7 @@ ORDER BY pool_key DESC, id
 LIMIT :limit;
 
 -- name: pool_best_in_domain
--- Step 2, pool, domain bonus: the same within one of the agent's domains
+-- The pool step, domain bonus: the same within one of the agent's domains
 -- (tasks_pool_domain index). Its own domain's work is never held back.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
@@ -295,7 +296,7 @@ ORDER BY pool_key DESC, id
 LIMIT :limit;
 
 -- name: pool_longest
--- Step 2 with order = longest_first: pool tasks with an expected duration, by priority,
+-- The pool step with order = longest_first: pool tasks with an expected duration, by priority,
 -- then longest, then static key (tasks_pool_longest index); the locality rules as above.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
@@ -304,7 +305,7 @@ ORDER BY priority, expected_duration DESC, pool_key DESC, id
 LIMIT :limit;
 
 -- name: steal_tail
--- Step 3, steal: the tail of the victim's queue that a thief may take (the fragment
+-- The steal step: the tail of the victim's queue that a thief may take (the fragment
 -- stealable) -- lowest priority, oldest first (tasks_queue index, read backwards).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
@@ -312,7 +313,7 @@ ORDER BY priority DESC, seq
 LIMIT :limit;
 
 -- name: steal_tail_longest
--- Step 3 with order = longest_first: the same tail, longest expected first within the
+-- The steal step with order = longest_first: the same tail, longest expected first within the
 -- lowest priority (then oldest).
 SELECT {candidate} FROM tasks
 WHERE {stealable}

@@ -74,13 +74,14 @@ CREATE TABLE tasks (
     stalled_at        REAL
 );
 
--- Step 2 of the claim, the pool: best static key among one skill set ...
+-- The claim's pool step: best static key among one skill set ...
 CREATE INDEX tasks_pool ON tasks (skillset, pool_key DESC, id)
     WHERE state = 'pending' AND agent_id IS NULL;
 -- ... and among one skill set in one domain (for the domain bonus).
 CREATE INDEX tasks_pool_domain ON tasks (skillset, domain, pool_key DESC, id)
     WHERE state = 'pending' AND agent_id IS NULL AND domain IS NOT NULL;
--- Step 1 (the owner's head, read forwards) and step 3 (a thief's tail, read backwards).
+-- The own queue step (the owner's head, read forwards) and the steal step (a thief's tail,
+-- read backwards).
 CREATE INDEX tasks_queue ON tasks (agent_id, priority, seq DESC)
     WHERE state = 'pending' AND agent_id IS NOT NULL;
 -- Leases: who holds what, and what expires first.

@@ -13,7 +13,7 @@ UPDATE tasks SET ready_at = CASE state
     ELSE created_at
 END;
 
--- Step 2 of the claim with order = longest_first: pool tasks that carry an expected
+-- The claim's pool step with order = longest_first: pool tasks that carry an expected
 -- duration, by priority and then longest first. Tasks without one are not in it (they rank
 -- after those that have one), so a fleet that never sets expected_duration pays nothing.
 CREATE INDEX tasks_pool_longest ON tasks (skillset, priority, expected_duration DESC,
