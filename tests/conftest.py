@@ -95,12 +95,16 @@ def fleet(open_fleet: Callable[..., Fleet]) -> Fleet:
     return open_fleet()
 
 
-PROCESSES = Path(__file__).parent / "processes"
+#: The tiers that start real processes: tests/processes races and kills them; tests/faces
+#: drives the installed ``shoal`` script and MCP server through their real clients, a
+#: process (or a server) per call. Each of their tests is marked ``slow``.
+PROCESS_TIERS = (Path(__file__).parent / "processes", Path(__file__).parent / "faces")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/processes races or kills real processes: mark it ``slow``, so
-    `make test-fast` (``-m "not slow"``) leaves that tier to `make test`."""
+    """Mark every test of the process tiers ``slow``: `make test-fast` (``-m "not slow"``)
+    runs the in-process tiers -- unit, contract, stores -- in about a minute, and leaves the
+    process tiers to `make test`, the README's test command."""
     for item in items:
-        if PROCESSES in item.path.parents:
+        if any(tier in item.path.parents for tier in PROCESS_TIERS):
             item.add_marker(pytest.mark.slow)
