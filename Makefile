@@ -33,10 +33,11 @@ demo: $(VENV)/.base
 test: lint
 	$(BIN)/python -m pytest -n auto
 
-## The same without the tests marked slow (tests/processes: races, kills, restarts), for
-## the edit-test loop; `make test` is the one that counts.
-test-fast: lint
-	$(BIN)/python -m pytest -n auto -m "not slow"
+## The in-process tiers only (unit, contract, stores), for the edit-test loop: the tests
+## marked slow -- tests/faces and tests/processes, which start real processes -- and the
+## lint are left to `make test`, the one that counts.
+test-fast: $(VENV)/.dev
+	$(BIN)/python -m pytest -n auto -m "not slow" tests/unit tests/contract tests/stores
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests bench
