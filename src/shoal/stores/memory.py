@@ -9,7 +9,7 @@ The simulator runs whole nights of a fleet on this store, so the hot questions o
 are answered from indexes, not by scanning every task: tasks by (agent, state) -- a queue,
 the pool, an agent's leases -- and the pool in score-key order per skill set (and per
 skill set and domain), the same two look-ups the SQL stores make with their indexes. Every
-index changes in one place (``_Index.move``), through the journal like everything else.
+index changes in one place (``Index.move``), through the journal like everything else.
 
 One fleet per ``MemoryStore`` object; ``memory://name`` URLs opened in the same process
 share it, so several threads (or several ``Fleet`` objects) can work on one fleet.
@@ -17,20 +17,31 @@ share it, so several threads (or several ``Fleet`` objects) can work on one flee
 
 from __future__ import annotations
 
-import bisect
 import copy
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from shoal import policy
 from shoal.model import Agent, AgentStatus, Candidate, Event, QueueDepth, Task, TaskState
 from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
+from shoal.stores._memdata import (
+    CLAIMED,
+    PENDING,
+    TASK_FIELDS,
+    Data,
+    Row,
+    by_id,
+    candidate_of,
+    frozen_json,
+    is_held,
+    is_ready,
+    order_fields,
+)
 from shoal.stores.base import Capabilities, ClaimContext, NewTask
 
 __all__ = ["MemoryStore"]
@@ -39,120 +50,6 @@ _REGISTRY: dict[str, MemoryStore] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Row:
-    """A task as the memory store keeps it: the public fields plus the bookkeeping."""
-
-    task: Task
-    skillset: int
-    pool_key: float
-    seq: int
-    token: str | None = None
-
-
-_Placed = tuple[str | None, TaskState]  # (agent -- None for the pool --, state)
-_PoolSlot = tuple[int, str | None]  # (skill set, domain -- None for "any domain")
-
-
-@dataclass(slots=True)
-class _Index:
-    """Secondary indexes over the task rows, kept by ``move`` and undone with the journal.
-
-    ``placed`` answers "the pending tasks of this queue", "the pool", "this agent's leases";
-    ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task as
-    ``(-pool_key, id)`` in sorted lists, per skill set and per (skill set, domain), so the
-    best pool tasks are the heads of a few lists; ``longest`` holds the pool tasks that have
-    an expected duration per skill set, by priority and then longest first.
-    """
-
-    placed: dict[_Placed, set[int]] = field(default_factory=dict)
-    state: dict[TaskState, set[int]] = field(default_factory=dict)
-    pool: dict[_PoolSlot, list[tuple[float, int]]] = field(default_factory=dict)
-    longest: dict[int, list[tuple[int, float, float, int]]] = field(default_factory=dict)
-
-    def ids(self, agent: str | None, state: TaskState) -> set[int]:
-        return self.placed.get((agent, state), _EMPTY)
-
-    def in_state(self, state: TaskState) -> set[int]:
-        return self.state.get(state, _EMPTY)
-
-    def move(self, task_id: int, old: _Row | None, new: _Row | None) -> None:
-        """The row of ``task_id`` changes from ``old`` to ``new`` (None: absent)."""
-        if old is not None and new is not None and _index_fields(old) == _index_fields(new):
-            return
-        if old is not None:
-            self._drop(task_id, old)
-        if new is not None:
-            self._add(task_id, new)
-
-    def _add(self, task_id: int, row: _Row) -> None:
-        t = row.task
-        self.placed.setdefault((t.agent, t.state), set()).add(task_id)
-        self.state.setdefault(t.state, set()).add(task_id)
-        for slot in _pool_slots(row):
-            bisect.insort(self.pool.setdefault(slot, []), (-row.pool_key, task_id))
-        if _longest_slot(row):
-            bisect.insort(self.longest.setdefault(row.skillset, []), _longest_key(row, task_id))
-
-    def _drop(self, task_id: int, row: _Row) -> None:
-        t = row.task
-        self.placed[(t.agent, t.state)].discard(task_id)
-        self.state[t.state].discard(task_id)
-        for slot in _pool_slots(row):
-            keys = self.pool[slot]
-            at = bisect.bisect_left(keys, (-row.pool_key, task_id))
-            del keys[at]
-        if _longest_slot(row):
-            longest = self.longest[row.skillset]
-            del longest[bisect.bisect_left(longest, _longest_key(row, task_id))]
-
-
-def _index_fields(row: _Row) -> tuple[object, ...]:
-    t = row.task
-    return (t.agent, t.state, row.pool_key, row.skillset, t.domain, t.expected_duration)
-
-
-def _longest_slot(row: _Row) -> bool:
-    """In the pool, with an expected duration: ranked by ``longest`` too."""
-    t = row.task
-    return t.state is TaskState.PENDING and t.agent is None and t.expected_duration is not None
-
-
-def _longest_key(row: _Row, task_id: int) -> tuple[int, float, float, int]:
-    return (row.task.priority, -(row.task.expected_duration or 0.0), -row.pool_key, task_id)
-
-
-def _pool_slots(row: _Row) -> list[_PoolSlot]:
-    t = row.task
-    if t.state is not TaskState.PENDING or t.agent is not None:
-        return []
-    return (
-        [(row.skillset, None)]
-        if t.domain is None
-        else [(row.skillset, None), (row.skillset, t.domain)]
-    )
-
-
-_EMPTY: set[int] = set()
-
-
-@dataclass(slots=True)
-class _Data:
-    tasks: dict[int, _Row] = field(default_factory=dict)
-    index: _Index = field(default_factory=_Index)
-    agents: dict[str, Agent] = field(default_factory=dict)
-    deps: dict[int, list[int]] = field(default_factory=dict)  # task -> what it waits on
-    dependents: dict[int, list[int]] = field(default_factory=dict)  # task -> who waits on it
-    skillsets: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    keys: dict[str, int] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    meta: dict[str, str] = field(default_factory=dict)
-    settings: Settings = field(default_factory=Settings)
-    seq: int = 0
-    last_task_id: int = 0
-    version: int = 0
 
 
 class MemoryStore:
@@ -164,7 +61,7 @@ class MemoryStore:
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self.created = True
-        self._data = _Data()
+        self._data = Data()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
 
@@ -213,9 +110,9 @@ class MemoryStore:
 
 
 class _MemoryTx:
-    """One transaction over ``_Data``: every change goes through ``_record`` to be undoable."""
+    """One transaction over ``Data``: every change goes through ``_record`` to be undoable."""
 
-    def __init__(self, data: _Data, writable: bool) -> None:
+    def __init__(self, data: Data, writable: bool) -> None:
         self.d = data
         self.writable = writable
         self.journal: list[Callable[[], None]] = []
@@ -243,8 +140,8 @@ class _MemoryTx:
 
     def _task(self, task_id: int, **changes: Any) -> None:
         row = self.d.tasks[task_id]
-        new = _Row(
-            task=replace(row.task, **{k: v for k, v in changes.items() if k in _TASK_FIELDS}),
+        new = Row(
+            task=replace(row.task, **{k: v for k, v in changes.items() if k in TASK_FIELDS}),
             skillset=row.skillset,
             pool_key=changes.get("pool_key", row.pool_key),
             seq=changes.get("seq", row.seq),
@@ -252,7 +149,7 @@ class _MemoryTx:
         )
         self._set_row(task_id, new)
 
-    def _set_row(self, task_id: int, new: _Row) -> None:
+    def _set_row(self, task_id: int, new: Row) -> None:
         """Every task row changes here, so the indexes follow it (and are undone with it)."""
         old = self.d.tasks.get(task_id)
         self._put(self.d.tasks, task_id, new)
@@ -288,9 +185,9 @@ class _MemoryTx:
     # agents ----------------------------------------------------------------------------
 
     def _queued(self, agent_id: str) -> int:
-        return len(self.d.index.ids(agent_id, _PENDING))
+        return len(self.d.index.ids(agent_id, PENDING))
 
-    def _rows(self, ids: set[int]) -> list[_Row]:
+    def _rows(self, ids: set[int]) -> list[Row]:
         tasks = self.d.tasks
         return [tasks[i] for i in ids]
 
@@ -308,10 +205,9 @@ class _MemoryTx:
         agent = self.get_agent(agent_id)
         if agent is None:
             return None
-        held = len(self.d.index.ids(agent_id, _CLAIMED))
+        held = len(self.d.index.ids(agent_id, CLAIMED))
         due = any(
-            (r.task.lease_expires or 0.0) <= now
-            for r in self._rows(self.d.index.in_state(_CLAIMED))
+            (r.task.lease_expires or 0.0) <= now for r in self._rows(self.d.index.in_state(CLAIMED))
         )
         return ClaimContext(agent, held, due, dict(self.d.skillsets), self.d.settings)
 
@@ -320,7 +216,7 @@ class _MemoryTx:
         return sorted(
             QueueDepth(agent, len(ids), agents[agent].status)
             for (agent, state), ids in self.d.index.placed.items()
-            if state is _PENDING and agent is not None and ids
+            if state is PENDING and agent is not None and ids
         )
 
     def idle_agents(self) -> list[Agent]:
@@ -328,7 +224,7 @@ class _MemoryTx:
 
     # tasks: reads ----------------------------------------------------------------------
 
-    def _public(self, row: _Row) -> Task:
+    def _public(self, row: Row) -> Task:
         # Hand out copies of JSON values so a caller can never edit the store's rows.
         task = row.task
         if isinstance(task.payload, dict | list) or isinstance(task.result, dict | list):
@@ -364,18 +260,18 @@ class _MemoryTx:
         return out
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
-        rows = self._rows(self.d.index.ids(agent_id, _CLAIMED))
+        rows = self._rows(self.d.index.ids(agent_id, CLAIMED))
         rows.sort(key=lambda r: (r.task.claimed_at or 0.0, r.task.id))
         return [(self._public(r), r.token or "") for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
-        rows = sorted(self._rows(self.d.index.in_state(_CLAIMED)), key=_by_id)
+        rows = sorted(self._rows(self.d.index.in_state(CLAIMED)), key=by_id)
         return [self._public(r) for r in rows]
 
     def expired_leases(self, now: float, limit: int) -> list[Task]:
         rows = [
             r
-            for r in self._rows(self.d.index.in_state(_CLAIMED))
+            for r in self._rows(self.d.index.in_state(CLAIMED))
             if (r.task.lease_expires or 0.0) <= now
         ]
         rows.sort(key=lambda r: (r.task.lease_expires or 0.0, r.task.id))
@@ -385,12 +281,12 @@ class _MemoryTx:
         return {s.value: len(self.d.index.in_state(s)) for s in TaskState}
 
     def pool_depth(self) -> int:
-        return len(self.d.index.ids(None, _PENDING))
+        return len(self.d.index.ids(None, PENDING))
 
     def waiting_tasks(self, now: float) -> tuple[int, float | None]:
         due = [
             r.task.ready_at
-            for r in self._rows(self.d.index.in_state(_PENDING))
+            for r in self._rows(self.d.index.in_state(PENDING))
             if r.task.ready_at is not None and r.task.ready_at > now
         ]
         return len(due), min(due, default=None)
@@ -407,16 +303,16 @@ class _MemoryTx:
 
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         demand: dict[tuple[str, ...], int] = {}
-        for row in self._rows(self.d.index.in_state(_PENDING)):
+        for row in self._rows(self.d.index.in_state(PENDING)):
             demand[row.task.skills] = demand.get(row.task.skills, 0) + 1
         return demand
 
     # candidate queries -----------------------------------------------------------------
 
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
-        rows = [r for r in self._rows(self.d.index.ids(agent_id, _PENDING)) if _ready(r, now)]
-        rows.sort(key=lambda r: policy.queue_order(*_order_fields(r), longest))
-        return [_candidate(r) for r in rows[:limit]]
+        rows = [r for r in self._rows(self.d.index.ids(agent_id, PENDING)) if is_ready(r, now)]
+        rows.sort(key=lambda r: policy.queue_order(*order_fields(r), longest))
+        return [candidate_of(r) for r in rows[:limit]]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
         return dict(self.d.skillsets)
@@ -427,7 +323,7 @@ class _MemoryTx:
         out = []
         for entry in keys:
             row = self.d.tasks[entry[-1]]
-            if _ready(row, now) and not _held(row, held):
+            if is_ready(row, now) and not is_held(row, held):
                 out.append(entry)
                 if len(out) >= limit:
                     break
@@ -447,7 +343,7 @@ class _MemoryTx:
         for sid in set(skillsets):
             best += self._unheld(pool.get((sid, domain), []), held, limit, now)
         best.sort()
-        return [_candidate(self.d.tasks[task_id]) for _, task_id in best[:limit]]
+        return [candidate_of(self.d.tasks[task_id]) for _, task_id in best[:limit]]
 
     def pool_longest(
         self, skillsets: Sequence[int], limit: int, held: Locality, now: float
@@ -457,18 +353,18 @@ class _MemoryTx:
         for sid in set(skillsets):
             best += self._unheld(longest.get(sid, []), held, limit, now)
         best.sort()
-        return [_candidate(self.d.tasks[entry[-1]]) for entry in best[:limit]]
+        return [candidate_of(self.d.tasks[entry[-1]]) for entry in best[:limit]]
 
     def steal_tail(
         self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         rows = [
             r
-            for r in self._rows(self.d.index.ids(victim, _PENDING))
-            if _ready(r, now) and rules.matches(r.task) and not _held(r, held)
+            for r in self._rows(self.d.index.ids(victim, PENDING))
+            if is_ready(r, now) and rules.matches(r.task) and not is_held(r, held)
         ]
-        rows.sort(key=lambda r: policy.tail_order(*_order_fields(r), rules.longest))
-        return [_candidate(r) for r in rows[:limit]]
+        rows.sort(key=lambda r: policy.tail_order(*order_fields(r), rules.longest))
+        return [candidate_of(r) for r in rows[:limit]]
 
     def server_time(self) -> float | None:
         return None
@@ -477,7 +373,7 @@ class _MemoryTx:
         eligible = set(skillsets)
         due = [
             r.task.ready_at
-            for r in self._rows(self.d.index.in_state(_PENDING))
+            for r in self._rows(self.d.index.in_state(PENDING))
             if r.task.ready_at is not None
             and r.task.ready_at > now
             and (r.task.agent == agent_id or (r.task.agent is None and r.skillset in eligible))
@@ -513,7 +409,7 @@ class _MemoryTx:
             state=task.state,
             priority=task.priority,
             body=task.body,
-            payload=_frozen_json(task.payload),
+            payload=frozen_json(task.payload),
             skills=task.skills,
             domain=task.domain,
             agent=task.agent,
@@ -529,7 +425,7 @@ class _MemoryTx:
             ready_at=task.ready_at,
             retry_delay=task.retry_delay,
         )
-        row = _Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
+        row = Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
         if task.key is not None:
             self._put(self.d.keys, task.key, task_id)
@@ -552,7 +448,7 @@ class _MemoryTx:
         row = self.d.tasks[task_id]
         self._task(
             task_id,
-            state=_CLAIMED,
+            state=CLAIMED,
             agent=agent_id,
             token=token,
             lease_expires=expires,
@@ -568,7 +464,7 @@ class _MemoryTx:
     ) -> list[Task]:
         out = []
         for task_id, token, expires, stolen in grants:
-            if self.d.tasks[task_id].task.state is _PENDING:
+            if self.d.tasks[task_id].task.state is PENDING:
                 self._lease_one(task_id, agent_id, token, expires, stolen, now)
                 out.append(self._public(self.d.tasks[task_id]))
         return out
@@ -582,7 +478,7 @@ class _MemoryTx:
             if (
                 row is None
                 or row.token != token
-                or row.task.state is not _CLAIMED
+                or row.task.state is not CLAIMED
                 or (row.task.lease_expires or 0.0) <= now
             ):
                 continue
@@ -597,7 +493,7 @@ class _MemoryTx:
         self._task(
             task_id,
             state=TaskState.DONE,
-            result=_frozen_json(result),
+            result=frozen_json(result),
             lease_expires=None,
             finished_at=now,
             updated_at=now,
@@ -616,7 +512,7 @@ class _MemoryTx:
         task = self.d.tasks[task_id].task
         self._task(
             task_id,
-            state=_PENDING,
+            state=PENDING,
             agent=agent_id,
             seq=seq,
             lease_expires=None,
@@ -662,17 +558,17 @@ class _MemoryTx:
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
         ready = max(now, self.d.tasks[task_id].task.ready_at or now)
-        self._task(task_id, state=_PENDING, agent=agent_id, seq=seq, updated_at=now, ready_at=ready)
+        self._task(task_id, state=PENDING, agent=agent_id, seq=seq, updated_at=now, ready_at=ready)
 
     def set_ready_at(self, task_id: int, ready_at: float) -> None:
-        if self.d.tasks[task_id].task.state is _PENDING:
+        if self.d.tasks[task_id].task.state is PENDING:
             self._task(task_id, ready_at=ready_at)
 
     def bound_tasks(self, agent_id: str, limit: int) -> list[Candidate]:
         index = self.d.index
-        ids = index.ids(agent_id, _PENDING) | index.ids(agent_id, TaskState.BLOCKED)
-        rows = [r for r in sorted(self._rows(ids), key=_by_id) if not r.task.pinned]
-        return [_candidate(r) for r in rows[:limit]]
+        ids = index.ids(agent_id, PENDING) | index.ids(agent_id, TaskState.BLOCKED)
+        rows = [r for r in sorted(self._rows(ids), key=by_id) if not r.task.pinned]
+        return [candidate_of(r) for r in rows[:limit]]
 
     def move_task(
         self, task_id: int, agent_id: str | None, seq: int, stolen: bool, now: float
@@ -709,7 +605,7 @@ class _MemoryTx:
             stalled_at=None,
             lease_expires=None,
             updated_at=now,
-            ready_at=now if state is _PENDING else None,
+            ready_at=now if state is PENDING else None,
         )
 
     def mark_stalled(self, task_id: int, now: float) -> None:
@@ -722,7 +618,7 @@ class _MemoryTx:
     def keyed_tasks(self) -> list[tuple[int, int, float]]:
         return [
             (r.task.id, r.task.priority, r.task.created_at)
-            for r in sorted(self.d.tasks.values(), key=_by_id)
+            for r in sorted(self.d.tasks.values(), key=by_id)
             if not r.task.state.finished
         ]
 
@@ -740,7 +636,7 @@ class _MemoryTx:
         agent_id: str | None,
         data: Mapping[str, Any] | None,
     ) -> None:
-        event = Event(len(self.d.events) + 1, at, kind, task_id, agent_id, _frozen_json(data or {}))
+        event = Event(len(self.d.events) + 1, at, kind, task_id, agent_id, frozen_json(data or {}))
         self._append(self.d.events, event)
 
     def events(
@@ -761,50 +657,3 @@ class _MemoryTx:
                 if len(out) >= limit:
                     break
         return out
-
-
-_PENDING = TaskState.PENDING
-_CLAIMED = TaskState.CLAIMED
-_TASK_FIELDS = frozenset(Task.__dataclass_fields__)
-
-
-def _candidate(row: _Row) -> Candidate:
-    t = row.task
-    return Candidate(
-        t.id,
-        t.title,
-        t.priority,
-        t.domain,
-        t.agent,
-        t.pinned,
-        t.created_at,
-        t.lease_ttl,
-        t.attempts,
-        row.skillset,
-        t.expected_duration,
-        t.ready_at,
-    )
-
-
-def _order_fields(row: _Row) -> tuple[int, float | None, int]:
-    return (row.task.priority, row.task.expected_duration, row.seq)
-
-
-def _ready(row: _Row, now: float) -> bool:
-    return (row.task.ready_at or 0.0) <= now
-
-
-def _held(row: _Row, held: Locality) -> bool:
-    t = row.task
-    return held.holds(t.domain, row.skillset, policy.ready_time(t.ready_at, t.created_at))
-
-
-def _by_id(row: _Row) -> int:
-    return row.task.id
-
-
-def _frozen_json(value: Any) -> Any:
-    """A private copy of a JSON value, as SQLite would store it (tuples become lists)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(json.dumps(value))

@@ -1,0 +1,202 @@
+"""The memory store's data: task rows and the indexes that answer a claim's questions.
+
+``memory.py`` runs the store verbs over this; here are the rows, the indexes over them --
+tasks by (agent, state), and the pool in score-key order per skill set (and per skill set
+and domain), the same look-ups the SQL stores make with their partial indexes -- and the
+small conversions from a row to what the Fleet sees. Every index changes in one place,
+``Index.move``, so a row and its index entries cannot disagree.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal import policy
+from shoal.model import Agent, Candidate, Event, Task, TaskState
+from shoal.policy import Locality
+from shoal.settings import Settings
+
+__all__ = [
+    "CLAIMED",
+    "PENDING",
+    "TASK_FIELDS",
+    "Data",
+    "Index",
+    "Placed",
+    "PoolSlot",
+    "Row",
+    "by_id",
+    "candidate_of",
+    "frozen_json",
+    "index_fields",
+    "is_held",
+    "is_ready",
+    "longest_key",
+    "longest_slot",
+    "order_fields",
+    "pool_slots",
+]
+
+
+@dataclass(slots=True)
+class Row:
+    """A task as the memory store keeps it: the public fields plus the bookkeeping."""
+
+    task: Task
+    skillset: int
+    pool_key: float
+    seq: int
+    token: str | None = None
+
+
+Placed = tuple[str | None, TaskState]  # (agent -- None for the pool --, state)
+PoolSlot = tuple[int, str | None]  # (skill set, domain -- None for "any domain")
+
+
+@dataclass(slots=True)
+class Index:
+    """Secondary indexes over the task rows, kept by ``move`` and undone with the journal.
+
+    ``placed`` answers "the pending tasks of this queue", "the pool", "this agent's leases";
+    ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task as
+    ``(-pool_key, id)`` in sorted lists, per skill set and per (skill set, domain), so the
+    best pool tasks are the heads of a few lists; ``longest`` holds the pool tasks that have
+    an expected duration per skill set, by priority and then longest first.
+    """
+
+    placed: dict[Placed, set[int]] = field(default_factory=dict)
+    state: dict[TaskState, set[int]] = field(default_factory=dict)
+    pool: dict[PoolSlot, list[tuple[float, int]]] = field(default_factory=dict)
+    longest: dict[int, list[tuple[int, float, float, int]]] = field(default_factory=dict)
+
+    def ids(self, agent: str | None, state: TaskState) -> set[int]:
+        return self.placed.get((agent, state), _EMPTY)
+
+    def in_state(self, state: TaskState) -> set[int]:
+        return self.state.get(state, _EMPTY)
+
+    def move(self, task_id: int, old: Row | None, new: Row | None) -> None:
+        """The row of ``task_id`` changes from ``old`` to ``new`` (None: absent)."""
+        if old is not None and new is not None and index_fields(old) == index_fields(new):
+            return
+        if old is not None:
+            self._drop(task_id, old)
+        if new is not None:
+            self._add(task_id, new)
+
+    def _add(self, task_id: int, row: Row) -> None:
+        t = row.task
+        self.placed.setdefault((t.agent, t.state), set()).add(task_id)
+        self.state.setdefault(t.state, set()).add(task_id)
+        for slot in pool_slots(row):
+            bisect.insort(self.pool.setdefault(slot, []), (-row.pool_key, task_id))
+        if longest_slot(row):
+            bisect.insort(self.longest.setdefault(row.skillset, []), longest_key(row, task_id))
+
+    def _drop(self, task_id: int, row: Row) -> None:
+        t = row.task
+        self.placed[(t.agent, t.state)].discard(task_id)
+        self.state[t.state].discard(task_id)
+        for slot in pool_slots(row):
+            keys = self.pool[slot]
+            at = bisect.bisect_left(keys, (-row.pool_key, task_id))
+            del keys[at]
+        if longest_slot(row):
+            longest = self.longest[row.skillset]
+            del longest[bisect.bisect_left(longest, longest_key(row, task_id))]
+
+
+def index_fields(row: Row) -> tuple[object, ...]:
+    t = row.task
+    return (t.agent, t.state, row.pool_key, row.skillset, t.domain, t.expected_duration)
+
+
+def longest_slot(row: Row) -> bool:
+    """In the pool, with an expected duration: ranked by ``longest`` too."""
+    t = row.task
+    return t.state is TaskState.PENDING and t.agent is None and t.expected_duration is not None
+
+
+def longest_key(row: Row, task_id: int) -> tuple[int, float, float, int]:
+    return (row.task.priority, -(row.task.expected_duration or 0.0), -row.pool_key, task_id)
+
+
+def pool_slots(row: Row) -> list[PoolSlot]:
+    t = row.task
+    if t.state is not TaskState.PENDING or t.agent is not None:
+        return []
+    return (
+        [(row.skillset, None)]
+        if t.domain is None
+        else [(row.skillset, None), (row.skillset, t.domain)]
+    )
+
+
+_EMPTY: set[int] = set()
+
+
+@dataclass(slots=True)
+class Data:
+    tasks: dict[int, Row] = field(default_factory=dict)
+    index: Index = field(default_factory=Index)
+    agents: dict[str, Agent] = field(default_factory=dict)
+    deps: dict[int, list[int]] = field(default_factory=dict)  # task -> what it waits on
+    dependents: dict[int, list[int]] = field(default_factory=dict)  # task -> who waits on it
+    skillsets: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    keys: dict[str, int] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
+    seq: int = 0
+    last_task_id: int = 0
+    version: int = 0
+
+
+PENDING = TaskState.PENDING
+CLAIMED = TaskState.CLAIMED
+TASK_FIELDS = frozenset(Task.__dataclass_fields__)
+
+
+def candidate_of(row: Row) -> Candidate:
+    t = row.task
+    return Candidate(
+        t.id,
+        t.title,
+        t.priority,
+        t.domain,
+        t.agent,
+        t.pinned,
+        t.created_at,
+        t.lease_ttl,
+        t.attempts,
+        row.skillset,
+        t.expected_duration,
+        t.ready_at,
+    )
+
+
+def order_fields(row: Row) -> tuple[int, float | None, int]:
+    return (row.task.priority, row.task.expected_duration, row.seq)
+
+
+def is_ready(row: Row, now: float) -> bool:
+    return (row.task.ready_at or 0.0) <= now
+
+
+def is_held(row: Row, held: Locality) -> bool:
+    t = row.task
+    return held.holds(t.domain, row.skillset, policy.ready_time(t.ready_at, t.created_at))
+
+
+def by_id(row: Row) -> int:
+    return row.task.id
+
+
+def frozen_json(value: Any) -> Any:
+    """A private copy of a JSON value, as SQLite would store it (tuples become lists)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value))
