@@ -6,10 +6,10 @@ work, cancel and retry it, report status, assess the workload, read the fleet. E
 goes through ``Fleet`` (never to a store), so an agent behind MCP follows exactly the rules
 of one using the CLI or the library.
 
-The server is assembled here from parts with one job each: ``mcp_sessions`` (who a session
-acts as, and how it leaves the fleet when it ends), ``mcp_tooling`` (functions as tools,
-refusals as tool errors, a short tool list), ``mcp_agent_tools`` and ``mcp_fleet_tools``
-(the tools), ``mcp_models`` (their results) and ``mcp_errors`` (what a refusal says).
+The server is assembled here from parts with one job each: ``sessions`` (who a session
+acts as, and how it leaves the fleet when it ends), ``tooling`` (functions as tools,
+refusals as tool errors, a short tool list), ``agent_tools`` and ``fleet_tools`` (the
+tools), ``models`` (their results) and ``errors`` (what a refusal says).
 
 Threads
 -------

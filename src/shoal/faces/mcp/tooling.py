@@ -129,7 +129,7 @@ class ShoalServer(MCPServer):
     """An MCPServer that lists its tools briefly and words every failure itself.
 
     The list has slim input schemas and no output schemas: the results are typed models
-    (``mcp_models``), checked against their schemas by the server and sent as
+    (``models``), checked against their schemas by the server and sent as
     ``structuredContent`` with a JSON text copy; listing those schemas too would more than
     double the list, which a model carries in its context all along.
 
