@@ -1,6 +1,6 @@
 """The MCP tools an agent works with: join, claim, wait, finish, heartbeat, report status.
 
-Each goes through the desk (``mcp_sessions``) to know who the call acts as, and through
+Each goes through the desk (``sessions``) to know who the call acts as, and through
 ``Fleet`` for everything else, so an agent behind MCP follows exactly the rules of one
 using the CLI or the library: the same claim cascade, the same leases, the same refusals.
 

@@ -2,7 +2,7 @@
 
 The desk is what ``shoal mcp``'s tools share: the fleet, the agent the server is pinned to
 (``--agent``), the sessions it serves and the leases it handed out. It knows nothing of the
-MCP SDK (``mcp_tooling`` ties SDK connections to ``Session`` objects), so it can be read,
+MCP SDK (``tooling`` ties SDK connections to ``Session`` objects), so it can be read,
 and reasoned about, as plain fleet bookkeeping.
 
 Sessions and agents

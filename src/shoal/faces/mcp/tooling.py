@@ -3,7 +3,7 @@
 Three jobs, all about the SDK's edges rather than about the fleet:
 
 - **Refusals are tool errors.** A shoal refusal becomes an ``isError`` result carrying the
-  code, the message and what to do next (``mcp_errors.describe``); so do arguments the
+  code, the message and what to do next (``errors.describe``); so do arguments the
   schema refuses or the tool does not take (the SDK would drop those silently), an unknown
   tool, and anything unforeseen (``internal_error``): a client never shows the SDK's bare
   "Error executing tool".
@@ -193,7 +193,7 @@ class ShoalServer(MCPServer):
 
 
 def refusal(error: ShoalError, desk: FleetDesk) -> CallToolResult:
-    """A tool error result for ``error``, in shoal's words (``mcp_errors.describe``)."""
+    """A tool error result for ``error``, in shoal's words (``errors.describe``)."""
     text = describe(error, pinned=desk.pinned)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
