@@ -78,7 +78,7 @@ from shoal._transitions import end_streak, expire_due, live_agent, resume_agent,
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
 from shoal.settings import Settings
-from shoal.stores.base import StoreTx
+from shoal.stores.base import LeaseGrant, StoreTx
 from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, EventKind
 
 __all__ = ["Holds", "claim_in", "pool_candidates", "preview_in", "rebalance_in", "steal_tails"]
@@ -190,7 +190,8 @@ def _lease(
         expires = policy.lease_expiry(now, chosen.lease_ttl, settings)
         leases[chosen.id] = Lease(chosen.id, agent.id, token(), expires)
     grants = [
-        (c.id, leases[c.id].token, leases[c.id].expires, s is ClaimSource.STEAL) for c, s in picked
+        LeaseGrant(c.id, leases[c.id].token, leases[c.id].expires, s is ClaimSource.STEAL)
+        for c, s in picked
     ]
     tasks = {t.id: t for t in tx.lease_tasks(agent.id, grants, now)}
     granted = []

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
-from shoal.clock import Clock
 from shoal.errors import WriteConflict
 
 __all__ = ["rerun_on_conflict"]
 
 
 class _Fleet(Protocol):
-    clock: Clock
     rng: random.Random
 
 
@@ -41,7 +40,8 @@ def rerun_on_conflict(method: _Method) -> _Method:
             except WriteConflict:
                 if attempt == _CONFLICT_RETRIES - 1:
                     raise
-                self.clock.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
+                # Real time, whatever the fleet's clock: the other writer is a real one.
+                time.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
         raise AssertionError("unreachable")
 
     return cast(_Method, rerun)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "monotonic", "wait"]
 
 
 @runtime_checkable
@@ -29,15 +29,26 @@ class Clock(Protocol):
         """Let ``seconds`` pass (really, or by moving a manual clock forward)."""
         ...
 
-    def monotonic(self) -> float:
-        """Seconds on a clock that never goes back, for deadlines and durations."""
-        ...
+    # A clock may also offer ``monotonic()`` and ``wait(until_change, seconds)`` (both clocks
+    # here do); deadlines and waits go through the functions below, which use them when
+    # they are there and the real ones when not, so a clock with only now() and sleep()
+    # keeps working.
 
-    def wait(self, until_change: Callable[[float], bool], seconds: float) -> bool:
-        """Wait up to ``seconds`` for a change that ``until_change(timeout)`` blocks on (it
-        returns whether the change came). A manual clock never blocks: it looks once, and
-        if nothing changed lets the time pass."""
-        ...
+
+def monotonic(clock: Clock) -> float:
+    """Seconds on ``clock``'s never-going-back scale, for deadlines and durations: its own
+    ``monotonic()`` if it has one (a manual clock's is its manual time), else the real one."""
+    own: Callable[[], float] | None = getattr(clock, "monotonic", None)
+    return own() if own is not None else time.monotonic()
+
+
+def wait(clock: Clock, until_change: Callable[[float], bool], seconds: float) -> bool:
+    """Wait up to ``seconds`` for a change that ``until_change(timeout)`` blocks on (it
+    returns whether the change came), as ``clock`` keeps time: a manual clock never blocks
+    -- it looks once, and if nothing changed lets the time pass -- and a clock without a
+    ``wait`` of its own waits really."""
+    own: Callable[[Callable[[float], bool], float], bool] | None = getattr(clock, "wait", None)
+    return own(until_change, seconds) if own is not None else until_change(max(seconds, 0.0))
 
 
 class SystemClock:

@@ -52,7 +52,8 @@ from shoal._transitions import (
     resume_agent,
     unknown_agent,
 )
-from shoal.clock import Clock, SystemClock
+from shoal.clock import Clock, SystemClock, monotonic
+from shoal.clock import wait as wait_for
 from shoal.errors import (
     BadInput,
     InvalidTransition,
@@ -83,7 +84,7 @@ from shoal.model import (
 )
 from shoal.settings import Settings
 from shoal.stores import init_store_url, open_store
-from shoal.stores.base import Store, StoreTx
+from shoal.stores.base import Finishing, Store, StoreTx
 from shoal.times import iso_time
 from shoal.validation import (
     MAX_ID,
@@ -441,18 +442,18 @@ class Fleet:
         waits up to that many seconds for the fleet to change and tries again.
         """
         n = check_n(n)
-        deadline = self.clock.monotonic() + parse_duration(wait, "wait")
+        deadline = monotonic(self.clock) + parse_duration(wait, "wait")
         while True:
             with self._store.write() as tx:
                 claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
             assert claim is not None
-            remaining = deadline - self.clock.monotonic()
+            remaining = deadline - monotonic(self.clock)
             if claim or claim.reason is not ClaimReason.EMPTY or remaining <= 0:
                 return claim
             pause = min(remaining, 1.0)
             if claim.retry_at is not None:  # work passed over is free to take then
                 pause = min(pause, max(0.0, claim.retry_at - self.clock.now()))
-            self.clock.wait(self._store.wait_for_change, pause)
+            wait_for(self.clock, self._store.wait_for_change, pause)
 
     def _claim(
         self,
@@ -493,7 +494,7 @@ class Fleet:
             check_n(then_claim)
         with self._store.write() as tx:
             now = self.clock.now()
-            finished = tx.finish_leased([(lease.task_id, lease.token, result)], now)
+            finished = tx.finish_leased([Finishing(lease.task_id, lease.token, result)], now)
             if not finished:  # not a live lease: say why, or recognise a repeat
                 return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
             ((task_id, holder, has_dependents),) = finished
@@ -532,8 +533,8 @@ class Fleet:
         with self._store.write() as tx:
             now = self.clock.now()
             holder: str | None = None  # who really holds them, not what the leases claim
-            items = [(lease.task_id, lease.token, result) for lease, result in outcomes]
-            finished = {task: (agent, deps) for task, agent, deps in tx.finish_leased(items, now)}
+            items = [Finishing(lease.task_id, lease.token, result) for lease, result in outcomes]
+            finished = {done.task_id: done for done in tx.finish_leased(items, now)}
             for lease, _ in outcomes:
                 if lease.task_id not in finished:  # not a live lease: say why, or a repeat
                     try:
@@ -543,7 +544,8 @@ class Fleet:
                     else:
                         already.append(task.id)
                     continue
-                agent, has_dependents = finished.pop(lease.task_id)
+                done = finished.pop(lease.task_id)
+                agent, has_dependents = done.holder, done.has_dependents
                 if holder is not None and agent is not None and agent != holder:
                     raise BadInput("complete_many takes the leases of one agent at a time")
                 holder = agent or holder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal import Fleet, InvalidSetting
+from shoal import Fleet, InvalidSetting, ManualClock
 from tests.helpers import one, snapshot
 
 
@@ -45,6 +45,26 @@ def test_longest_first_in_the_pool(fleet: Fleet) -> None:
     fleet.post("later", priority=7, expected_duration="9h")
     fleet.post("urgent", priority=3)
     assert claim_all(fleet, "ada") == ["urgent", "long", "short", "unknown", "later"]
+
+
+def test_longest_first_ties_across_skill_sets_go_to_the_first_posted(
+    fleet: Fleet, clock: ManualClock
+) -> None:
+    """Tasks equal in priority, expected duration and age but of different skill sets are
+    taken in the order they were posted, on every store. (SQLite looks the pool up per skill
+    set; its merge once kept the first skill set's task first, so it took the py task here
+    while the memory store and PostgreSQL took the go task.)"""
+    fleet.configure(order="longest_first")
+    fleet.register("ada", skills=["go", "py"])
+    fleet.cancel(fleet.post("makes the py skill set first", skills=["py"]).id)
+    fleet.post("older, length unknown")  # the pool's best static key: ahead of both below
+    clock.advance(10)
+    specs = [
+        {"title": "go task", "skills": ["go"], "expected_duration": 100},
+        {"title": "py task", "skills": ["py"], "expected_duration": 100},
+    ]
+    fleet.post_many(specs)  # one moment: equal in every key but the id
+    assert claim_all(fleet, "ada") == ["go task", "py task", "older, length unknown"]
 
 
 def test_longest_first_for_thieves_within_the_lowest_priority(fleet: Fleet) -> None:

@@ -40,3 +40,26 @@ def test_an_ephemeral_worker_on_a_manual_clock_leaves_after_its_idle_grace() -> 
         assert report.reason == "idle"
         assert worker_clock.now() - start >= 300  # the grace passed on the worker's clock
         assert fleet_clock.now() < start + 1  # and not on the fleet's
+
+
+class NowAndSleepOnly:
+    """A clock written to the Clock protocol's two required methods, nothing more."""
+
+    def __init__(self) -> None:
+        self.manual = ManualClock()
+
+    def now(self) -> float:
+        return self.manual.now()
+
+    def sleep(self, seconds: float) -> None:
+        self.manual.sleep(seconds)
+
+
+def test_a_clock_with_only_now_and_sleep_still_claims_and_waits() -> None:
+    with Fleet.open("memory://", clock=NowAndSleepOnly()) as fleet:
+        fleet.register("ada")
+        task = fleet.post("now")
+        assert fleet.claim("ada").tasks == (fleet.get(task.id),)
+        fleet.register("bob")
+        claim = fleet.claim("bob", wait=0.01)  # a real wait: the clock has no wait() of its own
+        assert not claim and claim.reason is ClaimReason.EMPTY

@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal import policy
-from shoal.clock import Clock, SystemClock
+from shoal.clock import Clock, SystemClock, monotonic
+from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
 from shoal.model import Grant, Lease, Task
@@ -272,11 +273,11 @@ class Worker:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
-            gap = MIN_POLL_GAP - (self.clock.monotonic() - last_poll)
+            gap = MIN_POLL_GAP - (monotonic(self.clock) - last_poll)
             if empty and gap > 0 and not self._wake.is_set():
                 self.clock.sleep(gap)
             self._wake.clear()
-            last_poll = self.clock.monotonic()
+            last_poll = monotonic(self.clock)
             try:
                 claim = self.fleet.claim(self.agent, room)
                 settings = self._settings()
@@ -314,7 +315,7 @@ class Worker:
             if self._slots:
                 idle_from = None
             else:
-                now = self.clock.monotonic()
+                now = monotonic(self.clock)
                 if idle_from is None:
                     idle_from = now
                     self._say("idle", grace=settings.idle_timeout if self.ephemeral else None)
@@ -329,19 +330,19 @@ class Worker:
     def _settings(self) -> Settings:
         """The fleet's settings, read at most once a second (they change rarely, and a
         busy worker would otherwise pay a read per task for them)."""
-        now = self.clock.monotonic()
+        now = monotonic(self.clock)
         if self._settings_read is None or now - self._settings_read[0] >= 1.0:
             self._settings_read = (now, self.fleet.settings())
         return self._settings_read[1]
 
     def _wait(self, seconds: float) -> None:
         """Wait up to ``seconds`` for the fleet to change, a task of ours to finish, or a stop."""
-        deadline = self.clock.monotonic() + seconds
+        deadline = monotonic(self.clock) + seconds
         while not (self._wake.is_set() or self._stopping.is_set()):
-            left = deadline - self.clock.monotonic()
+            left = deadline - monotonic(self.clock)
             if left <= 0:
                 return
-            if self.clock.wait(self.fleet.wait_for_change, min(left, 0.25)):
+            if wait_for(self.clock, self.fleet.wait_for_change, min(left, 0.25)):
                 return
 
     # ------------------------------------------------------------------ running tasks
@@ -389,21 +390,21 @@ class Worker:
                 box["error"] = exc
 
         inner = threading.Thread(target=call, name=f"shoal-task-{ctx.task.id}", daemon=True)
-        started = self.clock.monotonic()
+        started = monotonic(self.clock)
         inner.start()
         deadline = None if self.timeout is None else started + self.timeout
         while inner.is_alive():
             inner.join(0.05)
             if not inner.is_alive():
                 break
-            if deadline is not None and self.clock.monotonic() >= deadline:
+            if deadline is not None and monotonic(self.clock) >= deadline:
                 ctx.stop(f"timed out after {self.timeout:g}s")
             elif self._aborting.is_set():
                 ctx.stop("the worker is shutting down")
             if ctx.stopped.is_set():
                 inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
                 break
-        seconds = self.clock.monotonic() - started
+        seconds = monotonic(self.clock) - started
         self._tally("busy_seconds", seconds)
         try:
             self._settle(ctx, box, finished=not inner.is_alive(), seconds=round(seconds, 3))
@@ -537,9 +538,9 @@ class Worker:
             self.drain,
         )
         self._say("draining", running=sorted(self._slots), seconds=self.drain)
-        deadline = self.clock.monotonic() + self.drain
+        deadline = monotonic(self.clock) + self.drain
         while self._slots and not self._aborting.is_set():
-            if self.clock.monotonic() >= deadline:
+            if monotonic(self.clock) >= deadline:
                 break
             self._wake.wait(0.1)
             self._wake.clear()

@@ -32,7 +32,7 @@ from shoal.stores._sqlrows import (
     split_skills,
     unheld_params,
 )
-from shoal.stores.base import ClaimContext
+from shoal.stores.base import ClaimContext, Finished, Finishing, LeaseGrant
 
 if TYPE_CHECKING:
     from shoal.stores._sqlstore import SqlStore
@@ -435,9 +435,7 @@ class SqlTx:
     def dependents_of(self, task_id: int) -> list[int]:
         return [r[0] for r in self._all("dependents_of", {"task": task_id})]
 
-    def lease_tasks(
-        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
-    ) -> list[Task]:
+    def lease_tasks(self, agent_id: str, grants: Sequence[LeaseGrant], now: float) -> list[Task]:
         if len(grants) == 1:  # the common claim: no lists to pass
             ((task_id, token, expires, stolen),) = grants
             one = {
@@ -467,9 +465,7 @@ class SqlTx:
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
         self._run("set_lease_expiry", {"id": task_id, "expires": expires})
 
-    def finish_leased(
-        self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[int, str | None, bool]]:
+    def finish_leased(self, items: Sequence[Finishing], now: float) -> list[Finished]:
         results = [None if result is None else json.dumps(result) for _, _, result in items]
         if len(items) == 1:  # the common completion: no lists to pass
             ((task_id, token, _),) = items
@@ -485,7 +481,7 @@ class SqlTx:
             rows = self._all("finish_leased", params)
         else:
             rows = []
-        return [(r[0], r[1], bool(r[2])) for r in rows]
+        return [Finished(r[0], r[1], bool(r[2])) for r in rows]
 
     def requeue_task(
         self,

@@ -19,13 +19,50 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from shoal.model import Agent, Candidate, Event, NewTask, QueueDepth, Task, TaskState
 from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 
-__all__ = ["Capabilities", "ClaimContext", "NewTask", "Store", "StoreTx"]
+__all__ = [
+    "Capabilities",
+    "ClaimContext",
+    "Finished",
+    "Finishing",
+    "LeaseGrant",
+    "NewTask",
+    "Store",
+    "StoreTx",
+]
+
+
+class LeaseGrant(NamedTuple):
+    """One lease a claim writes (``StoreTx.lease_tasks``): the task, its fencing token, when
+    the lease expires, and whether the task was stolen to get it."""
+
+    task_id: int
+    token: str
+    expires: float
+    stolen: bool
+
+
+class Finishing(NamedTuple):
+    """One completion to write (``StoreTx.finish_leased``), if ``token`` is still the task's
+    live lease."""
+
+    task_id: int
+    token: str
+    result: Any
+
+
+class Finished(NamedTuple):
+    """One completion ``finish_leased`` wrote: the task, who held it, and whether other
+    tasks wait on it (so their dependencies must be looked at)."""
+
+    task_id: int
+    holder: str | None
+    has_dependents: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,17 +232,13 @@ class StoreTx(Protocol):
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None: ...
     def deps_of(self, task_id: int) -> list[int]: ...
     def dependents_of(self, task_id: int) -> list[int]: ...
-    def lease_tasks(
-        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
-    ) -> list[Task]:
-        """pending -> claimed by ``agent_id`` for each (task id, token, expires, stolen), one
-        more attempt each; returns the claimed tasks in the order of ``grants``."""
+    def lease_tasks(self, agent_id: str, grants: Sequence[LeaseGrant], now: float) -> list[Task]:
+        """pending -> claimed by ``agent_id`` for each grant, one more attempt each; returns
+        the claimed tasks in the order of ``grants``."""
         ...
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None: ...
-    def finish_leased(
-        self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[int, str | None, bool]]:
+    def finish_leased(self, items: Sequence[Finishing], now: float) -> list[Finished]:
         """claimed -> done for each (task id, token, result) whose token is the task's live
         lease at ``now`` -- a compare-and-set; the others are left alone. Returns (task id,
         holder, whether other tasks depend on it) for each finished task."""

@@ -42,7 +42,7 @@ from shoal.stores._memdata import (
     is_ready,
     order_fields,
 )
-from shoal.stores.base import Capabilities, ClaimContext, NewTask
+from shoal.stores.base import Capabilities, ClaimContext, Finished, Finishing, LeaseGrant, NewTask
 
 __all__ = ["MemoryStore"]
 
@@ -459,9 +459,7 @@ class _MemoryTx:
             updated_at=now,
         )
 
-    def lease_tasks(
-        self, agent_id: str, grants: Sequence[tuple[int, str, float, bool]], now: float
-    ) -> list[Task]:
+    def lease_tasks(self, agent_id: str, grants: Sequence[LeaseGrant], now: float) -> list[Task]:
         out = []
         for task_id, token, expires, stolen in grants:
             if self.d.tasks[task_id].task.state is PENDING:
@@ -469,9 +467,7 @@ class _MemoryTx:
                 out.append(self._public(self.d.tasks[task_id]))
         return out
 
-    def finish_leased(
-        self, items: Sequence[tuple[int, str, Any]], now: float
-    ) -> list[tuple[int, str | None, bool]]:
+    def finish_leased(self, items: Sequence[Finishing], now: float) -> list[Finished]:
         out = []
         for task_id, token, result in items:
             row = self.d.tasks.get(task_id)
@@ -483,7 +479,7 @@ class _MemoryTx:
             ):
                 continue
             self._finish_one(task_id, result, now)
-            out.append((task_id, row.task.agent, bool(self.d.dependents.get(task_id))))
+            out.append(Finished(task_id, row.task.agent, bool(self.d.dependents.get(task_id))))
         return out
 
     def set_lease_expiry(self, task_id: int, expires: float) -> None:
