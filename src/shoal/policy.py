@@ -83,6 +83,7 @@ __all__ = [
     "pause_over",
     "poll_delay",
     "pool_key",
+    "pool_order",
     "queue_order",
     "rank_pool",
     "ready_time",
@@ -169,9 +170,7 @@ def rank_pool(
         key = pool_key(task.priority, task.created_at, aging)
         if task.domain is not None and task.domain in domains:
             key += bonus
-        rank: tuple[Any, ...] = (-key, task.id)
-        if longest:
-            rank = (task.priority, *_length_rank(task.expected_duration), *rank)
+        rank = pool_order(task.priority, task.expected_duration, key, task.id, longest)
         seen[task.id] = (rank, task)
     ranked = sorted(seen.values(), key=lambda rt: rt[0])
     return [task for _, task in ranked[:n]]
@@ -183,6 +182,17 @@ def queue_order(priority: int, expected: float | None, seq: int, longest: bool) 
     if longest:
         return (priority, *_length_rank(expected), -seq)
     return (priority, -seq)
+
+
+def pool_order(
+    priority: int, expected: float | None, pool_key: float, task_id: int, longest: bool
+) -> tuple[Any, ...]:
+    """Sort key of the pool by its static key (``pool_key``), best first, then oldest id --
+    or, with ``longest``, by priority, then longest expected, then that key. Every store
+    orders (and merges) its pool look-ups by it."""
+    if longest:
+        return (priority, *_length_rank(expected), -pool_key, task_id)
+    return (-pool_key, task_id)
 
 
 def tail_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:

@@ -3,7 +3,7 @@ grace, pass their time on a manual clock in a test, so no test has to sleep for 
 
 from __future__ import annotations
 
-from shoal import Fleet, ManualClock
+from shoal import Fleet, ManualClock, clock
 from shoal.runtime.worker import Worker
 from shoal.vocabulary import ClaimReason, ClaimSource
 
@@ -56,10 +56,14 @@ class NowAndSleepOnly:
 
 
 def test_a_clock_with_only_now_and_sleep_still_claims_and_waits() -> None:
-    with Fleet.open("memory://", clock=NowAndSleepOnly()) as fleet:
+    bare = NowAndSleepOnly()
+    with Fleet.open("memory://", clock=bare) as fleet:
         fleet.register("ada")
         task = fleet.post("now")
         assert fleet.claim("ada").tasks == (fleet.get(task.id),)
-        fleet.register("bob")
-        claim = fleet.claim("bob", wait=0.01)  # a real wait: the clock has no wait() of its own
-        assert not claim and claim.reason is ClaimReason.EMPTY
+    # Its deadlines and waits fall back to the real ones: a wait is handed its whole timeout
+    # (here to a stand-in that reports a change at once), and the manual time stays put.
+    asked: list[float] = []
+    assert clock.wait(bare, lambda timeout: asked.append(timeout) or True, 5.0)
+    assert asked == [5.0] and bare.manual.now() == ManualClock().now()
+    assert clock.monotonic(bare) > 0

@@ -37,6 +37,7 @@ __all__ = [
     "longest_key",
     "longest_slot",
     "order_fields",
+    "pool_entry",
     "pool_slots",
 ]
 
@@ -61,16 +62,16 @@ class Index:
     """Secondary indexes over the task rows, kept by ``move`` and undone with the journal.
 
     ``placed`` answers "the pending tasks of this queue", "the pool", "this agent's leases";
-    ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task as
-    ``(-pool_key, id)`` in sorted lists, per skill set and per (skill set, domain), so the
+    ``state`` counts by state and lists the claimed tasks; ``pool`` holds each pool task by
+    ``policy.pool_order`` in sorted lists, per skill set and per (skill set, domain), so the
     best pool tasks are the heads of a few lists; ``longest`` holds the pool tasks that have
     an expected duration per skill set, by priority and then longest first.
     """
 
     placed: dict[Placed, set[int]] = field(default_factory=dict)
     state: dict[TaskState, set[int]] = field(default_factory=dict)
-    pool: dict[PoolSlot, list[tuple[float, int]]] = field(default_factory=dict)
-    longest: dict[int, list[tuple[int, float, float, int]]] = field(default_factory=dict)
+    pool: dict[PoolSlot, list[tuple[Any, ...]]] = field(default_factory=dict)
+    longest: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
 
     def ids(self, agent: str | None, state: TaskState) -> set[int]:
         return self.placed.get((agent, state), _EMPTY)
@@ -92,7 +93,7 @@ class Index:
         self.placed.setdefault((t.agent, t.state), set()).add(task_id)
         self.state.setdefault(t.state, set()).add(task_id)
         for slot in pool_slots(row):
-            bisect.insort(self.pool.setdefault(slot, []), (-row.pool_key, task_id))
+            bisect.insort(self.pool.setdefault(slot, []), pool_entry(row, task_id))
         if longest_slot(row):
             bisect.insort(self.longest.setdefault(row.skillset, []), longest_key(row, task_id))
 
@@ -102,7 +103,7 @@ class Index:
         self.state[t.state].discard(task_id)
         for slot in pool_slots(row):
             keys = self.pool[slot]
-            at = bisect.bisect_left(keys, (-row.pool_key, task_id))
+            at = bisect.bisect_left(keys, pool_entry(row, task_id))
             del keys[at]
         if longest_slot(row):
             longest = self.longest[row.skillset]
@@ -120,8 +121,16 @@ def longest_slot(row: Row) -> bool:
     return t.state is TaskState.PENDING and t.agent is None and t.expected_duration is not None
 
 
-def longest_key(row: Row, task_id: int) -> tuple[int, float, float, int]:
-    return (row.task.priority, -(row.task.expected_duration or 0.0), -row.pool_key, task_id)
+def pool_entry(row: Row, task_id: int) -> tuple[Any, ...]:
+    """Where a pool task sits in its slots' lists: ``policy.pool_order``, best first."""
+    t = row.task
+    return policy.pool_order(t.priority, t.expected_duration, row.pool_key, task_id, False)
+
+
+def longest_key(row: Row, task_id: int) -> tuple[Any, ...]:
+    """Where a task with an expected duration sits in its skill set's longest-first index."""
+    t = row.task
+    return policy.pool_order(t.priority, t.expected_duration, row.pool_key, task_id, True)
 
 
 def pool_slots(row: Row) -> list[PoolSlot]:

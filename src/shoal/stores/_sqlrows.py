@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from shoal import policy
 from shoal.model import Agent, AgentStatus, Candidate
 from shoal.policy import Locality
 
@@ -27,14 +28,14 @@ STATUSES = {s.value: s for s in AgentStatus}
 RowOrder = Callable[[Sequence[Any]], Any]
 
 
-def best_first(row: Sequence[Any]) -> tuple[float, int]:
-    """The pool's order over candidate rows with pool_key after them: best key, then id."""
-    return (-row[12], row[0])
+def best_first(row: Sequence[Any]) -> tuple[Any, ...]:
+    """``policy.pool_order`` of a candidate row with its pool_key after it."""
+    return policy.pool_order(row[2], row[10], row[12], row[0], False)
 
 
-def longest_first(row: Sequence[Any]) -> tuple[int, float, float, int]:
-    """Longest first: priority, then longest expected, then best key, then id."""
-    return (row[2], -(row[10] or 0.0), -row[12], row[0])
+def longest_first(row: Sequence[Any]) -> tuple[Any, ...]:
+    """``policy.pool_order`` with ``longest``, of a candidate row with its pool_key."""
+    return policy.pool_order(row[2], row[10], row[12], row[0], True)
 
 
 @functools.lru_cache(maxsize=256)

@@ -339,17 +339,17 @@ class _MemoryTx:
     ) -> list[Candidate]:
         # The head of each skill set's list is its best task: merge the heads, keep the best.
         pool = self.d.index.pool
-        best: list[tuple[float, int]] = []
+        best: list[tuple[Any, ...]] = []
         for sid in set(skillsets):
             best += self._unheld(pool.get((sid, domain), []), held, limit, now)
         best.sort()
-        return [candidate_of(self.d.tasks[task_id]) for _, task_id in best[:limit]]
+        return [candidate_of(self.d.tasks[entry[-1]]) for entry in best[:limit]]
 
     def pool_longest(
         self, skillsets: Sequence[int], limit: int, held: Locality, now: float
     ) -> list[Candidate]:
         longest = self.d.index.longest
-        best: list[tuple[int, float, float, int]] = []
+        best: list[tuple[Any, ...]] = []
         for sid in set(skillsets):
             best += self._unheld(longest.get(sid, []), held, limit, now)
         best.sort()
