@@ -103,6 +103,10 @@ _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 _EVENT_GAP_GRACE = 10.0
 #: While the listening connection is down, waiters poll this often.
 _POLL_FALLBACK = 0.25
+#: Connections one process may hold at once, by default: enough that a worker's task
+#: threads, claim loop and heartbeat (each holding one only for a transaction) seldom wait
+#: for one another. They open as needed (one at first) and close after idling.
+_POOL_SIZE = 10
 #: The SQLSTATE with which direct_claim refuses a case for the general path.
 _DIRECT_REFUSED = "SH001"
 #: The fleet lock, taken in the message that begins the transaction (see ``begin``).
@@ -186,7 +190,7 @@ class PostgresDialect(Dialect):
         conninfo, self.schema, options = postgres_target(url)
         self.target = f"schema {self.schema} at {self.where}"
         try:
-            self._pool_size = int(options.get("pool_size", "4"))
+            self._pool_size = int(options.get("pool_size", str(_POOL_SIZE)))
             if not 1 <= self._pool_size <= 100:
                 raise ValueError
         except ValueError:
