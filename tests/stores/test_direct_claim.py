@@ -138,7 +138,8 @@ def act(fleet: Fleet, held: list[Lease], step: random.Random, op: str) -> Any:
         elif op.startswith("settings"):
             return fleet.configure(
                 aging=step.choice([0.0, 1.0, 5.0]),
-                domain_wait=step.choice([0.0, 0.0, 120.0]),
+                domain_wait=step.choice([0.0, 120.0, 120.0]),
+                locality_wait=step.choice([0.0, 0.0, 30.0]),
                 order="longest_first" if op == "settings-longest" else "priority",
             ).aging
         else:
@@ -260,3 +261,25 @@ def test_it_leaves_steals_expiries_and_new_settings_to_the_general_path(
     assert counted.refused == 3
     assert f.claim("b")  # the general path read the new settings: direct again
     assert counted.direct == 5
+
+
+def test_it_leaves_young_work_to_an_idle_agent_of_its_domain(
+    fleet: tuple[Fleet, ManualClock, Counted],
+) -> None:
+    """domain_wait, in the statement: another domain's young task is passed over while an
+    idle agent of that domain could take it, and taken once the wait is over."""
+    f, clock, counted = fleet
+    f.configure(domain_wait=120)
+    f.register("xavier", domains=["x"])
+    assert not f.claim("xavier")  # nothing yet: xavier is idle, and x's work is its first
+    f.register("b")
+    kept = f.post("x work", domain="x").id  # older, so the better score
+    clock.advance(1)
+    other = f.post("plain work").id
+    before = counted.direct
+    assert [t.id for t in f.claim("b").tasks] == [other]
+    clock.advance(121)
+    f.post("more plain work")
+    took = f.complete(f.leases("b")[0], then_claim=1)
+    assert took.next is not None and [t.id for t in took.next.tasks] == [kept]
+    assert counted.direct == before + 2  # both in one statement

@@ -335,7 +335,7 @@ class SqlStore:
 
         The terms come from the settings last read, and the statement refuses if the
         stored settings are not those any more, so they are never stale. ``longest_first``
-        and the other rarer rules are left to the general path."""
+        is left to the general path."""
         d = self._d
         raw, settings = self._settings
         if not d.direct_claims or policy.longest_first(settings):
@@ -355,7 +355,8 @@ class SqlStore:
             "settings": raw,
             "lease_ttl": settings.lease_ttl,
             "domain_bonus": policy.domain_bonus_key(settings.aging),
-            "hold_wait": policy.hold_window(settings),
+            "locality_wait": settings.locality_wait,
+            "domain_wait": settings.domain_wait,
             "seen_resolution": policy.SEEN_RESOLUTION,
         }
         with d.connection(True) as conn:

@@ -165,7 +165,8 @@ SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 SELECT * FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
                            %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
                            %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
-                           %(domain_bonus)s, %(hold_wait)s, %(seen_resolution)s);
+                           %(domain_bonus)s, %(locality_wait)s, %(domain_wait)s,
+                           %(seen_resolution)s);
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says

@@ -20,9 +20,10 @@
 --   5. with p_n = 0 (a completion that asks for nothing): the agent is working if it still
 --      holds leases, else waiting, as after_letting_go says;
 --   6. else the claim's own queue step (head first) and pool step (best score, the domain
---      bonus included, over the skill sets the agent can do), both with SKIP LOCKED; refuse
---      if the agent is at capacity, if nothing was found (the steal and idle steps are the
---      general path's), or if a candidate could be held back by the locality rules;
+--      bonus included, over the skill sets the agent can do, another domain's young work
+--      left to its own agents by the locality rules), both with SKIP LOCKED; refuse if the
+--      agent is at capacity or if nothing was found (the steal and idle steps, and the
+--      moment to try again, are the general path's);
 --   7. lease what it picked (tokens from the caller, expiry from the task's lease_ttl or
 --      p_lease_ttl), write the events in the order the general path writes them, and mark
 --      the agent working (last_seen at most once per p_seen_resolution seconds, as touch
@@ -45,7 +46,8 @@ CREATE FUNCTION direct_claim(
     p_settings text,
     p_lease_ttl double precision,
     p_domain_bonus double precision,
-    p_hold_wait double precision,
+    p_locality_wait double precision,
+    p_domain_wait double precision,
     p_seen_resolution double precision
 ) RETURNS TABLE (
     o_role text, o_source text, o_origin text, o_token text,
@@ -77,7 +79,13 @@ DECLARE
     v_sources text[] := '{}';
     v_origins text[] := '{}';
     v_count integer;
-    v_held_back boolean;
+    v_might_hold boolean;
+    v_pass integer;
+    v_own text[];
+    v_local_since double precision;
+    v_domain_since double precision;
+    v_reserved_domains text[];
+    v_reserved_skillsets integer[];
     v_pool bigint[];
     v_status text;
     c record;
@@ -157,45 +165,83 @@ BEGIN
                 ORDER BY id
             );
             IF cardinality(v_eligible) > 0 THEN
-                -- the look-ups of pool_candidates, ranked as policy.rank_pool ranks them
-                WITH found AS (
-                    SELECT b.id, b.domain, b.pool_key, b.created_at, b.ready_at
-                    FROM unnest(v_eligible) AS s (id)
-                    CROSS JOIN LATERAL (
-                        SELECT id, domain, pool_key, created_at, ready_at FROM tasks
-                        WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
-                          AND ready_at <= p_now
-                        ORDER BY pool_key DESC, id
-                        LIMIT v_want
-                        FOR UPDATE SKIP LOCKED
-                    ) AS b
-                    UNION ALL
-                    SELECT b.id, b.domain, b.pool_key, b.created_at, b.ready_at
-                    FROM unnest(v_domains) AS d (name)
-                    CROSS JOIN unnest(v_eligible) AS s (id)
-                    CROSS JOIN LATERAL (
-                        SELECT id, domain, pool_key, created_at, ready_at FROM tasks
-                        WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
-                          AND domain = d.name AND ready_at <= p_now
-                        ORDER BY pool_key DESC, id
-                        LIMIT v_want
-                        FOR UPDATE SKIP LOCKED
-                    ) AS b
-                ), candidates AS (
-                    SELECT DISTINCT ON (id) * FROM found ORDER BY id
-                )
-                SELECT coalesce(bool_or(p_hold_wait > 0 AND domain IS NOT NULL
-                                        AND NOT domain = ANY(v_domains)
-                                        AND coalesce(ready_at, created_at) > p_now - p_hold_wait),
-                                false),
-                       (array_agg(id ORDER BY pool_key + CASE WHEN domain = ANY(v_domains)
-                                                              THEN p_domain_bonus ELSE 0 END DESC,
-                                              id))[1:v_want]
-                INTO v_held_back, v_pool
-                FROM candidates;
-                IF v_held_back THEN  -- the locality rules apply: the general path weighs them
-                    RAISE EXCEPTION 'direct claim: locality' USING ERRCODE = 'SH001';
-                END IF;
+                -- The look-ups of pool_candidates, ranked as policy.rank_pool ranks them. As
+                -- in _claiming.Holds: first with nothing held; only if a candidate might be
+                -- held are the locality rules worked out (who is idle, for domain_wait) and
+                -- the look-ups made again under them.
+                v_local_since := 'Infinity';
+                v_domain_since := 'Infinity';
+                v_own := '{}';
+                v_reserved_domains := '{}';
+                v_reserved_skillsets := '{}';
+                FOR v_pass IN 1 .. 2 LOOP
+                    WITH found AS (
+                        SELECT b.id, b.domain, b.pool_key, b.created_at, b.ready_at
+                        FROM unnest(v_eligible) AS s (id)
+                        CROSS JOIN LATERAL (
+                            SELECT id, domain, pool_key, created_at, ready_at FROM tasks
+                            WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+                              AND ready_at <= p_now
+                              AND NOT (domain IS NOT NULL AND NOT domain = ANY(v_own)
+                                       AND (coalesce(ready_at, created_at) > v_local_since
+                                            OR (coalesce(ready_at, created_at) > v_domain_since
+                                                AND (domain, skillset) IN (
+                                                    SELECT * FROM unnest(v_reserved_domains,
+                                                                         v_reserved_skillsets)))))
+                            ORDER BY pool_key DESC, id
+                            LIMIT v_want
+                            FOR UPDATE SKIP LOCKED
+                        ) AS b
+                        UNION ALL
+                        SELECT b.id, b.domain, b.pool_key, b.created_at, b.ready_at
+                        FROM unnest(v_domains) AS d (name)
+                        CROSS JOIN unnest(v_eligible) AS s (id)
+                        CROSS JOIN LATERAL (
+                            SELECT id, domain, pool_key, created_at, ready_at FROM tasks
+                            WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
+                              AND domain = d.name AND ready_at <= p_now
+                            ORDER BY pool_key DESC, id
+                            LIMIT v_want
+                            FOR UPDATE SKIP LOCKED
+                        ) AS b
+                    ), candidates AS (
+                        SELECT DISTINCT ON (id) * FROM found ORDER BY id
+                    )
+                    SELECT coalesce(bool_or(domain IS NOT NULL AND NOT domain = ANY(v_domains)
+                                            AND coalesce(ready_at, created_at)
+                                                > p_now - greatest(p_locality_wait, p_domain_wait)),
+                                    false),
+                           (array_agg(id ORDER BY pool_key + CASE WHEN domain = ANY(v_domains)
+                                                                  THEN p_domain_bonus ELSE 0 END
+                                                      DESC, id))[1:v_want]
+                    INTO v_might_hold, v_pool
+                    FROM candidates;
+                    EXIT WHEN v_pass = 2 OR NOT v_might_hold
+                              OR greatest(p_locality_wait, p_domain_wait) <= 0;
+                    -- policy.locality, with policy.reserved_for's pairs
+                    v_own := v_domains;
+                    IF p_locality_wait > 0 THEN
+                        v_local_since := p_now - p_locality_wait;
+                    END IF;
+                    IF p_domain_wait > 0 THEN
+                        SELECT coalesce(array_agg(r.domain ORDER BY r.domain, r.skillset), '{}'),
+                               coalesce(array_agg(r.skillset ORDER BY r.domain, r.skillset), '{}')
+                        INTO v_reserved_domains, v_reserved_skillsets
+                        FROM (
+                            SELECT DISTINCT d.name AS domain, s.id AS skillset
+                            FROM agents a
+                            CROSS JOIN LATERAL jsonb_array_elements_text(a.domains::jsonb) AS d (name)
+                            JOIN skillsets s
+                              ON s.skills = ''
+                              OR string_to_array(s.skills, ',')
+                                 <@ ARRAY(SELECT jsonb_array_elements_text(a.skills::jsonb))
+                            WHERE a.status = 'idle' AND a.id <> p_agent
+                        ) AS r;
+                        IF cardinality(v_reserved_domains) > 0 THEN
+                            v_domain_since := p_now - p_domain_wait;
+                        END IF;
+                    END IF;
+                END LOOP;
                 v_pool := coalesce(v_pool, '{}');
                 v_ids := v_ids || v_pool;
                 v_sources := v_sources || array_fill('pool'::text, ARRAY[cardinality(v_pool)]);
