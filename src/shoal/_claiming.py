@@ -65,9 +65,9 @@ nothing).
 On a store that can (PostgreSQL), the common case -- finish the leases given, then take
 from the own queue and the pool -- runs as one server-side statement first
 (``claim_direct``, ``Store.claim_directly``): the same steps, the same locks, the same
-events, in one round trip. It refuses anything else (an expiry due, a pause, capacity,
-locality holds, a steal, an idle claim, dependents to release) before anything is kept, and
-the cascade above runs instead.
+events, in one round trip. It refuses anything else (an expiry due, a pause, capacity, a
+steal, an idle claim, dependents to release) before anything is kept, and the cascade above
+runs instead.
 
 The hub's ``rebalance`` moves queued tasks to agents idle for a while with the same steal
 routine (``steal_tails``), under the same caps; it is never needed for correctness.
