@@ -62,6 +62,13 @@ thief contend only when a queue is nearly empty); and stealing happens only when
 has nothing of its own and the pool is dry (so when the load is balanced, stealing costs
 nothing).
 
+On a store that can (PostgreSQL), the common case -- finish the leases given, then take
+from the own queue and the pool -- runs as one server-side statement first
+(``claim_direct``, ``Store.claim_directly``): the same steps, the same locks, the same
+events, in one round trip. It refuses anything else (an expiry due, a pause, capacity, a
+steal, an idle claim, dependents to release) before anything is kept, and the cascade above
+runs instead.
+
 The hub's ``rebalance`` moves queued tasks to agents idle for a while with the same steal
 routine (``steal_tails``), under the same caps; it is never needed for correctness.
 """
@@ -78,10 +85,18 @@ from shoal._transitions import end_streak, expire_due, live_agent, resume_agent,
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
 from shoal.settings import Settings
-from shoal.stores.base import LeaseGrant, StoreTx
+from shoal.stores.base import Finishing, LeaseGrant, Store, StoreTx
 from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, EventKind
 
-__all__ = ["Holds", "claim_in", "pool_candidates", "preview_in", "rebalance_in", "steal_tails"]
+__all__ = [
+    "Holds",
+    "claim_direct",
+    "claim_in",
+    "pool_candidates",
+    "preview_in",
+    "rebalance_in",
+    "steal_tails",
+]
 
 
 def claim_in(
@@ -147,6 +162,30 @@ def claim_in(
         retry_at = min((t for t in (holds.retry_at, due) if t is not None), default=None)
         return Claim(reason=ClaimReason.EMPTY, retry_at=retry_at)
     return _lease(tx, agent, picked, now, settings, token)
+
+
+def claim_direct(
+    store: Store,
+    agent_id: str,
+    n: int,
+    now: float,
+    token: Callable[[], str],
+    finishing: Sequence[Finishing] = (),
+) -> tuple[tuple[Task, ...], Claim] | None:
+    """Finish ``finishing`` and claim up to ``n`` tasks for ``agent_id`` in one step, where
+    the store can (module docstring): the finished tasks and the claim, or None when this
+    case needs the general path (nothing was changed). With ``n`` = 0 it only finishes."""
+    if not agent_id or (n == 0 and not finishing):
+        return None
+    outcome = store.claim_directly(agent_id, n, now, [token() for _ in range(n)], finishing)
+    if outcome is None:
+        return None
+    grants = []
+    for task, lease_token, source, origin in outcome.granted:
+        assert task.lease_expires is not None  # a granted task is claimed
+        lease = Lease(task.id, agent_id, lease_token, task.lease_expires)
+        grants.append(Grant(task, lease, ClaimSource(source), origin))
+    return outcome.finished, Claim(tuple(grants))
 
 
 def preview_in(tx: StoreTx, now: float, agent: str | None, limit: int) -> list[Task]:

@@ -59,9 +59,6 @@ __all__ = [
     "with_idle_since",
 ]
 
-#: Seconds: how stale ``last_seen`` may get before a claim rewrites it.
-SEEN_RESOLUTION = 1.0
-
 
 def live_agent(tx: StoreTx, agent_id: str, *, lock: bool = False) -> Agent:
     agent = tx.get_agent(agent_id, lock=lock)
@@ -83,7 +80,7 @@ def touch(tx: StoreTx, agent: Agent, now: float, status: AgentStatus) -> None:
     not pay a write per claim for it.
     """
     idle_since = policy.idle_since_after(agent.status, agent.idle_since, status, now)
-    fresh = now - agent.last_seen < SEEN_RESOLUTION
+    fresh = now - agent.last_seen < policy.SEEN_RESOLUTION
     if status is not agent.status or idle_since != agent.idle_since or not fresh:
         tx.save_agent(replace(agent, status=status, idle_since=idle_since, last_seen=now))
     if status is AgentStatus.IDLE and agent.status is not AgentStatus.IDLE:

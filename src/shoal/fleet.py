@@ -34,7 +34,7 @@ from typing import Any
 
 from shoal import policy
 from shoal._agents import heartbeat_in, register_in, set_status_in
-from shoal._claiming import claim_in, preview_in, rebalance_in
+from shoal._claiming import claim_direct, claim_in, preview_in, rebalance_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._hub import assess_in, reap_in, status_in
 from shoal._posting import insert_task
@@ -444,6 +444,9 @@ class Fleet:
         n = check_n(n)
         deadline = monotonic(self.clock) + parse_duration(wait, "wait")
         while True:
+            direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
+            if direct is not None:
+                return direct[1]
             with self._store.write() as tx:
                 claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
             assert claim is not None
@@ -492,9 +495,16 @@ class Fleet:
         check_json(result, "result")
         if then_claim:
             check_n(then_claim)
+        finishing = [Finishing(lease.task_id, lease.token, result)]
+        direct = claim_direct(
+            self._store, lease.agent, then_claim, self.clock.now(), self._token, finishing
+        )
+        if direct is not None:
+            ((task,), claimed) = direct
+            return Completion(task, False, (), claimed if then_claim else None)
         with self._store.write() as tx:
             now = self.clock.now()
-            finished = tx.finish_leased([Finishing(lease.task_id, lease.token, result)], now)
+            finished = tx.finish_leased(finishing, now)
             if not finished:  # not a live lease: say why, or recognise a repeat
                 return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
             ((task_id, holder, has_dependents),) = finished
@@ -529,11 +539,19 @@ class Fleet:
         agents = {lease.agent for lease, _ in outcomes if lease.agent}
         if len(agents) > 1:
             raise BadInput("complete_many takes the leases of one agent at a time")
+        items = [Finishing(lease.task_id, lease.token, result) for lease, result in outcomes]
+        if len(agents) == 1 and len({lease.task_id for lease, _ in outcomes}) == len(outcomes):
+            direct = claim_direct(
+                self._store, next(iter(agents)), then_claim, self.clock.now(), self._token, items
+            )
+            if direct is not None:
+                finished_tasks, claimed = direct
+                ids = tuple(task.id for task in finished_tasks)
+                return BatchCompletion(ids, next=claimed if then_claim else None)
         completed, already, lost, released = [], [], [], []
         with self._store.write() as tx:
             now = self.clock.now()
             holder: str | None = None  # who really holds them, not what the leases claim
-            items = [Finishing(lease.task_id, lease.token, result) for lease, result in outcomes]
             finished = {done.task_id: done for done in tx.finish_leased(items, now)}
             for lease, _ in outcomes:
                 if lease.task_id not in finished:  # not a live lease: say why, or a repeat

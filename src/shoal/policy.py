@@ -59,6 +59,7 @@ __all__ = [
     "DOMAIN_BONUS",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
+    "SEEN_RESOLUTION",
     "Locality",
     "Ranked",
     "StealFilter",
@@ -68,6 +69,7 @@ __all__ = [
     "claim_victims",
     "domain_bonus_key",
     "eligible_skillsets",
+    "hold_window",
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
@@ -102,6 +104,9 @@ __all__ = [
 
 #: Score points for a task in one of the agent's domains.
 DOMAIN_BONUS = 15.0
+#: Seconds: how stale an agent's ``last_seen`` may get before a claim rewrites it
+#: (liveness is judged over minutes, so a busy agent need not pay a write per claim).
+SEEN_RESOLUTION = 1.0
 #: With aging off, a point is worth this many seconds: age then only breaks ties.
 NO_AGING_SECONDS_PER_POINT = 1e9
 
@@ -366,8 +371,14 @@ def might_hold(
     wait, can be held.)"""
     if domain is None or domain in agent.domains:
         return False
-    wait = max(settings.locality_wait, settings.domain_wait)
+    wait = hold_window(settings)
     return wait > 0 and ready_at > now - wait
+
+
+def hold_window(settings: Settings) -> float:
+    """How long after it became ready another domain's task may be held back from an agent
+    (the longer of the two locality waits; 0 when both are off)."""
+    return max(settings.locality_wait, settings.domain_wait)
 
 
 def reserved_for(

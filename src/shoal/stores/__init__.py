@@ -8,8 +8,9 @@
   how long to wait for a program outside shoal that holds the database (default 30).
 * ``postgresql://user@host:port/database`` -- one fleet for many hosts. ``?schema=NAME``
   picks the PostgreSQL schema it lives in (default ``shoal``), so one database can hold
-  several fleets; ``?pool_size=N`` caps this process's connections (default 4); other
-  options (``sslmode``, ``connect_timeout``...) go to libpq. Needs ``shoal[postgres]``.
+  several fleets; ``?pool_size=N`` caps this process's connections (default 10, opened as
+  needed); other options (``sslmode``, ``connect_timeout``...) go to libpq. Needs
+  ``shoal[postgres]``.
 
 Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
 a parent) that has one, the way git finds ``.git``.

@@ -15,7 +15,9 @@ A ``Dialect`` says only what differs:
   that (``lock_claimer``, ``lock_key``, ``lock_steals``); on SQLite they are no-ops it never
   runs. Read-only transactions run the read set of statements, without locking clauses;
 * how waiting agents hear of new work (LISTEN/NOTIFY on PostgreSQL, polling SQLite's
-  data_version) and how the fleet's mark and version are kept.
+  data_version) and how the fleet's mark and version are kept;
+* whether the everyday claim can run as one statement (``direct_claims``: PostgreSQL's
+  server-side function, which saves the round trips; see ``SqlStore.claim_directly``).
 
 A transaction
 -------------
@@ -34,6 +36,7 @@ rollback clears them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -41,11 +44,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, ClassVar
 
+from shoal import policy
 from shoal.errors import SchemaMismatch, StoreError
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations
 from shoal.stores._sqltx import SqlTx
-from shoal.stores.base import Capabilities
+from shoal.stores.base import Capabilities, DirectOutcome, Finishing
 
 __all__ = ["Dialect", "SqlStore"]
 
@@ -88,7 +92,10 @@ class Dialect:
     #: Keys of the advisory locks (dialects without them leave them 0) and the wake-up channel.
     steal_key: int = 0
     migrate_key: int = 0
+    fleet_key: int = 0
     channel: str = ""
+    #: The everyday claim runs as one statement, ``direct_claim`` (see ``direct_claim``).
+    direct_claims: ClassVar[bool] = False
 
     # transactions ----------------------------------------------------------------------
 
@@ -111,6 +118,11 @@ class Dialect:
 
     def committed(self) -> None:
         """After a write committed (and its turn ended)."""
+
+    def direct_claim(self, conn: Any, sql: str, params: Mapping[str, Any]) -> list[Any] | None:
+        """Run ``direct_claim`` as a transaction of its own: its rows, or None when it
+        refused (and changed nothing). Only for dialects with ``direct_claims``."""
+        raise NotImplementedError
 
     def failed(self, conn: Any) -> None:
         """After a driver error, before it is translated."""
@@ -310,6 +322,58 @@ class SqlStore:
             self._skillsets.clear()
             self._settings = (None, Settings())
         self._d.rollback(conn)
+
+    def claim_directly(
+        self,
+        agent_id: str,
+        n: int,
+        now: float,
+        tokens: Sequence[str],
+        finishing: Sequence[Finishing] = (),
+    ) -> DirectOutcome | None:
+        """The everyday claim in one statement, where the dialect has it (see ``Store``).
+
+        The terms come from the settings last read, and the statement refuses if the
+        stored settings are not those any more, so they are never stale. ``longest_first``
+        is left to the general path."""
+        d = self._d
+        raw, settings = self._settings
+        if not d.direct_claims or policy.longest_first(settings):
+            return None
+        self._same_process()
+        params = {
+            "fleet_lock": d.fleet_key,
+            "agent": agent_id,
+            "n": n,
+            "now": now,
+            "tokens": list(tokens),
+            "finish_ids": [item.task_id for item in finishing],
+            "finish_tokens": [item.token for item in finishing],
+            "finish_results": [
+                None if item.result is None else json.dumps(item.result) for item in finishing
+            ],
+            "settings": raw,
+            "lease_ttl": settings.lease_ttl,
+            "domain_bonus": policy.domain_bonus_key(settings.aging),
+            "locality_wait": settings.locality_wait,
+            "domain_wait": settings.domain_wait,
+            "seen_resolution": policy.SEEN_RESOLUTION,
+        }
+        with d.connection(True) as conn:
+            try:
+                rows = d.direct_claim(conn, d.queries["direct_claim"], params)
+                if rows is None:
+                    return None
+                reader = SqlTx(self, conn, False)
+                finished = tuple(reader.task_of(r[4:]) for r in rows if r[0] == "finished")
+                granted = tuple(
+                    (reader.task_of(r[4:]), r[3], r[1], r[2]) for r in rows if r[0] == "granted"
+                )
+            except d.errors as exc:
+                d.failed(conn)
+                raise d.translate(exc) from exc
+        d.committed()
+        return DirectOutcome(finished, granted)
 
     # --------------------------------------------------------------- the rest
 

@@ -194,6 +194,10 @@ class SqlTx:
 
     # tasks: reads ---------------------------------------------------------------------
 
+    def task_of(self, row: Sequence[Any]) -> Task:
+        """A task from the columns of the ``task`` fragment, read elsewhere (``SqlStore``)."""
+        return self._task(row)
+
     def _task(self, row: Sequence[Any]) -> Task:
         """A task from the columns of the ``task`` fragment (positional: this is hot)."""
         skills = self._s._skillsets.get(row[5])

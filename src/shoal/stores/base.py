@@ -28,6 +28,7 @@ from shoal.settings import Settings
 __all__ = [
     "Capabilities",
     "ClaimContext",
+    "DirectOutcome",
     "Finished",
     "Finishing",
     "LeaseGrant",
@@ -54,6 +55,14 @@ class Finishing(NamedTuple):
     task_id: int
     token: str
     result: Any
+
+
+class DirectOutcome(NamedTuple):
+    """What ``Store.claim_directly`` did: the tasks it finished (in the order asked) and
+    the leases it granted, in claim order, each as (task, token, source, origin queue)."""
+
+    finished: tuple[Task, ...]
+    granted: tuple[tuple[Task, str, str, str | None], ...]
 
 
 class Finished(NamedTuple):
@@ -354,6 +363,22 @@ class Store(Protocol):
 
     def read(self) -> AbstractContextManager[StoreTx]:
         """A read-only transaction over one consistent snapshot."""
+        ...
+
+    def claim_directly(
+        self,
+        agent_id: str,
+        n: int,
+        now: float,
+        tokens: Sequence[str],
+        finishing: Sequence[Finishing] = (),
+    ) -> DirectOutcome | None:
+        """The everyday claim in one step, where the store can run it so (PostgreSQL: one
+        statement, one round trip): finish ``finishing`` (all held by ``agent_id``), then
+        claim up to ``n`` tasks from the agent's own queue and the pool, with the leases'
+        ``tokens``. It does exactly what ``Fleet`` would do for these cases, or nothing and
+        returns None: then ``Fleet`` runs the general path (docs/ARCHITECTURE.md,
+        "The claim"), which covers every case."""
         ...
 
     def wait_for_change(self, timeout: float) -> bool:

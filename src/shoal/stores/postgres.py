@@ -27,9 +27,16 @@ aborts one, and ``Fleet`` runs it again (``WriteConflict``).
 
 Round trips
 -----------
-Statements are sent in pipeline mode: one whose result the caller does not need yet (BEGIN,
-the fleet lock, an UPDATE, the events, the wake-up, COMMIT) goes out with the next one that
-must be answered, so a claim costs about three round trips whatever its batch size.
+The everyday claim -- finish what was done, take the next from the own queue or the pool --
+is one statement, ``direct_claim`` (a PL/pgSQL function, migrations/0004): one round trip in
+its own transaction, since the connections are in autocommit. It refuses the rarer cases,
+having changed nothing, and they run as transactions of several statements. Those are sent
+in pipeline mode: one whose result the caller does not need yet (BEGIN, the fleet lock, an
+UPDATE, the events, the wake-up, COMMIT) goes out with the next one that must be answered,
+so a general claim costs about three to six round trips whatever its batch size. psycopg
+prepares a statement on the server once a connection has run it a few times, and the
+function's own statements are planned once per connection (generic plans: each is an
+index look-up whatever the values).
 
 Wake-ups
 --------
@@ -96,6 +103,12 @@ _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 _EVENT_GAP_GRACE = 10.0
 #: While the listening connection is down, waiters poll this often.
 _POLL_FALLBACK = 0.25
+#: Connections one process may hold at once, by default: enough that a worker's task
+#: threads, claim loop and heartbeat (each holding one only for a transaction) seldom wait
+#: for one another. They open as needed (one at first) and close after idling.
+_POOL_SIZE = 10
+#: The SQLSTATE with which direct_claim refuses a case for the general path.
+_DIRECT_REFUSED = "SH001"
 #: The fleet lock, taken in the message that begins the transaction (see ``begin``).
 _LOCKS = {
     "lock_fleet": "SELECT pg_advisory_xact_lock(%d)",
@@ -162,6 +175,7 @@ class PostgresDialect(Dialect):
     queries = load_queries("postgres")
     read_queries = load_queries("postgres", read_only=True)
     side_by_side = True
+    direct_claims = True
     json_lists = False
     pool_per_skillset = False
     upgrade_hint = "upgrade shoal (pip install -U 'shoal[postgres]') on this host"
@@ -176,7 +190,7 @@ class PostgresDialect(Dialect):
         conninfo, self.schema, options = postgres_target(url)
         self.target = f"schema {self.schema} at {self.where}"
         try:
-            self._pool_size = int(options.get("pool_size", "4"))
+            self._pool_size = int(options.get("pool_size", str(_POOL_SIZE)))
             if not 1 <= self._pool_size <= 100:
                 raise ValueError
         except ValueError:
@@ -191,7 +205,7 @@ class PostgresDialect(Dialect):
             "application_name": "shoal",
         }
         salt = zlib.crc32(self.schema.encode()) << 8  # one fleet's locks per schema
-        fleet_key = salt | _FLEET_LOCK
+        fleet_key = self.fleet_key = salt | _FLEET_LOCK
         self.steal_key = salt | _STEAL_LOCK
         self.migrate_key = salt | _MIGRATE_LOCK
         self.channel = f"shoal_work_{self.schema}"
@@ -329,6 +343,18 @@ class PostgresDialect(Dialect):
         except psycopg.Error:
             with suppress(psycopg.Error):
                 conn.close()
+
+    def direct_claim(
+        self, conn: psycopg.Connection[Any], sql: str, params: Mapping[str, Any]
+    ) -> list[Any] | None:
+        """One statement, so one transaction (the connection is in autocommit) and one round
+        trip; a refusal rolls back whatever the function had done."""
+        try:
+            return conn.execute(sql, params).fetchall()
+        except psycopg.Error as exc:
+            if exc.sqlstate == _DIRECT_REFUSED:
+                return None
+            raise
 
     def failed(self, conn: psycopg.Connection[Any]) -> None:
         """A broken connection means the server went away: have the pool test the others

@@ -158,6 +158,16 @@ ON CONFLICT (id) DO UPDATE SET
 -- be read after the lock is granted, not from the snapshot that waited for it.)
 SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 
+-- name: direct_claim
+-- The everyday claim -- finish the leases given, then own queue and pool -- as one statement
+-- in its own transaction: the function of migrations/0004_direct_claim.sql, which says what
+-- it does and when it refuses (SQLSTATE SH001, having changed nothing).
+SELECT * FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
+                           %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
+                           %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
+                           %(domain_bonus)s, %(locality_wait)s, %(domain_wait)s,
+                           %(seen_resolution)s);
+
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
 -- whether the agent's queue is empty (0) or not (1): that is all the claim asks.

@@ -136,6 +136,10 @@ ON CONFLICT (id) DO UPDATE SET
 -- Never run: one writer at a time, so two claims of one agent cannot overlap.
 SELECT 1;
 
+-- name: direct_claim
+-- Never run: a claim here costs no round trips, so the general path is the only one.
+SELECT 1;
+
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement: the agent, how many leases
 -- it holds (tasks_held), whether any lease is due (tasks_expiry), and how many skill sets
