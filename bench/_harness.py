@@ -383,7 +383,7 @@ def close_report(
     passed = sum(1 for r in rows if r.passed)
     say(f"targets: {passed} PASS, {sum(1 for r in rows if r.passed is False)} MISS")
     if json_path is not None:
-        meta["loadavg_end"] = list(os.getloadavg())
+        meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
         meta["seconds"] = round(elapsed, 1)
         meta["problems"] = [f"{where}: {p}" for where, found in problems.items() for p in found]
         write_results(json_path, meta, figures)
@@ -409,7 +409,7 @@ def meta(
         **platform_extra,
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
-        "loadavg_start": list(os.getloadavg()),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         "shoal": f"{getattr(shoal, '__version__', '?')} {git_state(shoal_dir.parent.parent)}",
         "peers": peers,
         **products,

@@ -125,24 +125,28 @@ class Rendering:
 
 
 def header(results: Results) -> str:
-    """Which run this was: the store, the command, the date, the machine and the versions."""
+    """Which run this was: the store and its settings, the date, the command, the machine
+    and its load, the versions, and how the throughputs were taken."""
     meta = results.meta
     store = STORES.get(meta.get("store", ""), meta.get("store", "?"))
-    where = store
+    settings = []
     if meta.get("durability"):
-        where += f", `synchronous={meta['durability']}`"
+        settings.append(f"`synchronous={meta['durability']}`")
+    if meta.get("sqlite"):
+        settings.append(f"SQLite {meta['sqlite']}")
     if meta.get("server"):
-        where += f" ({meta['server']})"
+        settings.append(str(meta["server"]).removeprefix("PostgreSQL "))
     load = meta.get("loadavg_start") or [float("nan")]
-    peers = ", ".join(f"{k} {v}" for k, v in (meta.get("peers") or {}).items())
+    versions = [f"shoal {meta.get('shoal', '?')}"]
+    versions += [f"{k} {v}" for k, v in (meta.get("peers") or {}).items()]
+    versions.append(f"Python {meta.get('python', '?')}")
     lines = [
-        f"**{where}**: `{meta.get('command', '?')}` on {str(meta.get('started', '?'))[:10]}, "
+        f"**{store}**" + (f" ({'; '.join(settings)})" if settings else "") + ", measured "
+        f"{str(meta.get('started', '?'))[:10]} by `{meta.get('command', '?')}` on "
         f"{meta.get('cpus', '?')} CPUs ({meta.get('cpus_usable', '?')} usable, load average "
-        f"{load[0]:.1f} at the start); shoal {meta.get('shoal', '?')}"
-        + (f", {peers}" if peers else "")
-        + f", Python {meta.get('python', '?')}."
+        f"{load[0]:.1f} at the start): {', '.join(versions)}."
     ]
-    runs = f"medians of {meta['repeat']} runs, their range in parentheses"
+    runs = f"the median of {meta.get('repeat', '?')} runs, their range in parentheses"
     if "tasks_per_processing_run" in meta:
         runs = f"{meta['tasks_per_processing_run']:,} tasks per run, {runs}"
     lines.append(f"Throughput: {runs}.")
