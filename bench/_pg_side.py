@@ -46,8 +46,9 @@ exactly once (shoal: worker reports, state counts and the event log; pgqueuer: w
 reports, an empty queue table and its log table's ``picked``/``successful`` rows).
 
 Run ``make bench-pg`` (= ``.venv/bin/python bench/claims.py --store postgres``) or add
-``--quick`` for a smoke run of about two minutes; the full run takes about ten on 2 cores,
-most of it in the batch-1 runs.
+``--quick`` for a smoke run of about two minutes (three rounds of small counts); a full
+round took about ten minutes on 2 cores, most of it in the batch-1 runs, and the default
+is three rounds (``--repeat 1`` for one).
 """
 
 from __future__ import annotations

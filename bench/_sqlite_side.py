@@ -24,8 +24,9 @@ measurement uses a fresh database file in a temporary folder. After each shoal r
 fleet is checked: every task done, each claimed and completed exactly once; after each raw
 run, every row acked once.
 
-``--quick`` is a smoke run (about a minute on 2 cores); without it (normal durability)
-expect about five minutes, a fifth of it pre-filling the million-task fleets.
+``--quick`` is a smoke run (a minute or two on 2 cores, three rounds of small counts);
+without it (normal durability) expect five to ten minutes, one or two of them pre-filling
+the million-task fleets.
 """
 
 from __future__ import annotations
