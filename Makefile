@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint bench bench-pg clean
+.PHONY: demo test test-fast lint bench bench-pg bench-table clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,14 +45,25 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## The claim benchmark against huey (figures and how they were taken: docs/benchmarks.md).
+## The claim benchmark against huey and a raw SQLite loop: the table, and every figure by
+## name in bench/results/sqlite.json (names and format: docs/benchmarks.md). BENCH_ARGS
+## adds options, e.g. `make bench BENCH_ARGS=--quick`.
+BENCH_ARGS ?=
 bench: $(VENV)/.dev
-	$(BIN)/python bench/claims.py
+	$(BIN)/python bench/claims.py $(BENCH_ARGS) --json bench/results/sqlite.json
 
-## The same against pgqueuer on PostgreSQL (PG_URL, default postgresql://127.0.0.1:5432/test).
+## The same against pgqueuer on PostgreSQL (PG_URL, default postgresql://127.0.0.1:5432/test),
+## into bench/results/postgres.json.
 PG_URL ?= postgresql://127.0.0.1:5432/test
 bench-pg: $(VENV)/.dev
-	$(BIN)/python bench/claims.py --store postgres --pg-url '$(PG_URL)'
+	$(BIN)/python bench/claims.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
+		--json bench/results/postgres.json
+
+## README's Performance tables, rendered from the results files that exist (bench/table.py
+## replaces what lies between README's bench markers).
+BENCH_RESULTS ?= bench/results/sqlite.json bench/results/postgres.json
+bench-table: $(VENV)/.dev
+	$(BIN)/python bench/table.py --write-readme README.md $(wildcard $(BENCH_RESULTS))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,6 +1,7 @@
 """The one harness every claims comparison runs on: worker processes released together,
-timing, interleaved repeats and their medians, percentiles, the table of figures against
-the other system, the header and the end of the report, and the --json file.
+timing, interleaved repeats and their medians with the range of the runs, percentiles, the
+table of figures against the other system, the header and the end of the report, and the
+--json file (its format and names: ``_results``).
 
 The benchmarks compare shoal with a queue made for one job (huey on SQLite, pgqueuer on
 PostgreSQL) on a shared, noisy machine, so the helpers here are about measuring the two
@@ -13,7 +14,7 @@ up and driven, which extra measurements there are) is a ``Comparison`` that
 
 from __future__ import annotations
 
-import json
+import datetime
 import math
 import multiprocessing as mp
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import shoal
+from _results import Figures, write_results
 
 BARRIER_TIMEOUT = 300.0  # seconds a worker waits for the others to be ready
 
@@ -140,7 +142,7 @@ def run_workers(
 
 @dataclass
 class Processing:
-    """One processing-throughput measurement."""
+    """One processing-throughput measurement, or the median of several (``median_run``)."""
 
     throughput: float
     wall: float
@@ -148,10 +150,18 @@ class Processing:
     errors: int = 0
     problems: list[str] = field(default_factory=list)
     cpu_per_task: float | None = None  # seconds of the workers' own CPU, where measured
+    runs: tuple[float, ...] = ()  # the throughput of every run behind this one
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """The lowest and the highest throughput of the runs: how far apart they were."""
+        runs = self.runs or (self.throughput,)
+        return min(runs), max(runs)
 
 
 def median_run(runs: Sequence[Processing]) -> Processing:
-    """The run with the median throughput; latencies pooled over all runs."""
+    """The median throughput, the wall time and CPU of the run with it, every run's
+    throughput (for the range), and latencies and problems pooled over all runs."""
     ordered = sorted(runs, key=lambda r: r.throughput)
     mid = ordered[(len(ordered) - 1) // 2]
     return Processing(
@@ -161,7 +171,14 @@ def median_run(runs: Sequence[Processing]) -> Processing:
         sum(r.errors for r in runs),
         [p for r in runs for p in r.problems],
         mid.cpu_per_task,
+        tuple(r.throughput for r in runs),
     )
+
+
+def rated(count: int, wall: float) -> Processing:
+    """A throughput measured in this process, no workers (``count`` operations in ``wall``
+    seconds), in the shape ``interleaved`` takes turns with."""
+    return Processing(count / wall, wall, [], runs=(count / wall,))
 
 
 def processing_of(
@@ -178,16 +195,15 @@ def processing_of(
         sum(r["errors"] for r in reports),
         problems,
         sum(cpu) / tasks if len(cpu) == len(reports) else None,
+        (tasks / wall,),
     )
 
 
 Trial = tuple[str, Callable[[], Processing]]  # a run's name, and how to measure it once
 
 
-def interleaved(
-    groups: Iterable[Sequence[Trial]], repeat: int, tasks: int
-) -> dict[str, Processing]:
-    """Every processing measurement, by name, each the median of ``repeat`` runs.
+def interleaved(groups: Iterable[Sequence[Trial]], repeat: int) -> dict[str, Processing]:
+    """Every measurement of the groups, by name, each the median of ``repeat`` runs.
 
     Within a group (one configuration, every system) the systems take turns, and the
     order is reversed on every other round, so a drift in the machine's load hits each of
@@ -197,27 +213,41 @@ def interleaved(
         for attempt in range(repeat):
             tag = f" (run {attempt + 1}/{repeat})" if repeat > 1 else ""
             for name, measure in trials if attempt % 2 == 0 else trials[::-1]:
-                say(f"processing: {name}, {tasks:,} tasks{tag} ...")
+                say(f"{name}{tag} ...")
                 result = measure()
-                say(f"    {result.throughput:,.0f} tasks/s in {result.wall:.2f}s")
+                say(f"    {result.throughput:,.0f}/s in {result.wall:.2f}s")
                 for problem in result.problems:
                     say(f"    WARNING: {problem}")
                 runs.setdefault(name, []).append(result)
     return {name: median_run(results) for name, results in runs.items()}
 
 
-def processing_figures(processing: dict[str, Processing]) -> dict[str, Any]:
-    """The ``processing`` part of the --json figures, one entry per run name."""
-    return {
-        name: {
-            "throughput": run.throughput,
-            "wall": run.wall,
-            "latency": summary(run.latencies),
-            "errors": run.errors,
-            "worker_cpu_per_task": run.cpu_per_task,
-        }
-        for name, run in processing.items()
-    }
+def put_rate(figures: Figures, name: Callable[..., str], system: str, run: Processing) -> None:
+    """A system's throughput under ``name`` (``figure_name`` with all but the quantity
+    given): the median, the lowest and highest run, and the workers' CPU per task."""
+    low, high = run.spread
+    figures.put(name(quantity=f"{system}_per_s"), run.throughput)
+    figures.put(name(quantity=f"{system}_per_s_min"), low)
+    figures.put(name(quantity=f"{system}_per_s_max"), high)
+    cpu = None if run.cpu_per_task is None else run.cpu_per_task * 1000
+    figures.put(name(quantity=f"{system}_cpu_per_task_ms"), cpu)
+
+
+def put_latency(
+    figures: Figures,
+    name: Callable[..., str],
+    samples: Sequence[float],
+    prefix: str = "",
+    targets: dict[str, str] | None = None,
+) -> dict[str, float]:
+    """p50, p99 and max of ``samples`` in milliseconds under ``name``, each quantity
+    ``<prefix><stat>_ms`` (no prefix for shoal's own), with its target if it has one;
+    returns the summary in seconds."""
+    stats = summary(samples)
+    for stat in ("p50", "p99", "max"):
+        quantity = f"{prefix}{stat}_ms"
+        figures.put(name(quantity=quantity), stats[stat] * 1000, (targets or {}).get(stat))
+    return stats
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:
@@ -247,6 +277,8 @@ class Row:
     target: str = ""
     passed: bool | None = None
     note: str = ""
+    shoal_spread: tuple[float, float] | None = None  # lowest and highest of the runs
+    rival_spread: tuple[float, float] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -254,26 +286,38 @@ class Row:
             return None
         return self.shoal / self.rival
 
-    def to_dict(self, rival: str) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "shoal": self.shoal,
-            rival: self.rival,
-            "unit": self.unit,
-            "ratio": self.ratio,
-            "target": self.target,
-            "passed": self.passed,
-            "note": self.note,
-        }
+
+def rate_row(
+    name: str,
+    mine: Processing,
+    theirs: Processing | None,
+    target: str = "",
+    passed: bool | None = None,
+    note: str = "",
+) -> Row:
+    """A throughput line: two medians, each with the range of its runs."""
+    return Row(
+        name,
+        mine.throughput,
+        None if theirs is None else theirs.throughput,
+        "/s",
+        target,
+        passed,
+        note,
+        mine.spread,
+        None if theirs is None else theirs.spread,
+    )
 
 
-def fmt(value: float | None, unit: str) -> str:
+def fmt(value: float | None, unit: str, spread: tuple[float, float] | None = None) -> str:
     if value is None:
         return "-"
     if unit == "ms":
         return f"{value * 1000:.2f} ms"
     if unit == "x":
         return f"{value:.2f}x"
+    if spread is not None and spread[0] != spread[1]:
+        return f"{value:,.0f}/s ({spread[0]:,.0f}-{spread[1]:,.0f})"
     return f"{value:,.0f}/s"
 
 
@@ -282,8 +326,8 @@ def print_table(rows: Sequence[Row], rival: str) -> None:
     cells = [
         (
             r.name,
-            fmt(r.shoal, r.unit),
-            fmt(r.rival, r.unit),
+            fmt(r.shoal, r.unit, r.shoal_spread),
+            fmt(r.rival, r.unit, r.rival_spread),
             "-" if r.ratio is None else f"{r.ratio:.2f}x",
             r.target or "-",
             {True: "PASS", False: "MISS", None: ""}[r.passed],
@@ -320,12 +364,11 @@ def git_state(repo: Path) -> str:
 
 def close_report(
     rows: Sequence[Row],
-    rival: str,
     problems: dict[str, list[str]],
     checked: str,
     json_path: Path | None,
     meta: dict[str, Any],
-    figures: dict[str, Any],
+    figures: Figures,
     elapsed: float,
 ) -> None:
     """The end of a benchmark's report: warnings or the correctness line (``checked`` says
@@ -340,37 +383,41 @@ def close_report(
     passed = sum(1 for r in rows if r.passed)
     say(f"targets: {passed} PASS, {sum(1 for r in rows if r.passed is False)} MISS")
     if json_path is not None:
-        meta["loadavg_end"] = os.getloadavg()
-        meta["seconds"] = elapsed
-        report = {
-            "meta": meta,
-            "figures": figures,
-            "rows": [r.to_dict(rival) for r in rows],
-            "problems": problems,
-        }
-        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        say(f"figures written to {json_path}")
+        meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        meta["seconds"] = round(elapsed, 1)
+        meta["problems"] = [f"{where}: {p}" for where, found in problems.items() for p in found]
+        write_results(json_path, meta, figures)
+        say(f"{len(figures.values)} figures written to {json_path}")
 
 
 def meta(
-    setup: dict[str, Any], platform_extra: dict[str, Any], products: dict[str, Any]
+    store: str,
+    setup: dict[str, Any],
+    platform_extra: dict[str, Any],
+    peers: dict[str, str],
+    products: dict[str, Any],
 ) -> dict[str, Any]:
     """The header of a report, in its printed order: the command, what the run does, the
-    machine and its load, which shoal was measured, and the other system."""
+    machine and its load, which shoal was measured, and the other system's versions
+    (``peers``). The keys ``_results.REQUIRED_META`` names are the file's contract."""
     shoal_dir = Path(shoal.__file__).resolve().parent
     return {
-        "command": shlex.join([sys.executable, *sys.argv]),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "store": store,
         **setup,
         "python": platform.python_version(),
         **platform_extra,
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
-        "loadavg_start": os.getloadavg(),
-        "shoal": f"{getattr(shoal, '__version__', '?')} at {shoal_dir} "
-        f"({git_state(shoal_dir.parent.parent)})",
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "shoal": f"{getattr(shoal, '__version__', '?')} {git_state(shoal_dir.parent.parent)}",
+        "peers": peers,
         **products,
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     }
+
+
+Table = tuple[str, list[Row]]  # the system in the second column, and the lines
 
 
 @dataclass(frozen=True)
@@ -379,12 +426,12 @@ class Comparison:
     or ``_pg_side.comparison``, which have already checked the store can be reached."""
 
     title: str  # the first line of the report
-    rival: str  # the other system's name: a table column and a --json key
     meta: dict[str, Any]
     notices: Sequence[str]  # extra header lines, e.g. what was cleaned up first
-    # Measures everything, fills the --json figures, and returns the table's rows and the
-    # processing runs by name (whose problems are the report's warnings).
-    measure: Callable[[dict[str, Any]], tuple[list[Row], dict[str, Processing]]]
+    # Measures everything, fills the --json figures, and returns the tables (each the
+    # system shoal is set against, and its rows) and the processing runs by name (whose
+    # problems are the report's warnings).
+    measure: Callable[[Figures], tuple[list[Table], dict[str, Processing]]]
     conditions: str  # opens the results line, e.g. "normal durability; "
     footnotes: Sequence[str]  # printed under the table
     checked: str  # how each side was checked, for the correctness line
@@ -395,14 +442,17 @@ def run(comparison: Comparison, json_path: Path | None) -> int:
     """Print the header, measure, print the table and the verdicts, write the JSON."""
     say(comparison.title)
     for key, value in comparison.meta.items():
-        say(f"  {key:<26} {value}")
+        if isinstance(value, dict):  # the peers' versions
+            say(f"  {key:<26} {', '.join(f'{k} {v}' for k, v in value.items())}")
+        else:
+            say(f"  {key:<26} {value}")
     for notice in comparison.notices:
         say(f"  {notice}")
     say("")
 
     began = time.perf_counter()
-    figures: dict[str, Any] = {}
-    rows, processing = comparison.measure(figures)
+    figures = Figures()
+    tables, processing = comparison.measure(figures)
     problems = {name: got.problems for name, got in processing.items() if got.problems}
     elapsed = time.perf_counter() - began
 
@@ -412,12 +462,14 @@ def run(comparison: Comparison, json_path: Path | None) -> int:
         f"results ({comparison.conditions}throughput: higher is better, latency: lower is "
         f"better; measured in {elapsed:.0f}s; load average now {load})"
     )
-    print_table(rows, comparison.rival)
+    for number, (rival, rows) in enumerate(tables):
+        if number:
+            say("")
+        print_table(rows, rival)
     for note in comparison.footnotes:
         say(f"  {note}")
     close_report(
-        rows,
-        comparison.rival,
+        [row for _, rows in tables for row in rows],
         problems,
         comparison.checked,
         json_path,

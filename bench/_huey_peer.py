@@ -26,6 +26,7 @@ from _harness import (
     Processing,
     Progress,
     processing_of,
+    rated,
     run_workers,
     worker_report,
 )
@@ -161,7 +162,7 @@ def process_huey(folder: Path, durability: str, tasks: int, procs: int) -> Proce
     return result
 
 
-def enqueue_huey(folder: Path, durability: str, calls: int) -> float:
+def enqueue_huey(folder: Path, durability: str, calls: int) -> Processing:
     """Enqueues per second from one process: one transaction each, after 50 untimed."""
     huey, noop = make_huey(folder, durability)
     for _ in range(50):
@@ -169,9 +170,9 @@ def enqueue_huey(folder: Path, durability: str, calls: int) -> float:
     began = time.perf_counter()
     for _ in range(calls):
         noop()
-    rate = calls / (time.perf_counter() - began)
+    result = rated(calls, time.perf_counter() - began)
     huey.storage.close()
-    return rate
+    return result
 
 
 def pending_huey(

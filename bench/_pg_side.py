@@ -46,8 +46,9 @@ exactly once (shoal: worker reports, state counts and the event log; pgqueuer: w
 reports, an empty queue table and its log table's ``picked``/``successful`` rows).
 
 Run ``make bench-pg`` (= ``.venv/bin/python bench/claims.py --store postgres``) or add
-``--quick`` for a smoke run of about two minutes; the full run takes about ten on 2 cores,
-most of it in the batch-1 runs.
+``--quick`` for a smoke run of about two minutes (three rounds of small counts); a full
+round took about ten minutes on 2 cores, most of it in the batch-1 runs, and the default
+is three rounds (``--repeat 1`` for one).
 """
 
 from __future__ import annotations
@@ -76,16 +77,18 @@ from _harness import (
     Comparison,
     Processing,
     Row,
+    Table,
     check_tasks,
     interleaved,
     latency_procs,
     meta,
     process_counts,
-    processing_figures,
     processing_of,
+    put_latency,
+    put_rate,
+    rate_row,
     run_workers,
     say,
-    summary,
 )
 from _pgqueuer_peer import (
     install_and_fill_pgqueuer,
@@ -94,8 +97,10 @@ from _pgqueuer_peer import (
     pgqueuer_worker,
     verify_pgqueuer,
 )
+from _results import Figures, figure_name
 from shoal import Fleet
 
+STORE = "postgres"
 SCHEMA_PREFIX = "bench_"
 BATCHES = (1, 10)
 LATENCY_PROCS = 64
@@ -103,9 +108,9 @@ WAIT = 2.0  # seconds an idle shoal agent waits in one claim before checking for
 IDLE_GAP = (0.02, 0.05)  # seconds between a task being taken and the next post
 IDLE_WARMUP = 10  # untimed posts before the idle-to-work measurement
 
-# The targets of the issue.
+# The targets of the issue, each on the figure it names.
 TARGET_RATIO = 1.2  # x pgqueuer throughput, at batch 1 and at batch 10
-TARGET_IDLE_P99 = 0.050  # seconds from post to a waiting agent holding the lease
+TARGET_IDLE_P99_MS = 50  # from post to a waiting agent holding the lease
 
 
 # ---------------------------------------------------------------------- the plan
@@ -339,7 +344,7 @@ def observed_durability(plan: PgPlan) -> str:
 
 
 def run_name(system: str, batch: int, procs: int) -> str:
-    """A processing run's name: its progress line, warnings and --json key."""
+    """A processing run's name, as its progress line and warnings show it."""
     return f"{system}, batch {batch}, {procs} procs"
 
 
@@ -357,23 +362,44 @@ def processing_runs(plan: PgPlan) -> dict[str, Processing]:
             for procs, batch in itertools.product(plan.procs, BATCHES)
         ),
         plan.repeat,
-        plan.tasks,
     )
 
 
-def processing_rows(plan: PgPlan, processing: dict[str, Processing]) -> list[Row]:
+def idle_samples(plan: PgPlan) -> dict[int, dict[str, list[float]]]:
+    """Idle to work with one agent waiting (nobody else to catch a wake-up it misses) and
+    with several (all woken, one wins): the samples by waiter count and system."""
+    samples: dict[int, dict[str, list[float]]] = {}
+    for waiters in sorted({1, plan.waiters}):
+        for system in ("shoal", "pgqueuer"):
+            say(f"idle to work: {system}, {waiters} waiting agents, {plan.posts} posts ...")
+            with fresh_schemas(plan) as (for_shoal, for_pgqueuer):
+                schema = for_shoal if system == "shoal" else for_pgqueuer
+                samples.setdefault(waiters, {})[system] = idle_to_work(
+                    plan, system, schema, waiters
+                )
+    return samples
+
+
+def processing_rows(plan: PgPlan, processing: dict[str, Processing], figures: Figures) -> list[Row]:
     rows = []
     for batch, procs in itertools.product(BATCHES, plan.procs):
-        rate = processing[run_name("shoal", batch, procs)].throughput
-        theirs = processing[run_name("pgqueuer", batch, procs)].throughput
+        at = functools.partial(figure_name, STORE, batch=batch, procs=procs)
+        mine = processing[run_name("shoal", batch, procs)]
+        theirs = processing[run_name("pgqueuer", batch, procs)]
+        put_rate(figures, at, "shoal", mine)
+        put_rate(figures, at, "pgqueuer", theirs)
+        passed = figures.put(
+            at(quantity="ratio_vs_pgqueuer"),
+            mine.throughput / theirs.throughput,
+            f">= {TARGET_RATIO:g}",
+        )
         rows.append(
-            Row(
+            rate_row(
                 f"process, batch {batch}, {procs} procs",
-                rate,
+                mine,
                 theirs,
-                "/s",
                 f">= {TARGET_RATIO:g}x pgqueuer",
-                rate >= TARGET_RATIO * theirs,
+                passed,
             )
         )
     for batch, procs in itertools.product(BATCHES, plan.procs):
@@ -389,17 +415,16 @@ def processing_rows(plan: PgPlan, processing: dict[str, Processing]) -> list[Row
     return rows
 
 
-def contended_rows(
-    plan: PgPlan, processing: dict[str, Processing], figures: dict[str, Any]
-) -> list[Row]:
+def contended_rows(plan: PgPlan, processing: dict[str, Processing], figures: Figures) -> list[Row]:
     """Claim latency under contention, from the processing runs at the most processes."""
     procs = latency_procs(LATENCY_PROCS, plan.procs)
     rows = []
-    figures["latency_contended"] = {"procs": procs}
     for batch in BATCHES:
-        mine = summary(processing[run_name("shoal", batch, procs)].latencies)
-        theirs = summary(processing[run_name("pgqueuer", batch, procs)].latencies)
-        figures["latency_contended"][f"batch {batch}"] = {"shoal": mine, "pgqueuer": theirs}
+        at = functools.partial(figure_name, STORE, "claim", batch=batch, procs=procs)
+        mine = put_latency(figures, at, processing[run_name("shoal", batch, procs)].latencies)
+        theirs = put_latency(
+            figures, at, processing[run_name("pgqueuer", batch, procs)].latencies, "pgqueuer_"
+        )
         for stat in ("p50", "p99", "max"):
             rows.append(
                 Row(f"claim {stat}, batch {batch}, {procs} procs", mine[stat], theirs[stat], "ms")
@@ -407,20 +432,13 @@ def contended_rows(
     return rows
 
 
-def idle_rows(plan: PgPlan, figures: dict[str, Any]) -> list[Row]:
-    """Idle to work with one agent waiting (nobody else to catch a wake-up it misses) and
-    with several (all woken, one wins)."""
-    figures["idle_to_work"] = {}
+def idle_rows(samples: dict[int, dict[str, list[float]]], figures: Figures) -> list[Row]:
     rows = []
-    for waiters in sorted({1, plan.waiters}):
-        samples: dict[str, list[float]] = {}
-        for system in ("shoal", "pgqueuer"):
-            say(f"idle to work: {system}, {waiters} waiting agents, {plan.posts} posts ...")
-            with fresh_schemas(plan) as (for_shoal, for_pgqueuer):
-                schema = for_shoal if system == "shoal" else for_pgqueuer
-                samples[system] = idle_to_work(plan, system, schema, waiters)
-        mine, theirs = summary(samples["shoal"]), summary(samples["pgqueuer"])
-        figures["idle_to_work"][f"{waiters} waiting"] = {"shoal": mine, "pgqueuer": theirs}
+    for waiters, by_system in samples.items():
+        at = functools.partial(figure_name, STORE, "idle_to_work", waiters=waiters)
+        bound = f"<= {TARGET_IDLE_P99_MS:g}"
+        mine = put_latency(figures, at, by_system["shoal"], targets={"p99": bound})
+        theirs = put_latency(figures, at, by_system["pgqueuer"], "pgqueuer_")
         where = f"{waiters} waiting"
         rows += [
             Row(f"idle to work p50, {where}", mine["p50"], theirs["p50"], "ms"),
@@ -429,8 +447,8 @@ def idle_rows(plan: PgPlan, figures: dict[str, Any]) -> list[Row]:
                 mine["p99"],
                 theirs["p99"],
                 "ms",
-                f"<= {TARGET_IDLE_P99 * 1000:g} ms",
-                mine["p99"] <= TARGET_IDLE_P99,
+                f"<= {TARGET_IDLE_P99_MS:g} ms",
+                figures.targets[at(quantity="p99_ms")]["pass"],
             ),
             Row(f"idle to work max, {where}", mine["max"], theirs["max"], "ms"),
         ]
@@ -440,13 +458,22 @@ def idle_rows(plan: PgPlan, figures: dict[str, Any]) -> list[Row]:
 # ---------------------------------------------------------------------- the comparison
 
 
-def measure(plan: PgPlan, figures: dict[str, Any]) -> tuple[list[Row], dict[str, Processing]]:
-    processing = processing_runs(plan)
-    figures["processing"] = processing_figures(processing)
-    rows = processing_rows(plan, processing)
+def report(
+    plan: PgPlan,
+    processing: dict[str, Processing],
+    idle: dict[int, dict[str, list[float]]],
+    figures: Figures,
+) -> list[Table]:
+    """Every figure under its name, and the printed table."""
+    rows = processing_rows(plan, processing, figures)
     rows += contended_rows(plan, processing, figures)
-    rows += idle_rows(plan, figures)
-    return rows, processing
+    rows += idle_rows(idle, figures)
+    return [("pgqueuer", rows)]
+
+
+def measure(plan: PgPlan, figures: Figures) -> tuple[list[Table], dict[str, Processing]]:
+    processing = processing_runs(plan)
+    return report(plan, processing, idle_samples(plan), figures), processing
 
 
 def comparison(args: argparse.Namespace) -> Comparison:
@@ -458,7 +485,9 @@ def comparison(args: argparse.Namespace) -> Comparison:
     except psycopg.OperationalError as exc:
         raise SystemExit(f"cannot reach PostgreSQL at {plan.url}: {exc}") from exc
     header = meta(
+        STORE,
         {
+            "quick": bool(args.quick),
             "server": observed_durability(plan),
             "url": plan.url,
             "tasks_per_processing_run": plan.tasks,
@@ -469,14 +498,11 @@ def comparison(args: argparse.Namespace) -> Comparison:
             "repeat": plan.repeat,
         },
         {},
-        {
-            "pgqueuer": f"{version('pgqueuer')} (asyncpg {asyncpg.__version__}; durable tables)",
-            "psycopg": psycopg.__version__,
-        },
+        {"pgqueuer": version("pgqueuer"), "asyncpg": asyncpg.__version__},
+        {"psycopg": psycopg.__version__},
     )
     return Comparison(
         title="shoal claims benchmark, against pgqueuer on the same PostgreSQL",
-        rival="pgqueuer",
         meta=header,
         notices=[f"dropped {len(dropped)} schemas left by earlier killed runs"] if dropped else [],
         measure=functools.partial(measure, plan),
@@ -488,6 +514,7 @@ def comparison(args: argparse.Namespace) -> Comparison:
             "the task (shoal: claim(wait=...) returned it; pgqueuer: its entrypoint was called)",
             "worker CPU per task: the worker processes' own CPU time over the run / tasks "
             "(the server's share is not included)",
+            "throughput: the median of the runs, their lowest-highest in parentheses",
         ),
         checked=(
             "shoal: worker reports, state counts and the event log; pgqueuer: worker reports, "

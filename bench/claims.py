@@ -7,31 +7,35 @@ A shoal claim is a richer transaction than a queue pop: it writes a lease with a
 and an expiry and an event, runs the claim cascade, and keeps the agent's status. The
 question is what that costs against a queue built for one store and nothing else, on the
 same store at the same durability, so every figure is printed next to the other system's
-for the same no-op workload measured in the same run, and the verdicts are on ratios. The
-machine this runs on is shared and noisy; absolute numbers drift between runs, ratios
-much less.
+for the same no-op workload measured in the same run, and the verdicts are on ratios. On
+SQLite a third system answers a second question: how much of the file's own speed shoal
+uses, against a raw claim-and-ack loop with no shoal in it. The machine this runs on is
+shared and noisy; absolute numbers drift between runs, ratios much less, and every
+throughput is the median of three runs taken in turns, printed with their range.
 
 How it is laid out
 ------------------
 This file is the command line. ``_harness`` is the one harness both comparisons run on:
 worker processes released together by a barrier, wall time from the release to the last
 finish, the systems taking turns within each configuration, medians over ``--repeat``,
-the table with a ratio next to every pair, the warnings, the target tally and ``--json``.
+the table with a ratio next to every pair, the warnings, the target tally and ``--json``,
+whose format and figure names are ``_results``'s (``table.py`` renders it as Markdown).
 What differs by store is small modules: ``_sqlite_side`` (shoal on a SQLite file, the
 enqueue and latency-versus-backlog measurements) with ``_huey_peer`` (huey, driven like
-its consumer), and ``_pg_side`` (shoal in a fresh PostgreSQL schema, the idle-to-work
-latency) with ``_pgqueuer_peer`` (pgqueuer, driven by its own ``QueueManager``).
-``_fleet_work`` is shoal's worker and its exactly-once check, the same on every store.
+its consumer) and ``_raw_sqlite`` (the loop with no shoal in it), and ``_pg_side`` (shoal
+in a fresh PostgreSQL schema, the idle-to-work latency) with ``_pgqueuer_peer``
+(pgqueuer, driven by its own ``QueueManager``). ``_fleet_work`` is shoal's worker and its
+exactly-once check, the same on every store.
 
 Workers are spawned (never forked: each opens its own store), set up, and wait on a
 barrier, so start-up is not measured. Every measurement starts from a fresh store, and
 after each run both sides are checked: every task done, each claimed and completed
 exactly once.
 
-Run ``.venv/bin/python bench/claims.py --quick`` for a SQLite smoke run (about 20 s on 2
-cores) and ``make bench-pg`` or ``bench/claims.py --store postgres --quick`` for
-PostgreSQL; ``--repeat 3`` reports medians when the machine is noisy. Each side's module
-docstring says what it measures.
+Run ``.venv/bin/python bench/claims.py --quick`` for a SQLite smoke run (about a minute
+on 2 cores: small counts, still three runs of each) and ``make bench-pg`` or
+``bench/claims.py --store postgres --quick`` for PostgreSQL; ``--repeat 1`` for one run
+of each. Each side's module docstring says what it measures.
 """
 
 from __future__ import annotations
@@ -116,9 +120,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--repeat",
         type=int,
-        default=1,
-        help="run each processing measurement this many times, interleaved, "
-        "and report the median (default 1)",
+        default=3,
+        help="run each throughput measurement this many times, the systems taking turns, "
+        "and report the median with the range (default 3, --quick too)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="small counts for a fast end-to-end smoke run"
@@ -129,7 +133,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="folder for the temporary databases (default: system temp)",
     )
-    parser.add_argument("--json", type=Path, default=None, help="also write all figures here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write every figure here, by name (docs/benchmarks.md; bench/table.py "
+        "renders it)",
+    )
     return parser.parse_args(argv)
 
 
