@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint bench bench-pg bench-table clean
+.PHONY: demo test test-fast lint bench bench-pg bench-pg-cycle bench-table clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ PG_URL ?= postgresql://127.0.0.1:5432/test
 bench-pg: $(VENV)/.dev
 	$(BIN)/python bench/claims.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
 		--json bench/results/postgres.json
+
+## One PostgreSQL worker cycle by path: statements, round trips, CPU (docs/performance.md).
+bench-pg-cycle: $(VENV)/.dev
+	$(BIN)/python bench/pg_cycle.py --pg-url '$(PG_URL)' $(BENCH_ARGS)
 
 ## README's Performance tables, rendered from the results files that exist (bench/table.py
 ## replaces what lies between README's bench markers).

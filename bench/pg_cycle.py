@@ -14,7 +14,8 @@ time. The general path is the same code with the direct claim switched off for t
 handle (``direct_claims``), so the two differ in nothing else.
 
 Run ``.venv/bin/python bench/pg_cycle.py`` (about a minute) or with ``--json FILE``; the
-figures are named ``postgres.cycle.batch1.direct.round_trips`` and so on. Commits are
+figures are named ``postgres.cycle_direct.batch1.round_trips``,
+``postgres.cycle_general.batch10.wall_us`` and so on (``_results.figure_name``). Commits are
 synchronous, as in every shoal fleet; ``--no-sync`` turns them asynchronous for the run,
 so that the server's CPU rather than the disk bounds the wall time.
 """
@@ -22,18 +23,17 @@ so that the server's CPU rather than the disk bounds the wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
+from _harness import meta
+from _results import Figures, figure_name, write_results
 from shoal import Fleet
 
 DEFAULT_PG_URL = "postgresql://127.0.0.1:5432/test"
@@ -152,47 +152,37 @@ def measure(base: str, path: str, batch: int, cycles: int, no_sync: bool) -> dic
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
-    figures: dict[str, float] = {}
+    header = meta(
+        "postgres",
+        {"cycles": args.cycles, "batches": batches, "repeat": 1},
+        {"synchronous_commit": "off" if args.no_sync else "on"},
+        {},
+        {"psycopg": psycopg.__version__},
+    )
+    measured: dict[tuple[int, str], dict[str, float]] = {}
     for batch in batches:
         for path in PATHS:
             print(f"batch {batch}, {path} path, {args.cycles} cycles ...", flush=True)
-            for name, value in measure(args.pg_url, path, batch, args.cycles, args.no_sync).items():
-                figures[f"postgres.cycle.batch{batch}.{path}.{name}"] = value
-    print()
+            measured[batch, path] = measure(args.pg_url, path, batch, args.cycles, args.no_sync)
+    figures = Figures()
     names = ("statements", "round_trips", "client_cpu_us", "server_cpu_us", "wall_us")
-    print(f"{'per cycle':<22}" + "".join(f"{n:>15}" for n in names))
-    for batch in batches:
-        for path in PATHS:
-            row = [figures.get(f"postgres.cycle.batch{batch}.{path}.{n}") for n in names]
-            cells = "".join(f"{'-' if v is None else f'{v:,.1f}':>15}" for v in row)
-            print(f"{f'batch {batch}, {path}':<22}{cells}")
-        for n in ("wall_us", "client_cpu_us"):
-            general = figures[f"postgres.cycle.batch{batch}.general.{n}"]
-            direct = figures[f"postgres.cycle.batch{batch}.direct.{n}"]
-            figures[
-                f"postgres.cycle.batch{batch}.{n.removesuffix('_us')}_ratio_general_to_direct"
-            ] = general / direct
-    print(
-        "\n"
-        + "\n".join(f"{name}: {value:.2f}x" for name, value in figures.items() if "_ratio_" in name)
-    )
-    if args.json:
-        meta: dict[str, Any] = {
-            "command": " ".join([sys.executable, *sys.argv]),
-            "started": started,
-            "cpus": os.cpu_count(),
-            "cpus_usable": len(os.sched_getaffinity(0)),
-            "loadavg_start": load,
-            "python": platform.python_version(),
-            "store": "postgres",
-            "peers": {},
-            "repeat": 1,
-            "synchronous_commit": "off" if args.no_sync else "on",
-        }
-        args.json.write_text(
-            json.dumps({"meta": meta, "figures": figures, "targets": {}}, indent=2)
+    print(f"\n{'per cycle':<22}" + "".join(f"{n:>15}" for n in names))
+    for (batch, path), values in measured.items():
+        cells = "".join(
+            f"{'-' if values.get(n) is None else f'{values[n]:,.1f}':>15}" for n in names
         )
+        print(f"{f'batch {batch}, {path}':<22}{cells}")
+        for n, value in values.items():
+            figures.put(figure_name("postgres", f"cycle_{path}", batch=batch, quantity=n), value)
+    for batch in batches:
+        general, direct = measured[batch, "general"], measured[batch, "direct"]
+        for n in ("wall", "client_cpu"):
+            ratio = general[f"{n}_us"] / direct[f"{n}_us"]
+            name = figure_name("postgres", "cycle", batch=batch, quantity=f"{n}_general_vs_direct")
+            figures.put(name, ratio)
+            print(f"{name}: {ratio:.2f}x")
+    if args.json:
+        write_results(args.json, header, figures)
         print(f"figures written to {args.json}")
     return 0
 
