@@ -32,6 +32,7 @@ another version ``SchemaMismatch``.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sqlite3
@@ -145,7 +146,7 @@ class SqliteDialect(Dialect):
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
         self._commits = 0
-        _refuse_foreign_file(self.path)
+        self._counted = _count_open(self.path)  # (the header check, only if none is open)
         self._timeout = timeout
         self._lock_path = Path(f"{self.path}.lock")
         self._lock_existed = self._lock_path.exists()
@@ -355,12 +356,35 @@ class SqliteDialect(Dialect):
         if writer is not None:
             writer.close()
             self.writer = None  # type: ignore[assignment]
+        counted, self._counted = getattr(self, "_counted", None), None
+        if counted is not None:
+            with _OPEN_HERE_LOCK:
+                _OPEN_HERE[counted] -= 1
 
 
 @contextmanager
 def _holding(mutex: threading.RLock, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     with mutex:
         yield conn
+
+
+#: How many stores of this process have each fleet file open. While one has, the file must
+#: not be opened here with plain ``open()``: closing any descriptor of a file drops every
+#: POSIX lock the process holds on it, SQLite's included, and another process could then
+#: take the database for unused and remove its WAL under the open connection.
+_OPEN_HERE: collections.Counter[Path] = collections.Counter()
+_OPEN_HERE_LOCK = threading.Lock()
+
+
+def _count_open(path: Path) -> Path:
+    """Count one more store of this process on ``path`` (the key returned), checking first
+    -- only when this process has the file open nowhere else -- that it is not foreign."""
+    key = path.resolve()
+    with _OPEN_HERE_LOCK:
+        if not _OPEN_HERE[key]:
+            _refuse_foreign_file(path)
+        _OPEN_HERE[key] += 1
+    return key
 
 
 def _refuse_foreign_file(path: Path) -> None:
