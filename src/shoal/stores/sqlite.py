@@ -146,7 +146,7 @@ class SqliteDialect(Dialect):
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
         self._commits = 0
-        self._counted = _count_open(self.path)  # (the header check, only if none is open)
+        self._counted: Path | None = _count_open(self.path)  # (header checked if first)
         self._timeout = timeout
         self._lock_path = Path(f"{self.path}.lock")
         self._lock_existed = self._lock_path.exists()
