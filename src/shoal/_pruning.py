@@ -62,12 +62,13 @@ __all__ = ["Pruned", "prune_age", "prune_batch_in", "prune_cutoff"]
 
 
 class Pruned(NamedTuple):
-    """What one batch deleted, and whether it was full (so more may be left)."""
+    """What one batch deleted, and whether more may be left: it was full, or it deleted
+    tasks, which may have freed the dead or cancelled tasks they waited on."""
 
     tasks: int
     events: int  # the tasks' events and the events of no task
     untasked: int  # events of no task, among ``events``
-    full: bool
+    more: bool
 
 
 def prune_age(value: object) -> float:
@@ -105,5 +106,5 @@ def prune_batch_in(tx: StoreTx, now: float, cutoff: float, batch: int) -> Pruned
     if untasked and not task_ids:
         data = {"tasks": 0, "events": untasked, "older_than": older_than}
         tx.append_event(now, EventKind.PRUNED, None, None, data)
-    full = len(task_ids) >= batch or untasked >= batch
-    return Pruned(tasks, events + untasked, untasked, full)
+    more = bool(task_ids) or untasked >= batch
+    return Pruned(tasks, events + untasked, untasked, more)

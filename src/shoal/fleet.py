@@ -795,7 +795,7 @@ class Fleet:
             got = self._prune_batch(cutoff, batch)
             tasks, events, rows = tasks + got.tasks, events + got.events, rows + got.tasks
             rows += got.untasked
-            if not got.full:
+            if not got.more:
                 return PruneReport(cutoff, tasks, events)
             if limit is not None and rows >= limit:
                 return PruneReport(cutoff, tasks, events, more=True)

@@ -203,7 +203,9 @@ SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = :agent
 ORDER BY claimed_at, id;
 
 -- name: claimed_tasks
-SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
+-- Every lease (status, reap), read from tasks_expiry and then sorted: `+id` keeps SQLite from
+-- walking the whole table in id order instead, which costs as much as the history is long.
+SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY +id;
 
 -- name: expired_leases
 -- The claim's expire step: leases past their expiry, soonest first (tasks_expiry index).
