@@ -90,7 +90,8 @@ def test_a_prune_beside_a_claim_race_loses_nothing(shared_store: tuple[str, str]
     remaining_done = {i for i, t in left.items() if t.state is TaskState.DONE}
     assert remaining_done <= set(posted)
     assert pruned["tasks"] + len(remaining_done) == total, "a task was pruned twice, or not done"
-    completions = Counter(e.task_id for e in fleet.events(limit=100 * total) if e.kind == "completed")
+    log = fleet.events(limit=100 * total)
+    completions = Counter(e.task_id for e in log if e.kind == "completed")
     assert set(completions) == remaining_done and set(completions.values()) <= {1}
     # What is left of the history goes once the race is over, but never the live work.
     with Fleet.open(url, clock=ManualClock(time.time() + DAY)) as later:
