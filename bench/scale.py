@@ -42,14 +42,10 @@ short ``--quick`` run (1,000,000 finished) is a sanity check, not a verdict. Run
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 import _scale_history as history
-import shoal
+from _harness import meta, percentile, say
+from _results import Figures, figure_name, write_results
 from shoal import Fleet, Lease
 from shoal.limits import PRUNE_BATCH
 
@@ -72,10 +69,6 @@ DOMAINS = 50
 RARE = "rare"  # the thieves' one skill: only the victims' queues hold its tasks
 LIMIT_MS = 100.0  # status, assess, ready, agents
 SAMPLES = 5  # of each of those
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -272,11 +265,6 @@ def median_ms(call: Callable[[], object]) -> float:
     return statistics.median(times) * 1e3
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def steals(fleet: Fleet, who: Layout, rounds: int) -> list[float]:
     """Each thief claims ``rounds`` times: a steal each, timed; the stolen task is done."""
     waits = []
@@ -302,9 +290,9 @@ def measure(url: str, fleet: Fleet, who: Layout, args: argparse.Namespace) -> di
         }
     stolen = steals(fleet, who, max(5, 50 // len(who.thieves)))
     return {
-        "claim.p50_ms": statistics.median(waits) * 1e3,
-        "claim.p99_ms": percentile(waits, 0.99) * 1e3,
-        "steal.p50_ms": statistics.median(stolen) * 1e3,
+        "claim_p50_ms": statistics.median(waits) * 1e3,
+        "claim_p99_ms": percentile(waits, 99) * 1e3,
+        "steal_p50_ms": statistics.median(stolen) * 1e3,
         **snapshots,
     }
 
@@ -330,11 +318,10 @@ def measure_prune(
         seconds = time.perf_counter() - began
         waits = claimers.collect()
     return {
-        "prune.batch_ms": statistics.median(batch) * 1e3,
-        "prune.tasks_per_s": deleted / seconds if seconds else 0.0,
-        "prune.tasks": float(deleted),
-        "prune.claim.p50_ms": statistics.median(waits) * 1e3,
-        "prune.claim.p99_ms": percentile(waits, 0.99) * 1e3,
+        "prune_batch_ms": statistics.median(batch) * 1e3,
+        "prune_per_s": deleted / seconds if seconds else 0.0,
+        "prune_claim_p50_ms": statistics.median(waits) * 1e3,
+        "prune_claim_p99_ms": percentile(waits, 99) * 1e3,
     }
 
 
@@ -420,20 +407,20 @@ def postgres_place(args: argparse.Namespace) -> Iterator[Place]:
 
 # ---------------------------------------------------------------------- the report
 
-#: (figure, what it is, target as text, check) -- the targets, on the fleet with history.
-TARGETS: list[tuple[str, str, Callable[[float], bool]]] = [
-    ("claim.p50_ratio_vs_empty", "<= 1.5", lambda v: v <= 1.5),
-    ("claim.p99_ratio_vs_empty", "<= 1.5", lambda v: v <= 1.5),
-    ("steal.p50_ratio_vs_empty", "<= 2", lambda v: v <= 2.0),
-    ("status_ms", f"< {LIMIT_MS:g}", lambda v: v < LIMIT_MS),
-    ("assess_ms", f"< {LIMIT_MS:g}", lambda v: v < LIMIT_MS),
-    ("ready_ms", f"< {LIMIT_MS:g}", lambda v: v < LIMIT_MS),
-    ("agents_ms", f"< {LIMIT_MS:g}", lambda v: v < LIMIT_MS),
-]
+#: The targets, on the fleet with history, as ``_results`` reads them.
+TARGETS = {
+    "claim_p50_ratio_vs_empty": "<= 1.5",
+    "claim_p99_ratio_vs_empty": "<= 1.5",
+    "steal_p50_ratio_vs_empty": "<= 2",
+    "status_ms": f"<= {LIMIT_MS:g}",
+    "assess_ms": f"<= {LIMIT_MS:g}",
+    "ready_ms": f"<= {LIMIT_MS:g}",
+    "agents_ms": f"<= {LIMIT_MS:g}",
+}
 ROWS = [
-    ("claim.p50_ms", "claim p50 (complete + claim, ms)"),
-    ("claim.p99_ms", "claim p99 (ms)"),
-    ("steal.p50_ms", "steal p50 (ms)"),
+    ("claim_p50_ms", "claim p50 (complete + claim, ms)"),
+    ("claim_p99_ms", "claim p99 (ms)"),
+    ("steal_p50_ms", "steal p50 (ms)"),
     ("status_ms", "Fleet.status() (ms)"),
     ("assess_ms", "Fleet.assess() (ms)"),
     ("ready_ms", "Fleet.ready() (ms)"),
@@ -441,24 +428,10 @@ ROWS = [
 ]
 
 
-def git_state() -> str:
-    here = Path(shoal.__file__).resolve().parent
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "."],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"{shoal.__version__} at {here}"
-    return f"{shoal.__version__} at {here} ({head}{', modified' if dirty else ''})"
+def name(store: str, quantity: str, procs: int) -> str:
+    """A figure's name (``_results.figure_name``): the claims' carry their process count."""
+    contended = quantity.startswith(("claim_", "prune_claim_"))
+    return figure_name(store, "scale", procs=procs if contended else None, quantity=quantity)
 
 
 def report(
@@ -467,46 +440,47 @@ def report(
     full: dict[str, float],
     extra: dict[str, float],
     args: argparse.Namespace,
-) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """Print the table and the verdicts; the --json figures and targets."""
-    figures: dict[str, float] = {}
+) -> Figures:
+    """Print the table and the verdicts; the figures and targets for --json."""
+    figures = Figures()
+    values: dict[str, float] = {}
     for key, value in full.items():
-        figures[f"{store}.scale.{key}"] = round(value, 3)
-        figures[f"{store}.scale.{key.replace('_ms', '_empty_ms')}"] = round(empty[key], 3)
-    for key in ("claim.p50_ms", "claim.p99_ms", "steal.p50_ms"):
-        ratio = full[key] / empty[key] if empty[key] else float("inf")
-        figures[f"{store}.scale.{key.replace('_ms', '_ratio_vs_empty')}"] = round(ratio, 3)
-    figures.update({f"{store}.scale.{k}": round(v, 3) for k, v in extra.items()})
+        values[key] = value
+        values[key.replace("_ms", "_empty_ms")] = empty[key]
+    for key in ("claim_p50_ms", "claim_p99_ms", "steal_p50_ms"):
+        values[key.replace("_ms", "_ratio_vs_empty")] = full[key] / empty[key]
+    values.update(extra)
     for q in ("p50", "p99"):  # the claims beside a prune, against those without one
-        if f"prune.claim.{q}_ms" in extra and full[f"claim.{q}_ms"]:
-            ratio = extra[f"prune.claim.{q}_ms"] / full[f"claim.{q}_ms"]
-            figures[f"{store}.scale.prune.claim.{q}_ratio_vs_history"] = round(ratio, 3)
+        if f"prune_claim_{q}_ms" in extra:
+            values[f"prune_claim_{q}_ratio_vs_history"] = (
+                extra[f"prune_claim_{q}_ms"] / full[f"claim_{q}_ms"]
+            )
+    verdicts = {}
+    for key, value in values.items():
+        verdicts[key] = figures.put(name(store, key, args.procs), round(value, 3), TARGETS.get(key))
     say("")
     say(f"{'':36} {'no history':>12} {f'{args.finished:,} finished':>20} {'ratio':>7}")
     for key, words in ROWS:
         a, b = empty[key], full[key]
         say(f"  {words:34} {a:12.2f} {b:20.2f} {b / a if a else 0:7.2f}")
-    if "prune.batch_ms" in extra:
+    if "prune_batch_ms" in extra:
         say("")
         say(
             f"  one prune batch ({PRUNE_BATCH} tasks and their events): "
-            f"{extra['prune.batch_ms']:.1f} ms"
+            f"{extra['prune_batch_ms']:.1f} ms"
         )
         say(
-            f"  a prune beside the claims: {extra['prune.tasks']:,.0f} tasks deleted at "
-            f"{extra['prune.tasks_per_s']:,.0f}/s; claims meanwhile p50 "
-            f"{extra['prune.claim.p50_ms']:.2f} ms, p99 {extra['prune.claim.p99_ms']:.2f} ms"
+            f"  a prune beside the claims: {extra['prune_per_s']:,.0f} tasks deleted a second; "
+            f"claims meanwhile p50 {extra['prune_claim_p50_ms']:.2f} ms, "
+            f"p99 {extra['prune_claim_p99_ms']:.2f} ms"
         )
     say("")
-    targets: dict[str, dict[str, Any]] = {}
-    for key, text, check in TARGETS:
-        name = f"{store}.scale.{key}"
-        passed = check(figures[name])
-        targets[name] = {"target": text, "pass": passed}
-        say(f"  {'PASS' if passed else 'MISS'}  {key} = {figures[name]:.2f} (target {text})")
-    tally = sum(1 for t in targets.values() if t["pass"])
-    say(f"targets: {tally} PASS, {len(targets) - tally} MISS")
-    return figures, targets
+    for key, target in TARGETS.items():
+        word = {True: "PASS", False: "MISS", None: "----"}[verdicts.get(key)]
+        say(f"  {word}  {key} = {values[key]:.2f} (target {target})")
+    tally = sum(1 for t in figures.targets.values() if t["pass"])
+    say(f"targets: {tally} PASS, {len(figures.targets) - tally} MISS")
+    return figures
 
 
 # ---------------------------------------------------------------------- main
@@ -514,27 +488,22 @@ def report(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    meta = {
-        "command": shlex.join([sys.executable, *sys.argv]),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "cpus": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "loadavg_start": os.getloadavg(),
-        "python": platform.python_version(),
-        "shoal": git_state(),
-        "store": args.store,
-        "peers": {},
-        "repeat": 1,
-    }
-    say("shoal at scale: does history slow the live work down?")
-    for key, value in meta.items():
-        say(f"  {key:<14} {value}")
     who = layout(args.agents)
+    setup = {
+        "repeat": 1,
+        "agents": args.agents,
+        "procs": args.procs,
+        "cycles": args.cycles,
+        "queued": args.queued,
+        "finished": args.finished,
+    }
+    head = meta(args.store, setup, {}, {}, {})
+    say("shoal at scale: does history slow the live work down?")
+    for key, value in head.items():
+        say(f"  {key:<14} {value}")
     say(
         f"  fleet          {args.agents:,} agents ({len(who.cyclers):,} cycled by "
-        f"{args.procs} processes, {len(who.thieves)} thieves, {len(who.victims)} victims), "
-        f"{args.queued:,} tasks queued, {args.finished:,} finished; {args.cycles} cycles "
-        "per process"
+        f"{args.procs} processes, {len(who.thieves)} thieves, {len(who.victims)} victims)"
     )
     began = time.perf_counter()
     place = sqlite_place(args) if args.store == "sqlite" else postgres_place(args)
@@ -552,25 +521,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         fill_s = time.perf_counter() - filling
         say(f"  {tasks:,} tasks and {events:,} events in {fill_s:.0f}s; measuring again ...")
         full = measure(where.url, fleet, who, args)
-        extra = {
-            "setup.agents": float(args.agents),
-            "setup.queued": float(args.queued),
-            "setup.finished": float(tasks),
-            "setup.history_events": float(events),
-            "setup.fill_s": fill_s,
-            "setup.store_bytes": float(where.size()),
+        head["history"] = {
+            "tasks": tasks,
+            "events": events,
+            "seconds": round(fill_s, 1),
+            "store_bytes": where.size(),
         }
+        extra: dict[str, float] = {}
         if not args.no_prune and args.finished:
             say("measuring a prune ...")
-            extra.update(measure_prune(where.url, fleet, who, args))
-    figures, targets = report(args.store, empty, full, extra, args)
-    say(
-        f"measured in {time.perf_counter() - began:.0f}s; load average now "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+            extra = measure_prune(where.url, fleet, who, args)
+    figures = report(args.store, empty, full, extra, args)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    say(f"measured in {time.perf_counter() - began:.0f}s; load average now {load}")
     if args.json is not None:
-        document = {"meta": meta, "figures": figures, "targets": targets}
-        args.json.write_text(json.dumps(document, indent=2) + "\n")
+        head["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        write_results(args.json, head, figures)
         say(f"figures written to {args.json}")
     return 0
 
