@@ -10,7 +10,8 @@ steal -- and why it is built so is the essay at the top of ``_claiming``.
 The hub's jobs -- ``rebalance`` (move queued tasks to agents idle for a while), ``reap``
 (expire leases, mark silent agents offline, end idle ephemeral agents, flag stalled tasks)
 and ``assess`` (recommend spawning or retiring agents) -- make recovery timely and the
-fleet's size right; none of them is needed for correctness.
+fleet's size right; none of them is needed for correctness. ``prune`` lets history end
+(``_pruning``): the hub runs it too, when the fleet keeps history for a while only.
 
 Invariants (checked by the contract suite on every store; each with the function and the
 test that enforce it in docs/ARCHITECTURE.md, "Invariants")
@@ -793,8 +794,8 @@ class Fleet:
         tasks = events = rows = 0
         while True:
             got = self._prune_batch(cutoff, batch)
-            tasks, events, rows = tasks + got.tasks, events + got.events, rows + got.tasks
-            rows += got.untasked
+            tasks, events = tasks + got.tasks, events + got.events
+            rows += got.tasks + got.untasked
             if not got.more:
                 return PruneReport(cutoff, tasks, events)
             if limit is not None and rows >= limit:
