@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint bench bench-pg bench-pg-cycle bench-table clean
+.PHONY: demo test test-fast lint bench bench-pg bench-pg-cycle bench-table bench-scale \
+	bench-scale-pg clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,16 @@ bench-pg-cycle: $(VENV)/.dev
 BENCH_RESULTS ?= bench/results/sqlite.json bench/results/postgres.json
 bench-table: $(VENV)/.dev
 	$(BIN)/python bench/table.py --write-readme README.md $(wildcard $(BENCH_RESULTS))
+
+## shoal at scale: 1,000 agents, 100,000 tasks queued, 10,000,000 finished -- does history
+## slow the live work down? Long (tens of minutes); not part of `make test`. A sanity run:
+## `.venv/bin/python bench/scale.py --quick` (1,000,000 finished).
+bench-scale: $(VENV)/.dev
+	$(BIN)/python bench/scale.py
+
+## The same on PostgreSQL (PG_URL), in a fresh schema dropped afterwards.
+bench-scale-pg: $(VENV)/.dev
+	$(BIN)/python bench/scale.py --store postgres --pg-url '$(PG_URL)'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

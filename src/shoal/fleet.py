@@ -10,7 +10,8 @@ steal -- and why it is built so is the essay at the top of ``_claiming``.
 The hub's jobs -- ``rebalance`` (move queued tasks to agents idle for a while), ``reap``
 (expire leases, mark silent agents offline, end idle ephemeral agents, flag stalled tasks)
 and ``assess`` (recommend spawning or retiring agents) -- make recovery timely and the
-fleet's size right; none of them is needed for correctness.
+fleet's size right; none of them is needed for correctness. ``prune`` lets history end
+(``_pruning``): the hub runs it too, when the fleet keeps history for a while only.
 
 Invariants (checked by the contract suite on every store; each with the function and the
 test that enforce it in docs/ARCHITECTURE.md, "Invariants")
@@ -38,6 +39,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in, rebalance_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._hub import assess_in, reap_in, status_in
 from shoal._posting import insert_task
+from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff
 from shoal._transitions import (
     after_letting_go,
     count_failure,
@@ -63,7 +65,9 @@ from shoal.errors import (
 from shoal.limits import (
     MAX_EVENTS,
     MAX_LISTED,
+    MAX_PRUNE_BATCH,
     MAX_READY,
+    PRUNE_BATCH,
     TASK_HISTORY,
 )
 from shoal.model import (
@@ -77,6 +81,7 @@ from shoal.model import (
     Lease,
     Move,
     Probe,
+    PruneReport,
     ReapReport,
     Registration,
     Task,
@@ -755,6 +760,52 @@ class Fleet:
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             return assess_in(tx, now)
+
+    def prune(
+        self,
+        older_than: float | str | None = None,
+        *,
+        batch: int = PRUNE_BATCH,
+        limit: int | None = None,
+        dry_run: bool = False,
+    ) -> PruneReport:
+        """Delete history: tasks that finished (done, dead, cancelled) more than
+        ``older_than`` ago (seconds, or "30d"), with their events, and events of no task
+        as old. Without ``older_than``: the fleet's ``history_retention`` (0 keeps all).
+
+        Never live work, never the steal window, never a dead or cancelled task a live one
+        waits on (``_pruning`` says what stays and why). Runs in batches of ``batch`` tasks,
+        one short transaction each, so claims go on meanwhile; ``limit`` stops after about
+        that many tasks and events of no task (the report says ``more``). ``dry_run``
+        counts what would go and changes nothing.
+        """
+        age = None if older_than is None else prune_age(older_than)
+        batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
+        limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)
+        with self._store.read() as tx:
+            settings = tx.load_settings()
+            age = settings.history_retention if age is None else age
+            if not age:
+                return PruneReport(dry_run=dry_run)
+            cutoff = prune_cutoff(self.clock.now(), age, settings)
+            if dry_run:
+                tasks, events = tx.prune_preview(cutoff)
+                return PruneReport(cutoff, tasks, events, dry_run=True)
+        tasks = events = rows = 0
+        while True:
+            got = self._prune_batch(cutoff, batch)
+            tasks, events = tasks + got.tasks, events + got.events
+            rows += got.tasks + got.untasked
+            if not got.more:
+                return PruneReport(cutoff, tasks, events)
+            if limit is not None and rows >= limit:
+                return PruneReport(cutoff, tasks, events, more=True)
+
+    @rerun_on_conflict
+    def _prune_batch(self, cutoff: float, batch: int) -> Pruned:
+        """One batch of ``prune``: fleet-wide, so nothing changes under it (``_pruning``)."""
+        with self._store.write(exclusive=True) as tx:
+            return prune_batch_in(tx, self.clock.now(), cutoff, batch)
 
     def status(self) -> FleetStatus:
         """A snapshot: agents with their load and current tasks, queue depths, counts by

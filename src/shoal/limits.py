@@ -12,7 +12,10 @@ __all__ = [
     "MAX_BATCH",
     "MAX_EVENTS",
     "MAX_LISTED",
+    "MAX_PRUNE_BATCH",
     "MAX_READY",
+    "PRUNE_BATCH",
+    "PRUNE_PER_PASS",
     "SCAN_BATCH",
     "SHOWN_STUCK",
     "TASK_HISTORY",
@@ -36,3 +39,10 @@ MAX_EVENTS = 100_000_000
 TASK_HISTORY = 100_000
 #: Stuck tasks (blocked on dead or cancelled ones) a status snapshot names.
 SHOWN_STUCK = 1000
+#: Finished tasks one prune transaction deletes (with their events), by default and at most:
+#: a batch holds the writer for milliseconds, so claims go on between batches.
+PRUNE_BATCH = 500
+MAX_PRUNE_BATCH = 10_000
+#: Tasks (and events of no task) one pass of the monitor prunes at most; the rest waits for
+#: the next pass, so a fleet that turns retention on pays for its backlog a little at a time.
+PRUNE_PER_PASS = 10_000

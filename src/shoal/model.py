@@ -38,6 +38,7 @@ __all__ = [
     "Move",
     "NewTask",
     "Probe",
+    "PruneReport",
     "QueueDepth",
     "ReapReport",
     "Registration",
@@ -474,6 +475,31 @@ class ReapReport:
             "terminated": list(self.terminated),
             "stalled": list(self.stalled),
             "resumed": list(self.resumed),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What a prune deleted -- or, in a dry run, would delete: tasks that finished before
+    ``cutoff``, with their events, and the events of no task logged before it. ``cutoff``
+    is None when nothing was asked (the fleet keeps all its history)."""
+
+    cutoff: float | None = None
+    tasks: int = 0
+    events: int = 0
+    dry_run: bool = False
+    more: bool = False  # stopped at its limit with more left to prune
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks or self.events)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cutoff": iso_time(self.cutoff),
+            "tasks": self.tasks,
+            "events": self.events,
+            "dry_run": self.dry_run,
+            "more": self.more,
         }
 
 

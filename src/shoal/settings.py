@@ -85,6 +85,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("poll_backoff_after", "count", 1, "empty polls before the wait doubles"),
         Setting("assess_spawn_pending", "count", 1, "pending tasks that call for a new agent"),
         Setting("assess_idle_pending", "count", 0, "pending tasks at or below: underused"),
+        Setting(
+            "history_retention", "duration", 0, "the monitor deletes older finished work (0: keep)"
+        ),
     )
 }
 
@@ -120,6 +123,7 @@ class Settings:
     poll_backoff_after: int = 3
     assess_spawn_pending: int = 3
     assess_idle_pending: int = 1
+    history_retention: float = 0.0
 
     def replace(self, **changes: object) -> Settings:
         """A copy with ``changes`` applied, each parsed and checked like ``config set``."""

@@ -113,6 +113,7 @@ class EventKind(StrEnum):
     # the fleet
     ASSESSED = "assessed"
     CONFIGURED = "configured"
+    PRUNED = "pruned"  # finished tasks and old events deleted (Fleet.prune)
 
 
 class Workload(StrEnum):

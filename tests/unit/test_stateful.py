@@ -303,6 +303,16 @@ class MemoryAndSqliteAgree(RuleBasedStateMachine):
     def assess(self) -> None:
         self.both(lambda f: f.assess())
 
+    @rule(
+        later=st.sampled_from([0, 900]),
+        older_than=st.sampled_from([1, 600]),
+        batch=st.integers(1, 3),
+        dry=st.booleans(),
+    )
+    def prune(self, later: int, older_than: int, batch: int, dry: bool) -> None:
+        self.clock.advance(later)  # history is older than the steal window only after a while
+        self.both(lambda f: f.prune(older_than, batch=batch, dry_run=dry))
+
     # ------------------------------------------------------------------ invariants
 
     @invariant()

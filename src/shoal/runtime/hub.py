@@ -1,9 +1,12 @@
-"""The hub: reap, rebalance and assess on an interval (what ``shoal monitor`` runs).
+"""The hub: reap, rebalance, assess -- and prune, when the fleet keeps history for a while
+only -- on an interval (what ``shoal monitor`` runs).
 
 None of the hub's jobs is needed for correctness -- a claim takes back an expired lease on
 its own -- but they make recovery timely (silent agents go offline and their queues go back
 to the pool; idle ephemeral agents end), keep queues even (rebalance feeds agents idle for a
-while), and keep a fresh assessment in the fleet for ``status`` and for a supervisor.
+while), keep a fresh assessment in the fleet for ``status`` and for a supervisor, and, with
+``history_retention`` set, delete history older than that (at most ``limits.PRUNE_PER_PASS``
+tasks a pass, so a large backlog goes over several passes).
 
 ``Hub.step()`` is one pass and returns what it did as ``HubAction`` records, one per thing
 that happened, each with a line of words for people; ``Hub.run`` repeats it. The assessment
@@ -20,7 +23,9 @@ from typing import Any
 
 from shoal.errors import StoreUnavailable
 from shoal.fleet import Fleet
-from shoal.model import Assessment, Move, ReapReport
+from shoal.limits import PRUNE_PER_PASS
+from shoal.model import Assessment, Move, PruneReport, ReapReport
+from shoal.times import iso_time
 
 __all__ = ["Hub", "HubAction", "HubPass"]
 
@@ -30,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class HubAction:
     """One thing the hub did: ``kind`` (expired, dead, offline, returned, terminated, resumed,
-    stalled, moved, assessed, error), its data, and a sentence for people. A supervisor
+    stalled, moved, assessed, pruned, error), its data, and a sentence for people. A supervisor
     reports what it does in the same shape (``SupervisorEvent``)."""
 
     kind: str
@@ -43,12 +48,13 @@ class HubAction:
 
 @dataclass(frozen=True, slots=True)
 class HubPass:
-    """One pass of the hub: what reap and rebalance did, and the assessment."""
+    """One pass of the hub: what reap, rebalance and prune did, and the assessment."""
 
     reap: ReapReport
     moves: tuple[Move, ...]
     assessment: Assessment
     actions: tuple[HubAction, ...]
+    pruned: PruneReport = field(default_factory=PruneReport)
 
 
 def _ids(values: tuple[int, ...]) -> str:
@@ -90,10 +96,11 @@ class Hub:
         self._verdict: tuple[str, str] | None = None
 
     def step(self) -> HubPass:
-        """One pass: reap, then rebalance, then assess."""
+        """One pass: reap, then rebalance, then assess, then prune (``history_retention``)."""
         report = self.fleet.reap()
         moves = tuple(self.fleet.rebalance())
         assessment = self.fleet.assess()
+        pruned = self.fleet.prune(limit=PRUNE_PER_PASS)
         actions = reap_actions(report)
         for action in actions:
             log.info("%s", action.text)
@@ -138,7 +145,14 @@ class Hub:
                     assessment.to_dict(),
                 )
             )
-        return HubPass(report, moves, assessment, tuple(actions))
+        if pruned:
+            text = (
+                f"history before {iso_time(pruned.cutoff)} deleted: {pruned.tasks} tasks, "
+                f"{pruned.events} events{' (more next pass)' if pruned.more else ''}"
+            )
+            log.info("prune: %s", text)
+            actions.append(HubAction("pruned", text, pruned.to_dict()))
+        return HubPass(report, moves, assessment, tuple(actions), pruned)
 
     def run(
         self,

@@ -30,6 +30,7 @@ __all__ = [
     "Row",
     "by_id",
     "candidate_of",
+    "events_after",
     "frozen_json",
     "index_fields",
     "is_held",
@@ -39,6 +40,8 @@ __all__ = [
     "order_fields",
     "pool_entry",
     "pool_slots",
+    "prunable",
+    "prune_preview",
 ]
 
 
@@ -161,6 +164,7 @@ class Data:
     settings: Settings = field(default_factory=Settings)
     seq: int = 0
     last_task_id: int = 0
+    last_event_id: int = 0  # events are numbered apart from their place: a prune leaves gaps
     version: int = 0
 
 
@@ -209,3 +213,63 @@ def frozen_json(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.loads(json.dumps(value))
+
+
+def events_after(events: list[Event], since: int) -> list[Event]:
+    """The log after event id ``since`` (ids rise along the list, with gaps where a prune
+    deleted some)."""
+    return events[bisect.bisect_right(events, since, key=lambda e: e.id) :]
+
+
+# History (the store verbs of Fleet.prune): the rules of the SQL's prunable_tasks and
+# prune_preview, over the rows.
+
+
+def _finished_before(data: Data, cutoff: float) -> list[int]:
+    """Tasks that finished before ``cutoff``, oldest finished first; never the newest."""
+    newest = max(data.tasks, default=0)
+    old = [
+        (row.task.finished_at, task_id)
+        for task_id, row in data.tasks.items()
+        if row.task.finished_at is not None and row.task.finished_at < cutoff and task_id < newest
+    ]
+    return [task_id for _, task_id in sorted(old)]
+
+
+def _may_go(data: Data, task_id: int, leaving: set[int]) -> bool:
+    """A done task may go; a dead or cancelled one when every task waiting on it that
+    stays (is not in ``leaving``) is done."""
+    if data.tasks[task_id].task.state is TaskState.DONE:
+        return True
+    return all(
+        data.tasks[waiter].task.state is TaskState.DONE
+        for waiter in data.dependents.get(task_id, ())
+        if waiter in data.tasks and waiter not in leaving
+    )
+
+
+def prunable(data: Data, cutoff: float, limit: int) -> list[int]:
+    """Up to ``limit`` tasks a prune to ``cutoff`` may delete now (``prunable_tasks``)."""
+    free = (i for i in _finished_before(data, cutoff) if _may_go(data, i, set()))
+    return [i for i, _ in zip(free, range(limit), strict=False)]
+
+
+def prune_preview(data: Data, cutoff: float) -> tuple[int, int]:
+    """(tasks, events) a prune to ``cutoff`` would delete over all its batches: batch after
+    batch goes until none may, as a task going frees the dead or cancelled ones it waited
+    on."""
+    candidates = _finished_before(data, cutoff)
+    gone: set[int] = set()
+    while True:
+        more = [i for i in candidates if i not in gone and _may_go(data, i, gone)]
+        if not more:
+            break
+        gone.update(more)
+    newest = data.events[-1].id if data.events else 0
+    events = sum(
+        1
+        for e in data.events
+        if e.task_id in gone
+        or (e.task_id is None and e.at < cutoff and (e.id < newest or bool(gone)))
+    )
+    return len(gone), events

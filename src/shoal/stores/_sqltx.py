@@ -77,6 +77,10 @@ class SqlTx:
     def _run(self, name: str, params: Mapping[str, Any] | None = None) -> None:
         self._c.execute(self._q[name], params or self._none)
 
+    def _count(self, name: str, params: Mapping[str, Any] | None = None) -> int:
+        """Run a statement that changes rows; how many it changed."""
+        return int(self._c.execute(self._q[name], params or self._none).rowcount)
+
     def _many(
         self, name: str, fixed: Mapping[str, Any], names: Sequence[str], rows: Sequence[Any]
     ) -> None:
@@ -610,3 +614,39 @@ class SqlTx:
         else:
             rows = self._all(every, params)
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}) for r in rows]
+
+    # history ---------------------------------------------------------------------------
+
+    def prunable_tasks(self, cutoff: float, limit: int) -> list[int]:
+        return [r[0] for r in self._all("prunable_tasks", {"cutoff": cutoff, "limit": limit})]
+
+    def prune_tasks(self, task_ids: Sequence[int]) -> tuple[int, int]:
+        if not task_ids:
+            return 0, 0
+        self.flush_events()  # the log's newest entry is then one this batch keeps
+        ids = {"ids": self._list(task_ids)}
+        events = [r[0] for r in self._all("prune_task_events", ids)]
+        self._run("prune_deps", ids)
+        tasks = self._count("prune_tasks", ids)
+        self._pruned(events)
+        return tasks, len(events)
+
+    def prune_events(self, cutoff: float, limit: int) -> int:
+        rows = self._all("prune_untasked_events", {"cutoff": cutoff, "limit": limit})
+        self._pruned([r[0] for r in rows])
+        return len(rows)
+
+    def _pruned(self, event_ids: list[int]) -> None:
+        """Where writers run side by side, a reader of the log waits at a gap in event ids
+        for the writer that took them to commit; it must know that a gap a prune left is no
+        such gap. The highest event id ever pruned says so (see events_settled)."""
+        if not event_ids or not self._d.side_by_side:
+            return
+        mark = max(event_ids)
+        known = self.get_meta("pruned_events")
+        if known is None or int(known) < mark:
+            self.set_meta("pruned_events", str(mark))
+
+    def prune_preview(self, cutoff: float) -> tuple[int, int]:
+        tasks, events = self._one("prune_preview", {"cutoff": cutoff})
+        return int(tasks), int(events)

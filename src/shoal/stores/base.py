@@ -321,6 +321,29 @@ class StoreTx(Protocol):
         """(id, priority, created_at) of every unfinished task, to recompute pool keys."""
         ...
 
+    # history (Fleet.prune): what finished long ago goes, in batches
+    def prunable_tasks(self, cutoff: float, limit: int) -> list[int]:
+        """Up to ``limit`` tasks that finished before ``cutoff`` and may go now, oldest
+        finished first: a done task, or a dead or cancelled one that no task still in the
+        fleet and not done waits on. Never the newest task (SQLite would give its id again)."""
+        ...
+
+    def prune_tasks(self, task_ids: Sequence[int]) -> tuple[int, int]:
+        """Delete these finished tasks (never one that is not finished), their events and
+        their dependency rows, both ways; returns (tasks, events) deleted. Events appended
+        before in this transaction are written first, so the log's newest entry stays."""
+        ...
+
+    def prune_events(self, cutoff: float, limit: int) -> int:
+        """Delete up to ``limit`` events of no task logged before ``cutoff``, oldest first,
+        never the newest of the log; returns how many."""
+        ...
+
+    def prune_preview(self, cutoff: float) -> tuple[int, int]:
+        """(tasks, events) a prune to ``cutoff`` would delete over all its batches, as the
+        fleet is now -- a dry run."""
+        ...
+
     # the event log
     def append_event(
         self,

@@ -18,6 +18,7 @@ share it, so several threads (or several ``Fleet`` objects) can work on one flee
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,10 +38,13 @@ from shoal.stores._memdata import (
     Row,
     by_id,
     candidate_of,
+    events_after,
     frozen_json,
     is_held,
     is_ready,
     order_fields,
+    prunable,
+    prune_preview,
 )
 from shoal.stores.base import (
     Capabilities,
@@ -152,6 +156,11 @@ class _MemoryTx:
         else:
             self._record(lambda: mapping.pop(key, None))
         mapping[key] = value
+
+    def _pop(self, mapping: dict[Any, Any], key: Any) -> None:
+        if key in mapping:
+            old = mapping.pop(key)
+            self._record(lambda: mapping.__setitem__(key, old))
 
     def _append(self, items: list[Any], value: Any) -> None:
         self._record(items.pop)
@@ -641,6 +650,45 @@ class _MemoryTx:
         row = self.d.tasks.get(task_id)
         return None if row is None else (self._public(row), row.token)
 
+    # history ---------------------------------------------------------------------------
+
+    def prunable_tasks(self, cutoff: float, limit: int) -> list[int]:
+        return prunable(self.d, cutoff, limit)
+
+    def prune_tasks(self, task_ids: Sequence[int]) -> tuple[int, int]:
+        gone = {i for i in task_ids if i in self.d.tasks and self.d.tasks[i].task.state.finished}
+        d = self.d
+        for task_id in sorted(gone):
+            old = d.tasks[task_id]
+            self._pop(d.tasks, task_id)
+            self._record(functools.partial(d.index.move, task_id, None, old))
+            d.index.move(task_id, old, None)
+            if old.task.key is not None:
+                self._pop(d.keys, old.task.key)
+            for other, links in ((d.deps, d.dependents), (d.dependents, d.deps)):
+                for linked in other.get(task_id, ()):  # the other end forgets it
+                    if linked in links:
+                        self._put(links, linked, [i for i in links[linked] if i != task_id])
+                self._pop(other, task_id)
+        return len(gone), self._drop_events(lambda e: e.task_id in gone)
+
+    def prune_events(self, cutoff: float, limit: int) -> int:
+        newest = self.d.events[-1].id if self.d.events else 0
+        old = [e for e in self.d.events if e.task_id is None and e.at < cutoff and e.id < newest]
+        ids = {e.id for e in sorted(old, key=lambda e: (e.at, e.id))[:limit]}
+        return self._drop_events(lambda e: e.id in ids)
+
+    def _drop_events(self, doomed: Callable[[Event], bool]) -> int:
+        old = self.d.events
+        kept = [e for e in old if not doomed(e)]
+        if len(kept) < len(old):
+            self._record(lambda: setattr(self.d, "events", old))
+            self.d.events = kept
+        return len(old) - len(kept)
+
+    def prune_preview(self, cutoff: float) -> tuple[int, int]:
+        return prune_preview(self.d, cutoff)
+
     # the event log ---------------------------------------------------------------------
 
     def append_event(
@@ -651,7 +699,10 @@ class _MemoryTx:
         agent_id: str | None,
         data: Mapping[str, Any] | None,
     ) -> None:
-        event = Event(len(self.d.events) + 1, at, kind, task_id, agent_id, frozen_json(data or {}))
+        last = self.d.last_event_id
+        self._record(lambda: setattr(self.d, "last_event_id", last))
+        self.d.last_event_id = last + 1
+        event = Event(last + 1, at, kind, task_id, agent_id, frozen_json(data or {}))
         self._append(self.d.events, event)
 
     def events(
@@ -663,7 +714,7 @@ class _MemoryTx:
         newest: bool = False,
     ) -> list[Event]:
         out = []
-        log = self.d.events[max(since, 0) :]
+        log = events_after(self.d.events, since)
         for event in reversed(log) if newest else log:
             if (task_id is None or event.task_id == task_id) and (
                 agent_id is None or event.agent == agent_id

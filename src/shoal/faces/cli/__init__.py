@@ -7,7 +7,7 @@
   ``--token``, TASK_ID).
 * ``tasks`` (add, list, show, ready, cancel, retry), ``imports`` (import), ``leases`` (claim,
   done, fail, release, defer, heartbeat), ``agents`` (register, agents, agent, set-status),
-  ``hub`` (init, status, assess, rebalance, reap, events, config), ``doctor``, ``prime``,
+  ``hub`` (init, status, assess, rebalance, reap, events, config), ``prune``, ``doctor``, ``prime``,
   ``mcp`` (the ``shoal mcp`` group), ``runtime`` (worker, monitor, supervise), ``demo``,
   ``sim``: the commands, as ``shoal --help`` and the README group them.
 * ``live``, ``watch``, ``logs``: terminal views and logging, for the commands only.

@@ -41,6 +41,7 @@ from shoal.faces.cli.imports import add_import_commands
 from shoal.faces.cli.leases import add_lease_commands
 from shoal.faces.cli.mcp import add_mcp_commands
 from shoal.faces.cli.prime import add_prime_commands
+from shoal.faces.cli.prune import add_prune_commands
 from shoal.faces.cli.runtime import add_runtime_commands
 from shoal.faces.cli.sim import add_sim_commands
 from shoal.faces.cli.tasks import add_task_commands
@@ -90,6 +91,7 @@ add_import_commands(cli)  # import beads|github|jsonl
 add_lease_commands(cli)  # claim, done, fail, release, defer, heartbeat
 add_agent_commands(cli)  # register, agents, agent resume|set-status, set-status
 add_hub_commands(cli)  # init, status, assess, rebalance, reap, events, config
+add_prune_commands(cli)  # prune
 add_doctor_commands(cli)  # doctor
 add_prime_commands(cli)  # prime
 add_mcp_commands(cli)  # mcp, mcp config

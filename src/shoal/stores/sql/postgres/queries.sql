@@ -598,13 +598,16 @@ SELECT * FROM unnest(%(at)s::float8[], %(kind)s::text[], %(task)s::bigint[],
 -- How far the log can be read without skipping an event still being committed: the ids
 -- just before the first gap whose next row is younger than the grace period (a gap is a
 -- transaction in flight, or one that rolled back -- which, once old, is no gap to wait on).
+-- Nor is a gap a prune left: ids up to the meta 'pruned_events' (the highest it deleted)
+-- are all settled, since a prune runs alone and so after every writer that took one.
 SELECT coalesce(min(prev_id), (SELECT max(id) FROM events)) FROM (
     SELECT id, logged_at,
            lag(id) OVER (ORDER BY id) AS prev_id
     FROM events
     WHERE id > (SELECT coalesce(max(id), 0) FROM events) - 5000
 ) AS recent
-WHERE id <> prev_id + 1 AND logged_at > clock_timestamp() - make_interval(secs => %(grace)s);
+WHERE id <> prev_id + 1 AND logged_at > clock_timestamp() - make_interval(secs => %(grace)s)
+  AND id - 1 > (SELECT coalesce(max(value::bigint), 0) FROM meta WHERE key = 'pruned_events');
 
 -- name: events
 SELECT id, at, kind, task_id, agent_id, data FROM events
@@ -636,3 +639,70 @@ WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id LI
 -- The same, the newest first (`events --tail`).
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id DESC LIMIT %(limit)s;
+
+
+-- ============================================================ history (Fleet.prune)
+-- A prune deletes finished tasks older than its cutoff, with their events and dependency
+-- rows, and the old events of no task, in batches (see shoal/_pruning.py for the rules).
+-- Each batch is a fleet-wide (exclusive) transaction, so nothing changes under it. The
+-- newest task and the newest event always stay, as on SQLite (where they must).
+
+-- name: prunable_tasks
+-- Finished before the cutoff (tasks_finished, oldest first) and free to go: a done task
+-- always (its dependents have counted it off), a dead or cancelled one only when no task
+-- still in the fleet and not done waits on it (retrying that task would wait on it again).
+SELECT id FROM tasks AS t
+WHERE finished_at < %(cutoff)s
+  AND id < (SELECT max(id) FROM tasks)
+  AND (state = 'done'
+       OR NOT EXISTS (SELECT 1 FROM deps AS d JOIN tasks AS w ON w.id = d.task_id
+                      WHERE d.depends_on = t.id AND w.state <> 'done'))
+ORDER BY finished_at
+LIMIT %(limit)s;
+
+-- name: prune_task_events
+-- The events of tasks being pruned (events_by_task).
+DELETE FROM events WHERE task_id = ANY(%(ids)s::bigint[]) RETURNING id;
+
+-- name: prune_deps
+-- Their dependency rows, both ways: what they waited on, and who waited on them.
+DELETE FROM deps
+WHERE task_id = ANY(%(ids)s::bigint[]) OR depends_on = ANY(%(ids)s::bigint[]);
+
+-- name: prune_tasks
+-- The tasks themselves; a task that is not finished is never deleted, whatever the list.
+DELETE FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND finished_at IS NOT NULL;
+
+-- name: prune_untasked_events
+-- Events of no task (an agent's, the fleet's) logged before the cutoff, oldest first
+-- (events_untasked), never the newest of the log.
+DELETE FROM events WHERE id IN (
+    SELECT id FROM events
+    WHERE task_id IS NULL AND at < %(cutoff)s AND id < (SELECT max(id) FROM events)
+    ORDER BY at
+    LIMIT %(limit)s)
+RETURNING id;
+
+-- name: prune_preview
+-- A dry run: how many tasks and events a prune to the cutoff would delete, over all its
+-- batches. `held` is every dead or cancelled task a task that stays waits on, directly or
+-- through other held tasks; the rest of what finished before the cutoff goes (not the
+-- newest task). Events: those of the tasks that go, and the old ones of no task -- the
+-- newest of the log too once a task goes, since the prune's own event is then newer.
+WITH RECURSIVE held (id) AS (
+    SELECT d.depends_on FROM deps AS d JOIN tasks AS w ON w.id = d.task_id
+    WHERE w.state <> 'done'
+      AND NOT (coalesce(w.finished_at < %(cutoff)s, false)
+               AND w.id < (SELECT max(id) FROM tasks))
+    UNION
+    SELECT d.depends_on FROM held AS h JOIN deps AS d ON d.task_id = h.id
+), gone AS (
+    SELECT id FROM tasks
+    WHERE finished_at < %(cutoff)s AND id < (SELECT max(id) FROM tasks)
+      AND (state = 'done' OR id NOT IN (SELECT id FROM held))
+)
+SELECT (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM events WHERE task_id IN (SELECT id FROM gone))
+       + (SELECT count(*) FROM events
+          WHERE task_id IS NULL AND at < %(cutoff)s
+            AND (id < (SELECT max(id) FROM events) OR EXISTS (SELECT 1 FROM gone)));

@@ -203,7 +203,9 @@ SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = :agent
 ORDER BY claimed_at, id;
 
 -- name: claimed_tasks
-SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
+-- Every lease (status, reap), read from tasks_expiry and then sorted: `+id` keeps SQLite from
+-- walking the whole table in id order instead, which costs as much as the history is long.
+SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY +id;
 
 -- name: expired_leases
 -- The claim's expire step: leases past their expiry, soonest first (tasks_expiry index).
@@ -212,8 +214,8 @@ ORDER BY lease_expires, id
 LIMIT :limit;
 
 -- name: state_counts
--- Each live state is counted on its own partial index; done is all the rest (nothing is
--- ever deleted).
+-- Each live state is counted on its own partial index; done is all the rest (of what a
+-- prune has left).
 SELECT (SELECT count(*) FROM tasks),
        (SELECT count(*) FROM tasks WHERE state = 'blocked'),
        (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL),
@@ -543,3 +545,70 @@ WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id LIMIT :limi
 -- The same, the newest first (`events --tail`).
 SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id DESC LIMIT :limit;
+
+
+-- ============================================================ history (Fleet.prune)
+-- A prune deletes finished tasks older than its cutoff, with their events and dependency
+-- rows, and the old events of no task, in batches (see shoal/_pruning.py for the rules).
+-- The newest task and the newest event always stay: SQLite gives a new row the largest id
+-- plus one, so deleting the newest would hand its id out again.
+
+-- name: prunable_tasks
+-- Finished before :cutoff (tasks_finished, oldest first) and free to go: a done task always
+-- (its dependents have counted it off), a dead or cancelled one only when no task still in
+-- the fleet and not done waits on it (retrying that task would wait on it again).
+SELECT id FROM tasks AS t
+WHERE finished_at < :cutoff
+  AND id < (SELECT max(id) FROM tasks)
+  AND (state = 'done'
+       OR NOT EXISTS (SELECT 1 FROM deps AS d JOIN tasks AS w ON w.id = d.task_id
+                      WHERE d.depends_on = t.id AND w.state <> 'done'))
+ORDER BY finished_at
+LIMIT :limit;
+
+-- name: prune_task_events
+-- The events of tasks being pruned (events_by_task).
+DELETE FROM events WHERE task_id IN (SELECT value FROM json_each(:ids)) RETURNING id;
+
+-- name: prune_deps
+-- Their dependency rows, both ways: what they waited on, and who waited on them.
+DELETE FROM deps
+WHERE task_id IN (SELECT value FROM json_each(:ids))
+   OR depends_on IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_tasks
+-- The tasks themselves; a task that is not finished is never deleted, whatever the list.
+DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NOT NULL;
+
+-- name: prune_untasked_events
+-- Events of no task (an agent's, the fleet's) logged before :cutoff, oldest first
+-- (events_untasked), never the newest of the log.
+DELETE FROM events WHERE id IN (
+    SELECT id FROM events
+    WHERE task_id IS NULL AND at < :cutoff AND id < (SELECT max(id) FROM events)
+    ORDER BY at
+    LIMIT :limit)
+RETURNING id;
+
+-- name: prune_preview
+-- A dry run: how many tasks and events a prune to :cutoff would delete, over all its
+-- batches. `held` is every dead or cancelled task a task that stays waits on, directly or
+-- through other held tasks; the rest of what finished before :cutoff goes (not the newest
+-- task). Events: those of the tasks that go, and the old ones of no task -- the newest of
+-- the log too once a task goes, since the prune's own event is then newer.
+WITH RECURSIVE held (id) AS (
+    SELECT d.depends_on FROM deps AS d JOIN tasks AS w ON w.id = d.task_id
+    WHERE w.state <> 'done'
+      AND NOT (coalesce(w.finished_at < :cutoff, 0) AND w.id < (SELECT max(id) FROM tasks))
+    UNION
+    SELECT d.depends_on FROM held AS h JOIN deps AS d ON d.task_id = h.id
+), gone AS (
+    SELECT id FROM tasks
+    WHERE finished_at < :cutoff AND id < (SELECT max(id) FROM tasks)
+      AND (state = 'done' OR id NOT IN (SELECT id FROM held))
+)
+SELECT (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM events WHERE task_id IN (SELECT id FROM gone))
+       + (SELECT count(*) FROM events
+          WHERE task_id IS NULL AND at < :cutoff
+            AND (id < (SELECT max(id) FROM events) OR EXISTS (SELECT 1 FROM gone)));
