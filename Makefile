@@ -62,11 +62,13 @@ bench-pg: $(VENV)/.dev
 
 ## One PostgreSQL worker cycle by path: statements, round trips, CPU (docs/performance.md).
 bench-pg-cycle: $(VENV)/.dev
-	$(BIN)/python bench/pg_cycle.py --pg-url '$(PG_URL)' $(BENCH_ARGS)
+	$(BIN)/python bench/pg_cycle.py --pg-url '$(PG_URL)' $(BENCH_ARGS) \
+		--json bench/results/postgres_cycle.json
 
 ## README's Performance tables, rendered from the results files that exist (bench/table.py
 ## replaces what lies between README's bench markers).
-BENCH_RESULTS ?= bench/results/sqlite.json bench/results/postgres.json
+BENCH_RESULTS ?= bench/results/sqlite.json bench/results/postgres.json \
+	bench/results/postgres_cycle.json bench/results/sqlite_scale.json bench/results/postgres_scale.json
 bench-table: $(VENV)/.dev
 	$(BIN)/python bench/table.py --write-readme README.md $(wildcard $(BENCH_RESULTS))
 
@@ -74,11 +76,12 @@ bench-table: $(VENV)/.dev
 ## slow the live work down? Long (tens of minutes); not part of `make test`. A sanity run:
 ## `.venv/bin/python bench/scale.py --quick` (1,000,000 finished).
 bench-scale: $(VENV)/.dev
-	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/scale.py $(BENCH_ARGS) --json bench/results/sqlite_scale.json
 
 ## The same on PostgreSQL (PG_URL), in a fresh schema dropped afterwards.
 bench-scale-pg: $(VENV)/.dev
-	$(BIN)/python bench/scale.py --store postgres --pg-url '$(PG_URL)'
+	$(BIN)/python bench/scale.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
+		--json bench/results/postgres_scale.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
