@@ -36,6 +36,7 @@ import collections
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,7 +62,9 @@ __all__ = ["APPLICATION_ID", "SqliteStore"]
 APPLICATION_ID = 0x53484F4C
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
 _CHECKPOINT_CHECK = 100  # commits of one connection between looks at the WAL's size
-_CHECKPOINT_BYTES = 32 << 20  # checkpoint once the WAL is this big
+_CHECKPOINT_BYTES = 32 << 20  # checkpoint once this much of the WAL waits to be copied back
+_SHM_HEADER = 100  # bytes of the wal-index header read for that (see _wal_backlog)
+_FRAME_HEADER = 24  # bytes before each page in the WAL
 SCHEMA_VERSION = len(load_migrations("sqlite"))
 
 log = logging.getLogger(__name__)
@@ -142,6 +145,7 @@ class SqliteDialect(Dialect):
                     f"cannot create a fleet at {self.path}: {exc.strerror}"
                 ) from exc
         self._mutex = threading.RLock()
+        self._shm: int | None = None  # the wal-index, read for _wal_backlog
         # Commits on this connection do not move SQLite's data_version (it counts the other
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
@@ -291,17 +295,40 @@ class SqliteDialect(Dialect):
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        """Copy the WAL back into the database once it has grown, without blocking writers
-        (PASSIVE): other processes keep committing while this one does the slow part. The
-        cost is per distinct page, so a larger WAL makes each committed page cheaper."""
+        """Copy the WAL back into the database once enough of it is waiting, without
+        blocking writers (PASSIVE): other processes keep committing while this one does the
+        slow part. The cost is per distinct page, so a larger WAL makes each committed page
+        cheaper."""
+        with self._mutex:
+            backlog = self._wal_backlog()
+            if backlog >= _CHECKPOINT_BYTES:
+                with suppress(sqlite3.DatabaseError):
+                    self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    log.debug("checkpointed %d bytes of the WAL of %s", backlog, self.path)
+
+    def _wal_backlog(self) -> int:
+        """Bytes of WAL not yet copied back into the database.
+
+        Not the WAL file's size: after a checkpoint SQLite writes the WAL again from its
+        start, and the file keeps its size (up to journal_size_limit), so the size would
+        call for a checkpoint every time it is looked at. The count is in the header of the
+        wal-index, the ``-shm`` file every connection maps: the last valid frame (mxFrame,
+        at byte 16) less the frames already copied back (nBackfill, at byte 96), in the
+        machine's byte order (SQLite's file format, walformat.html). It is read without a
+        lock: a hint for when to checkpoint, nothing more."""
         try:
-            size = os.stat(f"{self.path}-wal").st_size
+            if self._shm is None:
+                self._shm = os.open(f"{self.path}-shm", os.O_RDONLY)
+            header = os.pread(self._shm, _SHM_HEADER, 0)
         except OSError:
-            return
-        if size >= _CHECKPOINT_BYTES:
-            with self._mutex, suppress(sqlite3.DatabaseError):
-                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                log.debug("checkpointed the %d-byte WAL of %s", size, self.path)
+            return 0
+        if len(header) < _SHM_HEADER:
+            return 0
+        page: int = struct.unpack_from("=H", header, 14)[0]
+        frames: int = struct.unpack_from("=I", header, 16)[0]
+        copied: int = struct.unpack_from("=I", header, 96)[0]
+        page = 65536 if page == 1 else page
+        return max(0, frames - copied) * (page + _FRAME_HEADER)
 
     # --------------------------------------------------------------- statements
 
@@ -352,6 +379,10 @@ class SqliteDialect(Dialect):
         if conn is not None:
             conn.close()
             self.conn = None  # type: ignore[assignment]
+        shm = getattr(self, "_shm", None)
+        if shm is not None:
+            os.close(shm)
+            self._shm = None
         writer = getattr(self, "writer", None)
         if writer is not None:
             writer.close()
