@@ -389,11 +389,12 @@ WHERE tasks.id = g.g_id AND tasks.state = 'pending'
 RETURNING {task};
 
 -- name: finish_leased_one
--- finish_leased for one task: the same compare-and-set without the JSON list.
+-- finish_leased for one task: the same compare-and-set without the JSON list, returning the
+-- finished task too (a completion answers with it; no second read).
 UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
     updated_at = :now
 WHERE id = :id AND token = :token AND state = 'claimed' AND lease_expires > :now
-RETURNING id, agent_id, has_dependents;
+RETURNING id, agent_id, has_dependents, {task};
 
 -- name: finish_leased
 -- claimed -> done for a batch (parallel JSON lists of ids, tokens and results), each only
