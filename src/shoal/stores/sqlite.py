@@ -33,14 +33,16 @@ another version ``SchemaMismatch``.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
+import re
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,7 @@ _CHECKPOINT_CHECK = 100  # commits of one connection between looks at the WAL's 
 _CHECKPOINT_BYTES = 32 << 20  # checkpoint once this much of the WAL waits to be copied back
 _SHM_HEADER = 100  # bytes of the wal-index header read for that (see _wal_backlog)
 _FRAME_HEADER = 24  # bytes before each page in the WAL
+_PARAMETER = re.compile(r"(?<!:):([a-z_]+)")
 SCHEMA_VERSION = len(load_migrations("sqlite"))
 
 log = logging.getLogger(__name__)
@@ -243,30 +246,24 @@ class SqliteDialect(Dialect):
 
     # --------------------------------------------------------------- transactions
 
-    @contextmanager
-    def _locked(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    def _locked(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
         """The writer queue: this process's mutex, then the fleet-wide queue (see
         ``_writerlock``); then ``BEGIN IMMEDIATE`` finds SQLite's lock free."""
-        with self._mutex:
-            if not self.writer.acquire(self._timeout):
-                log.warning(
-                    "waited %gs for the other writers of %s; giving up", self._timeout, self.path
-                )
-                raise StoreUnavailable(
-                    f"waited {self._timeout:g}s for the other writers of {self.path}",
-                    hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
-                )
-            try:
-                yield conn
-            finally:
-                self.writer.release()
+        return _WriterTurn(self, conn)
 
     def connection(self, write: bool) -> AbstractContextManager[sqlite3.Connection]:
         """Writers take their turn in the writer queue; readers only this process's mutex
         (the connection is shared by the store's threads)."""
         if write:
-            return self._locked(self.conn)
-        return _holding(self._mutex, self.conn)
+            return _WriterTurn(self, self.conn)
+        return _Holding(self._mutex, self.conn)
+
+    def waited_too_long(self) -> StoreUnavailable:
+        log.warning("waited %gs for the other writers of %s; giving up", self._timeout, self.path)
+        return StoreUnavailable(
+            f"waited {self._timeout:g}s for the other writers of {self.path}",
+            hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
+        )
 
     def begin(self, conn: sqlite3.Connection, write: bool, exclusive: bool) -> None:
         try:
@@ -341,8 +338,12 @@ class SqliteDialect(Dialect):
         names: Sequence[str],
         rows: Any,
     ) -> None:
-        """One cached statement, once per row: no round trips to save."""
-        conn.executemany(sql, [{**fixed, **dict(zip(names, row, strict=True))} for row in rows])
+        """One cached statement, once per row: no round trips to save. The rows are bound by
+        position (the statement's names turned into numbered parameters, once), so no
+        mapping is made per row."""
+        numbered, order = _numbered(sql, tuple(fixed), tuple(names))
+        first = tuple(fixed[name] for name in order[: len(fixed)])
+        conn.executemany(numbered, [first + tuple(row) for row in rows] if first else rows)
 
     def seqs(self, rows: list[Any], count: int) -> list[int]:
         """The counter moved by ``count`` at once: the block of positions below its value."""
@@ -394,10 +395,60 @@ class SqliteDialect(Dialect):
                 _OPEN_HERE[counted] -= 1
 
 
-@contextmanager
-def _holding(mutex: threading.RLock, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    with mutex:
-        yield conn
+class _WriterTurn:
+    """A writer's turn (``SqliteDialect._locked``): this process's mutex, then the fleet's
+    writer queue, given back in the reverse order. A class rather than a generator: it is
+    entered once per write, and this is the cheaper way to say it."""
+
+    __slots__ = ("_conn", "_dialect")
+
+    def __init__(self, dialect: SqliteDialect, conn: sqlite3.Connection) -> None:
+        self._dialect, self._conn = dialect, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        dialect = self._dialect
+        dialect._mutex.acquire()
+        try:
+            if not dialect.writer.acquire(dialect._timeout):
+                raise dialect.waited_too_long()
+        except BaseException:
+            dialect._mutex.release()
+            raise
+        return self._conn
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._dialect.writer.release()
+        finally:
+            self._dialect._mutex.release()
+
+
+class _Holding:
+    """A reader's hold on the shared connection: this process's mutex only."""
+
+    __slots__ = ("_conn", "_mutex")
+
+    def __init__(self, mutex: threading.RLock, conn: sqlite3.Connection) -> None:
+        self._mutex, self._conn = mutex, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._mutex.acquire()
+        return self._conn
+
+    def __exit__(self, *exc: object) -> None:
+        self._mutex.release()
+
+
+@functools.lru_cache(maxsize=64)
+def _numbered(
+    sql: str, fixed: tuple[str, ...], names: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``:name`` parameters as ``?N``, numbered in the order of ``fixed``
+    then ``names`` (each row binds ``fixed``'s values, then its own, by position)."""
+    order = fixed + names
+    place = {name: i for i, name in enumerate(order, start=1)}
+    numbered = _PARAMETER.sub(lambda m: f"?{place[m.group(1)]}", sql)
+    return numbered, order
 
 
 #: How many stores of this process have each fleet file open. While one has, the file must
