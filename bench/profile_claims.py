@@ -60,6 +60,7 @@ from shoal import Fleet
 from shoal.model import Claim, Lease
 
 PHASES = ("batch 1", "batch 10")
+_EDGE_TURNS = 3  # turns at each end of a contended run left out of its steady state
 
 
 # ---------------------------------------------------------------------- timing wrappers
@@ -81,10 +82,12 @@ class Meter:
         self._names: dict[str, str] = {}
         self._current = "?"
         self._since = 0.0
+        self._cpu_since = 0.0
+        self.held_cpu = 0.0
         self.tracing: Callable[[bool], None] = lambda on: None
 
     def reset(self) -> None:
-        self.sqlite = self.queue_wait = self.held = 0.0
+        self.sqlite = self.queue_wait = self.held = self.held_cpu = 0.0
         self.holds.clear()
         self.waits.clear()
         self.turns.clear()
@@ -176,11 +179,13 @@ class TimedWriter:
         self._meter.queue_wait += now - began
         self._meter.waits.append(now - began)
         self._meter._since = now
+        self._meter._cpu_since = time.thread_time()
         self._meter.turns.append(now)
         return got
 
     def release(self) -> None:
         began = time.perf_counter()
+        self._meter.held_cpu += time.thread_time() - self._meter._cpu_since
         self._writer.release()
         now = time.perf_counter()
         held = began - self._meter._since
@@ -421,6 +426,7 @@ def contention_worker(url: str, agent: str, barrier: Any, results: Any) -> None:
                 "cpu": cpu,
                 "wait": meter.queue_wait,
                 "held": meter.held,
+                "held_cpu": meter.held_cpu,
                 "sqlite": meter.sqlite,
                 "waits": meter.waits,
                 "turns": meter.turns,
@@ -487,7 +493,8 @@ def contention(args: argparse.Namespace, procs: int) -> None:
     )
     print(
         f"per cycle, per process: wall {busy:.0f} us = waiting for the writer queue "
-        f"{per('wait'):.0f} + holding it {per('held'):.0f} (SQLite {per('sqlite'):.0f}) + "
+        f"{per('wait'):.0f} + holding it {per('held'):.0f} (on a CPU {per('held_cpu'):.0f}; "
+        f"in SQLite {per('sqlite'):.0f}) + "
         f"outside it {busy - per('wait') - per('held'):.0f}"
     )
     print(
@@ -504,6 +511,19 @@ def contention(args: argparse.Namespace, procs: int) -> None:
     print(
         f"    writer queue wait p50 {statistics.median(waits) * 1e3:.2f} ms, "
         f"p99 {waits[int(len(waits) * 0.99)] * 1e3:.2f} ms, max {waits[-1] * 1e3:.1f} ms"
+    )
+    # A process's first turns prepare the claim's statements on a fresh connection, and its
+    # last ones share the CPUs with the processes that finished and are exiting.
+    steady = sorted(w for r in reports for w in r["waits"][_EDGE_TURNS:-_EDGE_TURNS])
+    longest = sorted(
+        ((w, turn - len(r["waits"])) for r in reports for turn, w in enumerate(r["waits"])),
+        reverse=True,
+    )[:5]
+    print(
+        f"    without each process's first and last {_EDGE_TURNS} turns: "
+        f"p99 {steady[int(len(steady) * 0.99)] * 1e3:.2f} ms, max {steady[-1] * 1e3:.1f} ms; "
+        "longest waits (ms, at turn from the end): "
+        + ", ".join(f"{w * 1e3:.0f} at {turn}" for w, turn in longest)
     )
 
 
