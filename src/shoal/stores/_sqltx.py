@@ -55,8 +55,8 @@ _EVENT_JSON_MAX = 512
 
 
 def _event_json(data: Mapping[str, Any]) -> str:
-    try:  # keyed with the types: 1, 1.0 and True are equal keys but different JSON
-        key = tuple((name, type(value), value) for name, value in data.items())
+    try:  # keyed with the types too: 1, 1.0 and True are equal keys but different JSON
+        key = (*data.items(), *map(type, data.values()))
         text = _EVENT_JSON.get(key)
     except TypeError:  # a list or a mapping among the values: not a key
         return json.dumps(data)
