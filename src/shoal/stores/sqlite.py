@@ -65,6 +65,7 @@ APPLICATION_ID = 0x53484F4C
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
 _CHECKPOINT_CHECK = 100  # commits of one connection between looks at the WAL's size
 _CHECKPOINT_BYTES = 32 << 20  # checkpoint once this much of the WAL waits to be copied back
+_CHECKPOINT_JOIN = 30.0  # seconds close() waits for a checkpoint under way
 _SHM_HEADER = 100  # bytes of the wal-index header read for that (see _wal_backlog)
 _FRAME_HEADER = 24  # bytes before each page in the WAL
 _PARAMETER = re.compile(r"(?<!:):([a-z_]+)")
@@ -150,6 +151,8 @@ class SqliteDialect(Dialect):
                 ) from exc
         self._mutex = threading.RLock()
         self._shm: int | None = None  # the wal-index, read for _wal_backlog
+        self._checkpointer: threading.Thread | None = None
+        self._synchronous = _SYNCHRONOUS[synchronous.lower()]
         # Commits on this connection do not move SQLite's data_version (it counts the other
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
@@ -169,12 +172,13 @@ class SqliteDialect(Dialect):
             self.conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
-            self.conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous.lower()]}")
+            self.conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             self.conn.execute("PRAGMA cache_size = -16000")
             self.conn.execute("PRAGMA temp_store = MEMORY")
             # Checkpoints copy the WAL back into the database and sync it: milliseconds.
             # SQLite would run one inside some unlucky writer's COMMIT, with every other
-            # writer queued behind it; shoal runs them itself, outside the writer queue.
+            # writer queued behind it; shoal runs them itself, outside the writer queue
+            # and on a thread of its own (_checkpoint).
             self.conn.execute("PRAGMA wal_autocheckpoint = 0")
             self.conn.execute("PRAGMA journal_size_limit = 67108864")
         except BaseException as exc:
@@ -292,17 +296,42 @@ class SqliteDialect(Dialect):
         if self._commits % _CHECKPOINT_CHECK == 0:
             self._checkpoint()
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self) -> threading.Thread | None:
         """Copy the WAL back into the database once enough of it is waiting, without
-        blocking writers (PASSIVE): other processes keep committing while this one does the
-        slow part. The cost is per distinct page, so a larger WAL makes each committed page
-        cheaper."""
+        blocking writers (PASSIVE): other processes keep committing while it runs. The cost
+        is per distinct page, so a larger WAL makes each committed page cheaper.
+
+        A checkpoint mostly waits for its two fsyncs (tens of milliseconds), so it runs on a
+        thread and a connection of its own: this process goes on claiming meanwhile instead
+        of making its next call that much later. Returns the thread it started, if any."""
         with self._mutex:
+            running = self._checkpointer
+            if running is not None and running.is_alive():
+                return None
             backlog = self._wal_backlog()
-            if backlog >= _CHECKPOINT_BYTES:
-                with suppress(sqlite3.DatabaseError):
-                    self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    log.debug("checkpointed %d bytes of the WAL of %s", backlog, self.path)
+            if backlog < _CHECKPOINT_BYTES:
+                return None
+            self._checkpointer = threading.Thread(
+                target=self._copy_back, args=(backlog,), name="shoal-checkpoint", daemon=True
+            )
+            self._checkpointer.start()
+            return self._checkpointer
+
+    def _copy_back(self, backlog: int) -> None:
+        """The checkpoint itself (see ``_checkpoint``), at the store's durability: the
+        synchronous level decides the fsyncs a checkpoint makes."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._timeout)
+        except sqlite3.Error:
+            return
+        try:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            log.debug("checkpointed %d bytes of the WAL of %s", backlog, self.path)
+        except sqlite3.Error as exc:
+            log.debug("checkpointing the WAL of %s failed: %s", self.path, exc)
+        finally:
+            conn.close()
 
     def _wal_backlog(self) -> int:
         """Bytes of WAL not yet copied back into the database.
@@ -377,6 +406,9 @@ class SqliteDialect(Dialect):
             delay = min(delay * 2, 0.05)
 
     def close(self) -> None:
+        checkpointer = getattr(self, "_checkpointer", None)
+        if checkpointer is not None:
+            checkpointer.join(_CHECKPOINT_JOIN)
         conn = getattr(self, "conn", None)
         if conn is not None:
             conn.close()
