@@ -1,4 +1,4 @@
--- shoal schema, version 4 (SQLite): the index of pending tasks that are not ready yet holds
+-- shoal schema, version 5 (SQLite): the index of pending tasks that are not ready yet holds
 -- only the tasks whose ready_at was moved past the moment they were made.
 --
 -- A task is never ready before it was made, so a pending task can be waiting (ready_at in
