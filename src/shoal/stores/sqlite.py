@@ -150,7 +150,6 @@ class SqliteDialect(Dialect):
                     f"cannot create a fleet at {self.path}: {exc.strerror}"
                 ) from exc
         self._mutex = threading.RLock()
-        self._shm: int | None = None  # the wal-index, read for _wal_backlog
         self._checkpointer: threading.Thread | None = None
         self._synchronous = _SYNCHRONOUS[synchronous.lower()]
         # Commits on this connection do not move SQLite's data_version (it counts the other
@@ -344,9 +343,7 @@ class SqliteDialect(Dialect):
         machine's byte order (SQLite's file format, walformat.html). It is read without a
         lock: a hint for when to checkpoint, nothing more."""
         try:
-            if self._shm is None:
-                self._shm = os.open(f"{self.path}-shm", os.O_RDONLY)
-            header = os.pread(self._shm, _SHM_HEADER, 0)
+            header = os.pread(_wal_index(self._counted), _SHM_HEADER, 0)
         except OSError:
             return 0
         if len(header) < _SHM_HEADER:
@@ -413,10 +410,6 @@ class SqliteDialect(Dialect):
         if conn is not None:
             conn.close()
             self.conn = None  # type: ignore[assignment]
-        shm = getattr(self, "_shm", None)
-        if shm is not None:
-            os.close(shm)
-            self._shm = None
         writer = getattr(self, "writer", None)
         if writer is not None:
             writer.close()
@@ -425,6 +418,8 @@ class SqliteDialect(Dialect):
         if counted is not None:
             with _OPEN_HERE_LOCK:
                 _OPEN_HERE[counted] -= 1
+                if not _OPEN_HERE[counted] and counted in _WAL_INDEX_HERE:
+                    os.close(_WAL_INDEX_HERE.pop(counted))  # no connection of ours is left
 
 
 class _WriterTurn:
@@ -489,6 +484,24 @@ def _numbered(
 #: take the database for unused and remove its WAL under the open connection.
 _OPEN_HERE: collections.Counter[Path] = collections.Counter()
 _OPEN_HERE_LOCK = threading.Lock()
+
+
+#: One read-only descriptor of each fleet's wal-index (the ``-shm`` file) per process, for
+#: ``_wal_backlog``: opened when first wanted, closed with the last store of this process on
+#: the fleet, never before -- SQLite's WAL locks, the one that says the file is in use
+#: included, are POSIX locks on that very file, and closing any descriptor of it drops them.
+_WAL_INDEX_HERE: dict[Path, int] = {}
+
+
+def _wal_index(key: Path | None) -> int:
+    """This process's descriptor of the wal-index of the fleet counted as ``key``."""
+    if key is None:
+        raise OSError("the fleet is closed")
+    with _OPEN_HERE_LOCK:
+        fd = _WAL_INDEX_HERE.get(key)
+        if fd is None:
+            fd = _WAL_INDEX_HERE[key] = os.open(f"{key}-shm", os.O_RDONLY)
+        return fd
 
 
 def _count_open(path: Path) -> Path:
