@@ -512,7 +512,7 @@ class Fleet:
             finished = tx.finish_leased(finishing, now)
             if not finished:  # not a live lease: say why, or recognise a repeat
                 return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
-            ((task_id, holder, has_dependents),) = finished
+            ((task_id, holder, has_dependents, written),) = finished
             tx.append_event(now, EventKind.COMPLETED, task_id, holder, None)
             released = release_dependents(tx, task_id, now) if has_dependents else []
             next_claim = None
@@ -522,7 +522,8 @@ class Fleet:
                 )
             else:
                 after_letting_go(tx, holder, now, completed=True)
-            return Completion(need_task(tx, task_id), False, tuple(released), next_claim)
+            done = written or need_task(tx, task_id)  # nothing after the finish changes it
+            return Completion(done, False, tuple(released), next_claim)
 
     @rerun_on_conflict
     def complete_many(

@@ -42,6 +42,17 @@ def test_completing_twice_reports_already_done(held: tuple[Fleet, Lease]) -> Non
     assert kinds(fleet, task=lease.task_id).count("completed") == 1
 
 
+def test_a_completion_answers_with_the_task_as_it_is_stored(held: tuple[Fleet, Lease]) -> None:
+    """The finished task a completion returns is the stored one, however the store got it
+    (SQLite has it from the statement that finished it, without reading it again)."""
+    fleet, lease = held
+    fleet.post("the next one")
+    done = fleet.complete(lease, {"answer": 42}, then_claim=1)
+    assert done.task == fleet.get(lease.task_id)
+    assert done.task.state is TaskState.DONE and done.task.result == {"answer": 42}
+    assert done.next is not None and done.next.leases
+
+
 def test_fail_after_complete_is_lease_lost(held: tuple[Fleet, Lease]) -> None:
     fleet, lease = held
     fleet.complete(lease)

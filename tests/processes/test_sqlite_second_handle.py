@@ -35,6 +35,7 @@ def test_a_second_handle_in_one_process_does_not_hide_other_processes_writes(
     first.post("one")
     with Fleet.open(url) as second:  # opened and closed while the first stays open
         second.post("two")
+        assert second._store._d._wal_backlog() > 0  # it reads the wal-index (checkpoints)
     assert sorted(t.title for t in first.tasks()) == ["one", "two"]
     for _ in range(2):  # other processes come and go
         assert shoal(url, "status").returncode == 0

@@ -74,3 +74,19 @@ def test_read_only_statements_are_the_same_without_their_locks(dialect: str) -> 
         assert " ".join(lock.sub("", sql).split()) == " ".join(read[name].split()), name
     locking = [name for name, sql in write.items() if lock.search(sql)]
     assert (locking != []) == (dialect == "postgres")  # SQLite's writer queue locks instead
+
+
+def test_event_data_seen_before_is_not_mistaken_for_equal_data_of_another_type() -> None:
+    """The store remembers the JSON of event data it encoded lately; 1, 1.0 and True are
+    equal as keys, but each must come back as itself."""
+    from shoal.stores._sqltx import _event_json
+
+    texts = [_event_json({"n": value}) for value in (1, True, 1.0, 1, [1], {"m": 1})]
+    assert texts == [
+        '{"n": 1}',
+        '{"n": true}',
+        '{"n": 1.0}',
+        '{"n": 1}',
+        '{"n": [1]}',
+        '{"n": {"m": 1}}',
+    ]

@@ -303,3 +303,35 @@ def test_a_refused_batch_leaves_no_skill_set_behind(tmp_path: Path) -> None:
     assert sorted(t.id for t in other.claim("z", 5).tasks) == [1, zeta.id]  # never omega
     producer.close()
     other.close()
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def test_the_wal_is_checkpointed_by_what_waits_in_it_not_by_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a checkpoint SQLite writes the WAL again from its start and the file keeps its
+    size, so the size cannot say when the next checkpoint is due: what waits to be copied
+    back can."""
+    store = open_store(url_of(tmp_path / "f.db"))
+    assert isinstance(store, SqliteStore)
+    dialect = store._d
+    fleet = Fleet(store)
+    fleet.post_many([{"title": "x" * 200} for _ in range(2000)])
+    wal = tmp_path / "f.db-wal"
+    size = wal.stat().st_size
+    assert 0 < dialect._wal_backlog() <= size
+
+    assert dialect._checkpoint() is None  # below the threshold: nothing happens
+    assert dialect._wal_backlog() > 0
+    monkeypatch.setattr("shoal.stores.sqlite._CHECKPOINT_BYTES", 1)
+    checkpointer = dialect._checkpoint()  # on a thread of its own, off the writers' path
+    assert checkpointer is not None
+    checkpointer.join(30)
+    assert dialect._wal_backlog() == 0
+
+    fleet.post("one more")  # written from the WAL's start again; the file keeps its size
+    assert 0 < dialect._wal_backlog() < size / 10
+    assert wal.stat().st_size == size
+    fleet.close()

@@ -44,6 +44,46 @@ EventRow = tuple[float, str, int | None, str | None, str | None]
 #: Where a lease's token is in a row of the task columns and then the token.
 _TOKEN = 28
 _EVENT_COLUMNS = ("at", "kind", "task", "agent", "data")
+#: How many columns the ``agent`` fragment has.
+_AGENT_COLUMNS = 15
+
+
+#: The JSON of event data seen lately: most events carry the same few small mappings (a
+#: claim's source and attempt), and encoding them again costs more than finding them.
+_EVENT_JSON: dict[tuple[Any, ...], str] = {}
+_EVENT_JSON_MAX = 512
+
+
+def _event_json(data: Mapping[str, Any]) -> str:
+    try:  # keyed with the types too: 1, 1.0 and True are equal keys but different JSON
+        key = (*data.items(), *map(type, data.values()))
+        text = _EVENT_JSON.get(key)
+    except TypeError:  # a list or a mapping among the values: not a key
+        return json.dumps(data)
+    if text is None:
+        text = json.dumps(data)
+        if len(_EVENT_JSON) >= _EVENT_JSON_MAX:
+            _EVENT_JSON.clear()
+        _EVENT_JSON[key] = text
+    return text
+
+
+#: Agents by the columns they were made from: a claimer's row is the same claim after
+#: claim (``last_seen`` moves once a second), and an Agent is a frozen value of its row.
+_CLAIMERS: dict[tuple[Any, ...], Agent] = {}
+_CLAIMERS_MAX = 1024
+
+
+def _claimer(row: Sequence[Any]) -> Agent:
+    """``agent_of`` the agent columns at the head of ``row``, made once per distinct row."""
+    key = tuple(row[:_AGENT_COLUMNS])
+    agent = _CLAIMERS.get(key)
+    if agent is None:
+        agent = agent_of(key)
+        if len(_CLAIMERS) >= _CLAIMERS_MAX:
+            _CLAIMERS.clear()
+        _CLAIMERS[key] = agent
+    return agent
 
 
 class SqlTx:
@@ -188,7 +228,7 @@ class SqlTx:
         if row[17] != len(skillsets):
             self.skillsets()
         settings = self._parse_settings(row[18])
-        return ClaimContext(agent_of(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
+        return ClaimContext(_claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
 
     def queue_depths(self) -> list[QueueDepth]:
         return [QueueDepth(r[0], int(r[1]), STATUSES[r[2]]) for r in self._all("queue_depths")]
@@ -489,6 +529,8 @@ class SqlTx:
             rows = self._all("finish_leased", params)
         else:
             rows = []
+        if len(items) == 1 and self._d.finish_returns_task:  # no second read of the task
+            return [Finished(r[0], r[1], bool(r[2]), self._task(r[3:])) for r in rows]
         return [Finished(r[0], r[1], bool(r[2])) for r in rows]
 
     def requeue_task(
@@ -589,7 +631,7 @@ class SqlTx:
         data: Mapping[str, Any] | None,
     ) -> None:
         """Held back and written together just before commit, in the order appended."""
-        self._events.append((at, kind, task_id, agent_id, json.dumps(data) if data else None))
+        self._events.append((at, kind, task_id, agent_id, _event_json(data) if data else None))
 
     def events(
         self,

@@ -197,6 +197,14 @@ class _RobustMutex:
         shared[: len(_MAGIC)] = _MAGIC
 
     def acquire(self, timeout: float) -> bool:
+        # First a plain try: it takes the lock only if nobody holds it and nobody waits (a
+        # hand-off leaves the lock owned by the next waiter, never free), so it jumps no
+        # queue; it saves the timed wait's set-up when the queue is empty.
+        rc = self._libc.pthread_mutex_trylock(self._mutex)
+        if rc == 0:
+            return True
+        if rc == _EOWNERDEAD:
+            return self._survived()
         deadline = time.time() + timeout
         when = _Timespec()
         while True:
@@ -206,14 +214,18 @@ class _RobustMutex:
             rc = self._libc.pthread_mutex_timedlock(self._mutex, ctypes.byref(when))
             if rc == 0:
                 return True
-            if rc == _EOWNERDEAD:  # its holder died; SQLite undoes what it was writing
-                log.warning("a writer died holding the queue at %s; carrying on", self._path)
-                self._libc.pthread_mutex_consistent(self._mutex)
-                return True
+            if rc == _EOWNERDEAD:
+                return self._survived()
             if rc != _ETIMEDOUT:
                 raise OSError(rc, os.strerror(rc))
             if time.time() >= deadline:
                 return False
+
+    def _survived(self) -> bool:
+        """The lock came to us from a holder that died; SQLite undoes what it was writing."""
+        log.warning("a writer died holding the queue at %s; carrying on", self._path)
+        self._libc.pthread_mutex_consistent(self._mutex)
+        return True
 
     def _check_layout(self) -> bool:
         if not self.acquire(1.0):
@@ -258,6 +270,7 @@ def _glibc() -> ctypes.CDLL | None:
     except (OSError, AttributeError):
         return None
     libc.pthread_mutex_timedlock.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Timespec)]
+    libc.pthread_mutex_trylock.argtypes = [ctypes.c_void_p]
     libc.pthread_mutex_unlock.argtypes = [ctypes.c_void_p]
     libc.pthread_mutex_consistent.argtypes = [ctypes.c_void_p]
     return libc

@@ -67,11 +67,13 @@ class DirectOutcome(NamedTuple):
 
 class Finished(NamedTuple):
     """One completion ``finish_leased`` wrote: the task, who held it, and whether other
-    tasks wait on it (so their dependencies must be looked at)."""
+    tasks wait on it (so their dependencies must be looked at) -- and the finished task as
+    written, where the store had it at hand (else None: read it if it is wanted)."""
 
     task_id: int
     holder: str | None
     has_dependents: bool
+    task: Task | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,13 +33,16 @@ another version ``SchemaMismatch``.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
+import re
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +64,11 @@ __all__ = ["APPLICATION_ID", "SqliteStore"]
 APPLICATION_ID = 0x53484F4C
 _SYNCHRONOUS = {"off": "OFF", "normal": "NORMAL", "full": "FULL"}
 _CHECKPOINT_CHECK = 100  # commits of one connection between looks at the WAL's size
-_CHECKPOINT_BYTES = 32 << 20  # checkpoint once the WAL is this big
+_CHECKPOINT_BYTES = 32 << 20  # checkpoint once this much of the WAL waits to be copied back
+_CHECKPOINT_JOIN = 30.0  # seconds close() waits for a checkpoint under way
+_SHM_HEADER = 100  # bytes of the wal-index header read for that (see _wal_backlog)
+_FRAME_HEADER = 24  # bytes before each page in the WAL
+_PARAMETER = re.compile(r"(?<!:):([a-z_]+)")
 SCHEMA_VERSION = len(load_migrations("sqlite"))
 
 log = logging.getLogger(__name__)
@@ -103,6 +110,7 @@ class SqliteDialect(Dialect):
     side_by_side = False
     json_lists = True
     pool_per_skillset = True
+    finish_returns_task = True
     upgrade_hint = "upgrade shoal (pip install -U shoal) on this machine"
     no_params = ()
     log = log
@@ -142,6 +150,8 @@ class SqliteDialect(Dialect):
                     f"cannot create a fleet at {self.path}: {exc.strerror}"
                 ) from exc
         self._mutex = threading.RLock()
+        self._checkpointer: threading.Thread | None = None
+        self._synchronous = _SYNCHRONOUS[synchronous.lower()]
         # Commits on this connection do not move SQLite's data_version (it counts the other
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
@@ -161,12 +171,13 @@ class SqliteDialect(Dialect):
             self.conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
-            self.conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[synchronous.lower()]}")
+            self.conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             self.conn.execute("PRAGMA cache_size = -16000")
             self.conn.execute("PRAGMA temp_store = MEMORY")
             # Checkpoints copy the WAL back into the database and sync it: milliseconds.
             # SQLite would run one inside some unlucky writer's COMMIT, with every other
-            # writer queued behind it; shoal runs them itself, outside the writer queue.
+            # writer queued behind it; shoal runs them itself, outside the writer queue
+            # and on a thread of its own (_checkpoint).
             self.conn.execute("PRAGMA wal_autocheckpoint = 0")
             self.conn.execute("PRAGMA journal_size_limit = 67108864")
         except BaseException as exc:
@@ -238,30 +249,24 @@ class SqliteDialect(Dialect):
 
     # --------------------------------------------------------------- transactions
 
-    @contextmanager
-    def _locked(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    def _locked(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
         """The writer queue: this process's mutex, then the fleet-wide queue (see
         ``_writerlock``); then ``BEGIN IMMEDIATE`` finds SQLite's lock free."""
-        with self._mutex:
-            if not self.writer.acquire(self._timeout):
-                log.warning(
-                    "waited %gs for the other writers of %s; giving up", self._timeout, self.path
-                )
-                raise StoreUnavailable(
-                    f"waited {self._timeout:g}s for the other writers of {self.path}",
-                    hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
-                )
-            try:
-                yield conn
-            finally:
-                self.writer.release()
+        return _WriterTurn(self, conn)
 
     def connection(self, write: bool) -> AbstractContextManager[sqlite3.Connection]:
         """Writers take their turn in the writer queue; readers only this process's mutex
         (the connection is shared by the store's threads)."""
         if write:
-            return self._locked(self.conn)
-        return _holding(self._mutex, self.conn)
+            return _WriterTurn(self, self.conn)
+        return _Holding(self._mutex, self.conn)
+
+    def waited_too_long(self) -> StoreUnavailable:
+        log.warning("waited %gs for the other writers of %s; giving up", self._timeout, self.path)
+        return StoreUnavailable(
+            f"waited {self._timeout:g}s for the other writers of {self.path}",
+            hint="nothing was changed; try again (or raise ?busy_timeout=SECONDS)",
+        )
 
     def begin(self, conn: sqlite3.Connection, write: bool, exclusive: bool) -> None:
         try:
@@ -290,18 +295,64 @@ class SqliteDialect(Dialect):
         if self._commits % _CHECKPOINT_CHECK == 0:
             self._checkpoint()
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL back into the database once it has grown, without blocking writers
-        (PASSIVE): other processes keep committing while this one does the slow part. The
-        cost is per distinct page, so a larger WAL makes each committed page cheaper."""
+    def _checkpoint(self) -> threading.Thread | None:
+        """Copy the WAL back into the database once enough of it is waiting, without
+        blocking writers (PASSIVE): other processes keep committing while it runs. The cost
+        is per distinct page, so a larger WAL makes each committed page cheaper.
+
+        A checkpoint mostly waits for its two fsyncs (tens of milliseconds), so it runs on a
+        thread and a connection of its own: this process goes on claiming meanwhile instead
+        of making its next call that much later. Returns the thread it started, if any."""
+        with self._mutex:
+            running = self._checkpointer
+            if running is not None and running.is_alive():
+                return None
+            backlog = self._wal_backlog()
+            if backlog < _CHECKPOINT_BYTES:
+                return None
+            self._checkpointer = threading.Thread(
+                target=self._copy_back, args=(backlog,), name="shoal-checkpoint", daemon=True
+            )
+            self._checkpointer.start()
+            return self._checkpointer
+
+    def _copy_back(self, backlog: int) -> None:
+        """The checkpoint itself (see ``_checkpoint``), at the store's durability: the
+        synchronous level decides the fsyncs a checkpoint makes."""
         try:
-            size = os.stat(f"{self.path}-wal").st_size
-        except OSError:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._timeout)
+        except sqlite3.Error:
             return
-        if size >= _CHECKPOINT_BYTES:
-            with self._mutex, suppress(sqlite3.DatabaseError):
-                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                log.debug("checkpointed the %d-byte WAL of %s", size, self.path)
+        try:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            log.debug("checkpointed %d bytes of the WAL of %s", backlog, self.path)
+        except sqlite3.Error as exc:
+            log.debug("checkpointing the WAL of %s failed: %s", self.path, exc)
+        finally:
+            conn.close()
+
+    def _wal_backlog(self) -> int:
+        """Bytes of WAL not yet copied back into the database.
+
+        Not the WAL file's size: after a checkpoint SQLite writes the WAL again from its
+        start, and the file keeps its size (up to journal_size_limit), so the size would
+        call for a checkpoint every time it is looked at. The count is in the header of the
+        wal-index, the ``-shm`` file every connection maps: the last valid frame (mxFrame,
+        at byte 16) less the frames already copied back (nBackfill, at byte 96), in the
+        machine's byte order (SQLite's file format, walformat.html). It is read without a
+        lock: a hint for when to checkpoint, nothing more."""
+        try:
+            header = os.pread(_wal_index(self._counted), _SHM_HEADER, 0)
+        except OSError:
+            return 0
+        if len(header) < _SHM_HEADER:
+            return 0
+        page: int = struct.unpack_from("=H", header, 14)[0]
+        frames: int = struct.unpack_from("=I", header, 16)[0]
+        copied: int = struct.unpack_from("=I", header, 96)[0]
+        page = 65536 if page == 1 else page
+        return max(0, frames - copied) * (page + _FRAME_HEADER)
 
     # --------------------------------------------------------------- statements
 
@@ -313,8 +364,12 @@ class SqliteDialect(Dialect):
         names: Sequence[str],
         rows: Any,
     ) -> None:
-        """One cached statement, once per row: no round trips to save."""
-        conn.executemany(sql, [{**fixed, **dict(zip(names, row, strict=True))} for row in rows])
+        """One cached statement, once per row: no round trips to save. The rows are bound by
+        position (the statement's names turned into numbered parameters, once), so no
+        mapping is made per row."""
+        numbered, order = _numbered(sql, tuple(fixed), tuple(names))
+        first = tuple(fixed[name] for name in order[: len(fixed)])
+        conn.executemany(numbered, [first + tuple(row) for row in rows] if first else rows)
 
     def seqs(self, rows: list[Any], count: int) -> list[int]:
         """The counter moved by ``count`` at once: the block of positions below its value."""
@@ -348,6 +403,9 @@ class SqliteDialect(Dialect):
             delay = min(delay * 2, 0.05)
 
     def close(self) -> None:
+        checkpointer = getattr(self, "_checkpointer", None)
+        if checkpointer is not None:
+            checkpointer.join(_CHECKPOINT_JOIN)
         conn = getattr(self, "conn", None)
         if conn is not None:
             conn.close()
@@ -360,12 +418,64 @@ class SqliteDialect(Dialect):
         if counted is not None:
             with _OPEN_HERE_LOCK:
                 _OPEN_HERE[counted] -= 1
+                if not _OPEN_HERE[counted] and counted in _WAL_INDEX_HERE:
+                    os.close(_WAL_INDEX_HERE.pop(counted))  # no connection of ours is left
 
 
-@contextmanager
-def _holding(mutex: threading.RLock, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    with mutex:
-        yield conn
+class _WriterTurn:
+    """A writer's turn (``SqliteDialect._locked``): this process's mutex, then the fleet's
+    writer queue, given back in the reverse order. A class rather than a generator: it is
+    entered once per write, and this is the cheaper way to say it."""
+
+    __slots__ = ("_conn", "_dialect")
+
+    def __init__(self, dialect: SqliteDialect, conn: sqlite3.Connection) -> None:
+        self._dialect, self._conn = dialect, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        dialect = self._dialect
+        dialect._mutex.acquire()
+        try:
+            if not dialect.writer.acquire(dialect._timeout):
+                raise dialect.waited_too_long()
+        except BaseException:
+            dialect._mutex.release()
+            raise
+        return self._conn
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._dialect.writer.release()
+        finally:
+            self._dialect._mutex.release()
+
+
+class _Holding:
+    """A reader's hold on the shared connection: this process's mutex only."""
+
+    __slots__ = ("_conn", "_mutex")
+
+    def __init__(self, mutex: threading.RLock, conn: sqlite3.Connection) -> None:
+        self._mutex, self._conn = mutex, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._mutex.acquire()
+        return self._conn
+
+    def __exit__(self, *exc: object) -> None:
+        self._mutex.release()
+
+
+@functools.lru_cache(maxsize=64)
+def _numbered(
+    sql: str, fixed: tuple[str, ...], names: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``:name`` parameters as ``?N``, numbered in the order of ``fixed``
+    then ``names`` (each row binds ``fixed``'s values, then its own, by position)."""
+    order = fixed + names
+    place = {name: i for i, name in enumerate(order, start=1)}
+    numbered = _PARAMETER.sub(lambda m: f"?{place[m.group(1)]}", sql)
+    return numbered, order
 
 
 #: How many stores of this process have each fleet file open. While one has, the file must
@@ -374,6 +484,24 @@ def _holding(mutex: threading.RLock, conn: sqlite3.Connection) -> Iterator[sqlit
 #: take the database for unused and remove its WAL under the open connection.
 _OPEN_HERE: collections.Counter[Path] = collections.Counter()
 _OPEN_HERE_LOCK = threading.Lock()
+
+
+#: One read-only descriptor of each fleet's wal-index (the ``-shm`` file) per process, for
+#: ``_wal_backlog``: opened when first wanted, closed with the last store of this process on
+#: the fleet, never before -- SQLite's WAL locks, the one that says the file is in use
+#: included, are POSIX locks on that very file, and closing any descriptor of it drops them.
+_WAL_INDEX_HERE: dict[Path, int] = {}
+
+
+def _wal_index(key: Path | None) -> int:
+    """This process's descriptor of the wal-index of the fleet counted as ``key``."""
+    if key is None:
+        raise OSError("the fleet is closed")
+    with _OPEN_HERE_LOCK:
+        fd = _WAL_INDEX_HERE.get(key)
+        if fd is None:
+            fd = _WAL_INDEX_HERE[key] = os.open(f"{key}-shm", os.O_RDONLY)
+        return fd
 
 
 def _count_open(path: Path) -> Path:

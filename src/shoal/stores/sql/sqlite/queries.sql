@@ -233,8 +233,10 @@ SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
 SELECT NULL;
 
 -- name: waiting_tasks
--- Pending tasks not ready yet, and when the first is (tasks_waiting, from :now on).
-SELECT count(*), min(ready_at) FROM tasks WHERE state = 'pending' AND ready_at > :now;
+-- Pending tasks not ready yet, and when the first is (tasks_waiting, from :now on; a task
+-- is never ready before it was made, so a waiting one has ready_at > created_at).
+SELECT count(*), min(ready_at) FROM tasks
+WHERE state = 'pending' AND ready_at > created_at AND ready_at > :now;
 
 -- name: stuck_tasks
 -- Blocked tasks waiting on a dead or cancelled one (tasks_ended, then deps by dependency).
@@ -334,7 +336,7 @@ SELECT 1;
 -- An idle claim: when the first task it could take that is not ready yet becomes ready --
 -- in the agent's queue or the pool (tasks_waiting index, read forwards from :now).
 SELECT min(ready_at) FROM tasks
-WHERE state = 'pending' AND ready_at > :now
+WHERE state = 'pending' AND ready_at > created_at AND ready_at > :now
   AND (agent_id = :agent
        OR (agent_id IS NULL AND skillset IN (SELECT value FROM json_each(:skillsets))));
 
@@ -389,11 +391,12 @@ WHERE tasks.id = g.g_id AND tasks.state = 'pending'
 RETURNING {task};
 
 -- name: finish_leased_one
--- finish_leased for one task: the same compare-and-set without the JSON list.
+-- finish_leased for one task: the same compare-and-set without the JSON list, returning the
+-- finished task too (a completion answers with it; no second read).
 UPDATE tasks SET state = 'done', result = :result, lease_expires = NULL, finished_at = :now,
     updated_at = :now
 WHERE id = :id AND token = :token AND state = 'claimed' AND lease_expires > :now
-RETURNING id, agent_id, has_dependents;
+RETURNING id, agent_id, has_dependents, {task};
 
 -- name: finish_leased
 -- claimed -> done for a batch (parallel JSON lists of ids, tokens and results), each only
