@@ -175,7 +175,7 @@ def claim_direct(
     """Finish ``finishing`` and claim up to ``n`` tasks for ``agent_id`` in one step, where
     the store can (module docstring): the finished tasks and the claim, or None when this
     case needs the general path (nothing was changed). With ``n`` = 0 it only finishes."""
-    if not agent_id or (n == 0 and not finishing):
+    if not store.capabilities.direct_claims or not agent_id or (n == 0 and not finishing):
         return None
     outcome = store.claim_directly(agent_id, n, now, [token() for _ in range(n)], finishing)
     if outcome is None:

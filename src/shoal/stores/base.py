@@ -88,6 +88,8 @@ class Capabilities:
     notifies: bool
     #: Writers are served in arrival order, so none can starve under contention.
     fair: bool
+    #: Runs the everyday claim in one step (``Store.claim_directly``).
+    direct_claims: bool = False
 
 
 @dataclass(frozen=True, slots=True)

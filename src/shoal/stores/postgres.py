@@ -213,7 +213,9 @@ class PostgresDialect(Dialect):
         self._begin_exclusive = f"BEGIN; {_LOCKS['lock_fleet'] % fleet_key}"
         self._begin_shared = f"BEGIN; {_LOCKS['lock_fleet_shared'] % fleet_key}"
         self._pid = os.getpid()
-        self.capabilities = Capabilities(shared=True, durable=True, notifies=True, fair=True)
+        self.capabilities = Capabilities(
+            shared=True, durable=True, notifies=True, fair=True, direct_claims=True
+        )
         self.listener: _Listener | None = None
         self._listener_lock = threading.Lock()
         # The wake-up count each thread saw when its last transaction began: a wait after
