@@ -222,6 +222,23 @@ def test_the_log_never_skips_an_event_committed_out_of_order(
     fast.close()
 
 
+def test_a_gap_no_writer_can_fill_is_read_past_at_once(fleet: Fleet, postgres_url: str) -> None:
+    """A rolled-back writer (or a server restart, which moves the id sequence on) leaves a
+    gap for good: once no transaction that could hold a missing id is running, followers
+    read past it without waiting out the grace period."""
+    fleet.post("first")
+    since = fleet.events()[-1].id
+    gone, fast = pg.schema_conn(postgres_url), pg.schema_conn(postgres_url)
+    gone.execute("BEGIN")
+    gone.execute("INSERT INTO events (at, kind) VALUES (1, 'never')")  # takes the next id
+    fast.execute("INSERT INTO events (at, kind) VALUES (2, 'fast')")
+    assert fleet.events(since) == []  # the gap's writer is still running: wait
+    gone.execute("ROLLBACK")
+    assert [e.kind for e in fleet.events(since)] == ["fast"]  # at once, not after 10 s
+    gone.close()
+    fast.close()
+
+
 # ---------------------------------------------------------------- writers side by side
 
 

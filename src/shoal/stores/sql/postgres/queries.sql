@@ -600,6 +600,11 @@ SELECT * FROM unnest(%(at)s::float8[], %(kind)s::text[], %(task)s::bigint[],
 -- transaction in flight, or one that rolled back -- which, once old, is no gap to wait on).
 -- Nor is a gap a prune left: ids up to the meta 'pruned_events' (the highest it deleted)
 -- are all settled, since a prune runs alone and so after every writer that took one.
+-- Nor is a gap no transaction can still fill: a writer holding a missing id took it before
+-- the row after the gap was written, so its transaction began before then; when no client
+-- session's transaction is that old (after a server restart, or once the writers that
+-- rolled back are gone), the gap is final at once. Sessions whose start this role may not
+-- see count as old.
 SELECT coalesce(min(prev_id), (SELECT max(id) FROM events)) FROM (
     SELECT id, logged_at,
            lag(id) OVER (ORDER BY id) AS prev_id
@@ -607,7 +612,13 @@ SELECT coalesce(min(prev_id), (SELECT max(id) FROM events)) FROM (
     WHERE id > (SELECT coalesce(max(id), 0) FROM events) - 5000
 ) AS recent
 WHERE id <> prev_id + 1 AND logged_at > clock_timestamp() - make_interval(secs => %(grace)s)
-  AND id - 1 > (SELECT coalesce(max(value::bigint), 0) FROM meta WHERE key = 'pruned_events');
+  AND id - 1 > (SELECT coalesce(max(value::bigint), 0) FROM meta WHERE key = 'pruned_events')
+  AND EXISTS (
+      SELECT 1 FROM pg_stat_activity
+      WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+        AND datname = current_database()
+        AND (xact_start IS NULL AND state IS NULL OR xact_start <= recent.logged_at)
+  );
 
 -- name: events
 SELECT id, at, kind, task_id, agent_id, data FROM events
