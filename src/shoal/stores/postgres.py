@@ -99,7 +99,8 @@ SCHEMA_VERSION = len(load_migrations("postgres"))
 log = logging.getLogger(__name__)
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.
 _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
-#: How long the log waits for a gap in event ids to fill before taking it for a rollback.
+#: How long the log waits at most for a gap in event ids to fill before taking it for a
+#: rollback (no longer once no running transaction could fill it: see events_settled).
 _EVENT_GAP_GRACE = 10.0
 #: While the listening connection is down, waiters poll this often.
 _POLL_FALLBACK = 0.25
