@@ -22,6 +22,7 @@ from _harness import (
     Processing,
     Progress,
     processing_of,
+    reported_once,
     run_workers,
     worker_report,
 )
@@ -109,12 +110,7 @@ def _shoal_work(url: str, agent_id: str, batch: int, barrier: Any) -> dict[str, 
 
 def verify_shoal(url: str, expected: int, reports: Sequence[dict[str, Any]]) -> list[str]:
     """Every task done, each claimed once and completed once (invariant I2, from outside)."""
-    problems = [a for r in reports for a in r["anomalies"]]
-    done = [t for r in reports for t in r["done"]]
-    if len(done) != expected or len(set(done)) != expected:
-        problems.append(
-            f"workers completed {len(done)} tasks ({len(set(done))} distinct), expected {expected}"
-        )
+    problems = reported_once(reports, expected, "workers completed")
     with Fleet.open(url, create=False) as fleet:
         counts = dict(fleet.status().counts)
         if counts.get("done", 0) != expected or any(

@@ -101,6 +101,18 @@ def worker_report(
     }
 
 
+def reported_once(reports: Sequence[dict[str, Any]], expected: int, what: str) -> list[str]:
+    """The workers' own anomalies, and whether the ``expected`` tasks were reported done
+    exactly once across all of them (``what``: how the message names the workers' act)."""
+    problems = [a for r in reports for a in r["anomalies"]]
+    done = [t for r in reports for t in r["done"]]
+    if len(done) != expected or len(set(done)) != expected:
+        problems.append(
+            f"{what} {len(done)} tasks ({len(set(done))} distinct), expected {expected}"
+        )
+    return problems
+
+
 def run_workers(
     target: Callable[..., None], per_worker: Sequence[tuple[Any, ...]]
 ) -> tuple[float, list[dict[str, Any]]]:

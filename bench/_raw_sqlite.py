@@ -31,6 +31,7 @@ from _harness import (
     Processing,
     Progress,
     processing_of,
+    reported_once,
     run_workers,
     worker_report,
 )
@@ -123,12 +124,7 @@ def _raw_work(path: Path, durability: str, batch: int, barrier: Any) -> dict[str
 
 def verify_raw(path: Path, expected: int, reports: Sequence[dict[str, Any]]) -> list[str]:
     """Every row done, and acked once: by one worker, each id once across all of them."""
-    problems = [a for r in reports for a in r["anomalies"]]
-    done = [t for r in reports for t in r["done"]]
-    if len(done) != expected or len(set(done)) != expected:
-        problems.append(
-            f"raw workers acked {len(done)} tasks ({len(set(done))} distinct), expected {expected}"
-        )
+    problems = reported_once(reports, expected, "raw workers acked")
     conn = sqlite3.connect(path)
     try:
         states = dict(conn.execute("select state, count(*) from task group by state"))

@@ -14,18 +14,6 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 if str(BENCH.parent) not in sys.path:
     sys.path.insert(0, str(BENCH.parent))  # bench/ is scripts, not a package
 results = importlib.import_module("_results")
-META = {
-    "command",
-    "started",
-    "cpus",
-    "cpus_usable",
-    "loadavg_start",
-    "python",
-    "shoal",
-    "store",
-    "peers",
-    "repeat",
-}
 SMALL = ["--agents", "20", "--procs", "2", "--queued", "200", "--finished", "2000"]
 
 
@@ -40,7 +28,7 @@ def test_a_very_small_run_writes_every_figure_and_target(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert set(report) == {"meta", "figures", "targets"}
-    assert set(report["meta"]) >= META and report["meta"]["store"] == "sqlite"
+    assert set(report["meta"]) >= set(results.REQUIRED_META) and report["meta"]["store"] == "sqlite"
     figures = report["figures"]
     for name in (
         "scale.procs2.claim_p50_ms",
