@@ -71,9 +71,6 @@ class Dialect:
     #: The pool steps run once per skill set and are merged here (SQLite: so that each
     #: reads one range of its partial index), else once for the list (PostgreSQL: LATERAL).
     pool_per_skillset: ClassVar[bool]
-    #: ``finish_leased_one`` returns the finished task's columns after its first three, so
-    #: a completion need not read the task again.
-    finish_returns_task: ClassVar[bool] = False
     #: What the driver takes for "no parameters".
     no_params: ClassVar[Any]
     #: Driver errors a verb may raise that ``translate`` turns into shoal errors.

@@ -529,7 +529,7 @@ class SqlTx:
             rows = self._all("finish_leased", params)
         else:
             rows = []
-        if len(items) == 1 and self._d.finish_returns_task:  # no second read of the task
+        if len(items) == 1:  # the statement returns the task too: no second read of it
             return [Finished(r[0], r[1], bool(r[2]), self._task(r[3:])) for r in rows]
         return [Finished(r[0], r[1], bool(r[2])) for r in rows]
 

@@ -110,7 +110,6 @@ class SqliteDialect(Dialect):
     side_by_side = False
     json_lists = True
     pool_per_skillset = True
-    finish_returns_task = True
     upgrade_hint = "upgrade shoal (pip install -U shoal) on this machine"
     no_params = ()
     log = log

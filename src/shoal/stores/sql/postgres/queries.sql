@@ -455,16 +455,18 @@ WHERE t.id = g.id AND t.state = 'pending'
 RETURNING {t_task};
 
 -- name: finish_leased_one
--- finish_leased for one task: the same compare-and-set and lock order, without the arrays.
+-- finish_leased for one task: the same compare-and-set and lock order, without the arrays,
+-- returning the finished task too (a completion answers with it; no second read). The
+-- holders' count comes last: it only makes the locking part run.
 WITH finished AS (
     UPDATE tasks SET state = 'done', result = %(result)s, lease_expires = NULL,
         finished_at = %(now)s, updated_at = %(now)s
     WHERE id = %(id)s AND token = %(token)s AND state = 'claimed' AND lease_expires > %(now)s
-    RETURNING id, agent_id, has_dependents
+    RETURNING {task}, has_dependents
 ), holders AS (
     SELECT a.id FROM agents a WHERE a.id IN (SELECT agent_id FROM finished) {for_update}
 )
-SELECT id, agent_id, has_dependents, (SELECT count(*) FROM holders) FROM finished;
+SELECT id, agent_id, has_dependents, {task}, (SELECT count(*) FROM holders) FROM finished;
 
 -- name: finish_leased
 -- claimed -> done for a batch, each only under its live lease (token, state and expiry
