@@ -11,7 +11,7 @@ size, per cycle, the statements sent and the round trips (libpq's protocol trace
 the client stops sending and waits for answers), the client's CPU time, the server
 backend's CPU time (read from /proc when the server runs on this machine), and the wall
 time. The general path is the same code with the direct claim switched off for the fleet
-handle (``direct_claims``), so the two differ in nothing else.
+handle (``Capabilities.direct_claims``), so the two differ in nothing else.
 
 Run ``.venv/bin/python bench/pg_cycle.py`` (about a minute) or with ``--json FILE``; the
 figures are named ``postgres.cycle_direct.batch1.round_trips``,
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -105,7 +106,8 @@ def measure(base: str, path: str, batch: int, cycles: int, no_sync: bool) -> dic
     url = f"{base}?schema={SCHEMA}&pool_size=1"  # one connection: one backend to watch
     fleet = Fleet.open(url, create=True)
     try:
-        fleet._store._d.direct_claims = path == "direct"  # type: ignore[attr-defined]
+        store = fleet._store
+        store.capabilities = replace(store.capabilities, direct_claims=path == "direct")
         fleet.register("w", max_concurrent=batch)
         traced = 20
         total = (cycles + traced + 30) * batch + batch

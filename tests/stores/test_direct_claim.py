@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -50,7 +51,8 @@ def open_pair(server: str, seed: int) -> Iterator[tuple[Fleet, ManualClock]]:
         clock = ManualClock()
         fleet = Fleet.open(url, clock=clock, rng=random.Random(seed))
         if not direct:
-            fleet._store._d.direct_claims = False  # type: ignore[attr-defined]
+            store = fleet._store
+            store.capabilities = replace(store.capabilities, direct_claims=False)
         yield fleet, clock
 
 

@@ -16,8 +16,9 @@ A ``Dialect`` says only what differs:
   runs. Read-only transactions run the read set of statements, without locking clauses;
 * how waiting agents hear of new work (LISTEN/NOTIFY on PostgreSQL, polling SQLite's
   data_version) and how the fleet's mark and version are kept;
-* whether the everyday claim can run as one statement (``direct_claims``: PostgreSQL's
-  server-side function, which saves the round trips; see ``SqlStore.claim_directly``).
+* whether the everyday claim can run as one statement (``Capabilities.direct_claims``:
+  PostgreSQL's server-side function, which saves the round trips; see
+  ``SqlStore.claim_directly``).
 
 A transaction
 -------------
@@ -94,8 +95,6 @@ class Dialect:
     migrate_key: int = 0
     fleet_key: int = 0
     channel: str = ""
-    #: The everyday claim runs as one statement, ``direct_claim`` (see ``direct_claim``).
-    direct_claims: ClassVar[bool] = False
 
     # transactions ----------------------------------------------------------------------
 
@@ -121,7 +120,8 @@ class Dialect:
 
     def direct_claim(self, conn: Any, sql: str, params: Mapping[str, Any]) -> list[Any] | None:
         """Run ``direct_claim`` as a transaction of its own: its rows, or None when it
-        refused (and changed nothing). Only for dialects with ``direct_claims``."""
+        refused (and changed nothing). Only for dialects whose capabilities say
+        ``direct_claims``."""
         raise NotImplementedError
 
     def failed(self, conn: Any) -> None:
@@ -315,7 +315,7 @@ class SqlStore:
         is left to the general path."""
         d = self._d
         raw, settings = self._settings
-        if not d.direct_claims or policy.longest_first(settings):
+        if not self.capabilities.direct_claims or policy.longest_first(settings):
             return None
         self._same_process()
         params = {

@@ -176,7 +176,6 @@ class PostgresDialect(Dialect):
     queries = load_queries("postgres")
     read_queries = load_queries("postgres", read_only=True)
     side_by_side = True
-    direct_claims = True
     json_lists = False
     pool_per_skillset = False
     upgrade_hint = "upgrade shoal (pip install -U 'shoal[postgres]') on this host"
