@@ -302,6 +302,8 @@ PLAN_PARAMS = {
         ("expired_leases", "tasks_expiry"),
         ("next_ready", "tasks_waiting"),
         ("waiting_tasks", "tasks_waiting"),
+        ("pending_demand", "tasks_pool"),
+        ("stuck_tasks", "tasks_blocked"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(
@@ -319,3 +321,56 @@ def test_claim_path_queries_read_their_partial_index(
         text = "\n".join(row[0] for row in cursor.fetchall())
     assert index in text, text
     assert not re.search(r"Seq Scan on tasks\b", text), text
+
+
+# ---------------------------------------------------------------- the kept finished counts
+
+
+def finished_count_rows(postgres_url: str) -> int:
+    with pg.schema_conn(postgres_url) as conn:
+        row = conn.execute("SELECT count(*) FROM finished_counts").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_finished_counts_are_kept_exact_and_folded(fleet: Fleet, postgres_url: str) -> None:
+    """status counts finished tasks from kept changes, not from the history: every task that
+    finishes (on both claim paths), every delete by a prune, adds a change, and every
+    1024th change folds them into one row per state, so reading the counts stays cheap and
+    they stay exact."""
+    with pg.schema_conn(postgres_url) as conn:  # the next change is the 1024th
+        conn.execute("SELECT setval(pg_get_serial_sequence('finished_counts', 'id'), 1020)")
+    fleet.register("ada", max_concurrent=5)
+    fleet.post_many([{"title": f"t{i}"} for i in range(8)])
+    first = fleet.claim("ada").leases[0]
+    (second,) = fleet.complete(first, then_claim=1).next.leases  # the direct path
+    fleet.complete(second)
+    for lease in fleet.claim("ada", n=5).leases:  # several leases: the general path
+        fleet.complete(lease)
+    assert fleet.status().counts["done"] == 7
+    assert finished_count_rows(postgres_url) < 7  # folded at the 1024th change
+    (last,) = fleet.claim("ada").leases
+    fleet.fail(last, "broken", retry=False)
+    assert fleet.status().counts == {
+        "blocked": 0,
+        "pending": 0,
+        "claimed": 0,
+        "done": 7,
+        "dead": 1,
+        "cancelled": 0,
+    }
+    fleet.retry(last.task_id)  # dead -> pending
+    assert (fleet.status().counts["dead"], fleet.status().counts["pending"]) == (0, 1)
+    fleet.cancel(last.task_id)
+    assert fleet.status().counts == {
+        "blocked": 0,
+        "pending": 0,
+        "claimed": 0,
+        "done": 7,
+        "dead": 0,
+        "cancelled": 1,
+    }
+    with pg.schema_conn(postgres_url) as conn:  # history a day old, then pruned
+        conn.execute("UPDATE tasks SET finished_at = finished_at - 86400")
+    assert fleet.prune(3600).tasks >= 7
+    assert fleet.status().counts["done"] == 0

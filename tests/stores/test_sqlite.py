@@ -249,6 +249,20 @@ def test_claim_path_queries_read_their_partial_index(tmp_path: Path, name: str, 
     store.close()
 
 
+@pytest.mark.parametrize(
+    "name", ["state_counts", "finished_counts", "pending_demand", "stuck_tasks"]
+)
+def test_status_and_assess_never_read_the_whole_history(tmp_path: Path, name: str) -> None:
+    """`status` and `assess` must not slow down as finished tasks pile up: none of their
+    queries reads every task (a SCAN without an index; p is the pending tasks' tally)."""
+    store = open_store(url_of(tmp_path / "f.db"))
+    assert isinstance(store, SqliteStore)
+    text = plan(store, name)
+    scanned = set(re.findall(r"\bSCAN (\w+)\b(?! USING)", text)) - {"p", "CONSTANT"}
+    assert not scanned, text
+    store.close()
+
+
 def test_finishing_and_leasing_find_tasks_by_primary_key(tmp_path: Path) -> None:
     store = open_store(url_of(tmp_path / "f.db"))
     assert isinstance(store, SqliteStore)

@@ -74,6 +74,7 @@ def check_upgraded(fleet: Fleet) -> None:
     ready = {t.id: t.ready_at for t in fleet.tasks()}
     assert ready == {1: 150.0, 2: 160.0, 3: None, 4: 100.0, 5: 100.0}
     assert [t.id for t in fleet.tasks(state=TaskState.DONE)] == [5]
+    assert fleet.status().counts["done"] == 1  # the kept count starts from the history
     fleet.register("bob")
     assert fleet.claim("bob").tasks[0].id == 1  # the pool task, claimable as before
     fleet.configure(order="longest_first")

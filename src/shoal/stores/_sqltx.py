@@ -321,16 +321,15 @@ class SqlTx:
         return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
 
     def state_counts(self) -> dict[str, int]:
-        total, blocked, pool, queued, claimed = self._one("state_counts")
-        ended = {state: int(n) for state, n in self._all("ended_counts")}
-        dead, cancelled = ended.get("dead", 0), ended.get("cancelled", 0)
+        blocked, pool, queued, claimed = self._one("state_counts")
+        finished = {state: int(n) for state, n in self._all("finished_counts")}
         return {
             "blocked": blocked,
             "pending": pool + queued,
             "claimed": claimed,
-            "done": total - blocked - pool - queued - claimed - dead - cancelled,
-            "dead": dead,
-            "cancelled": cancelled,
+            "done": finished.get("done", 0),
+            "dead": finished.get("dead", 0),
+            "cancelled": finished.get("cancelled", 0),
         }
 
     def pool_depth(self) -> int:

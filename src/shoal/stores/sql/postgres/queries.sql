@@ -258,14 +258,16 @@ LIMIT %(limit)s
 {skip_locked};
 
 -- name: state_counts
-SELECT (SELECT count(*) FROM tasks),
-       (SELECT count(*) FROM tasks WHERE state = 'blocked'),
+-- The live states, each counted on its own partial index.
+SELECT (SELECT count(*) FROM tasks WHERE state = 'blocked'),
        (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL),
        (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NOT NULL),
        (SELECT count(*) FROM tasks WHERE state = 'claimed');
 
--- name: ended_counts
-SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY state;
+-- name: finished_counts
+-- The finished states (the history), kept by triggers as the sums of finished_counts (schema version 6): counting them would read every
+-- finished task.
+SELECT state, sum(n)::bigint FROM finished_counts GROUP BY state;
 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
@@ -279,16 +281,25 @@ SELECT extract(epoch FROM clock_timestamp())::float8;
 SELECT count(*), min(ready_at) FROM tasks WHERE state = 'pending' AND ready_at > %(now)s;
 
 -- name: stuck_tasks
-SELECT DISTINCT d.task_id FROM tasks AS ended
-JOIN deps AS d ON d.depends_on = ended.id
-JOIN tasks AS waiting ON waiting.id = d.task_id
-WHERE ended.state IN ('dead', 'cancelled') AND waiting.state = 'blocked'
-ORDER BY d.task_id
+-- Blocked tasks waiting on a dead or cancelled one, looked for from the blocked ones
+-- (tasks_blocked), never from the ended ones, which grow with the history.
+SELECT id FROM tasks AS waiting
+WHERE state = 'blocked' AND EXISTS (
+    SELECT 1 FROM deps AS d JOIN tasks AS ended ON ended.id = d.depends_on
+    WHERE d.task_id = waiting.id AND ended.state IN ('dead', 'cancelled'))
+ORDER BY id
 LIMIT %(limit)s;
 
 -- name: pending_demand
-SELECT s.skills, count(*) FROM tasks t JOIN skillsets s ON s.id = t.skillset
-WHERE t.state = 'pending'
+-- Pending tasks by required skill set, counted in the pool (tasks_pool) and in the queues
+-- (tasks_queue) apart, as on SQLite: each on its partial index, whatever the history.
+SELECT s.skills, sum(p.n)::bigint FROM (
+    SELECT skillset, count(*) AS n FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL GROUP BY skillset
+    UNION ALL
+    SELECT skillset, count(*) FROM tasks
+    WHERE state = 'pending' AND agent_id IS NOT NULL GROUP BY skillset
+) AS p JOIN skillsets AS s ON s.id = p.skillset
 GROUP BY s.skills;
 
 

@@ -214,16 +214,16 @@ ORDER BY lease_expires, id
 LIMIT :limit;
 
 -- name: state_counts
--- Each live state is counted on its own partial index; done is all the rest (of what a
--- prune has left).
-SELECT (SELECT count(*) FROM tasks),
-       (SELECT count(*) FROM tasks WHERE state = 'blocked'),
+-- The live states, each counted on its own partial index.
+SELECT (SELECT count(*) FROM tasks WHERE state = 'blocked'),
        (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL),
        (SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NOT NULL),
        (SELECT count(*) FROM tasks WHERE state = 'claimed');
 
--- name: ended_counts
-SELECT state, count(*) FROM tasks WHERE state IN ('dead', 'cancelled') GROUP BY state;
+-- name: finished_counts
+-- The finished states (the history), kept by triggers in counters (schema version 6): counting them would read every
+-- finished task.
+SELECT name, value FROM counters WHERE name IN ('done', 'dead', 'cancelled');
 
 -- name: pool_depth
 SELECT count(*) FROM tasks WHERE state = 'pending' AND agent_id IS NULL;
@@ -239,18 +239,27 @@ SELECT count(*), min(ready_at) FROM tasks
 WHERE state = 'pending' AND ready_at > created_at AND ready_at > :now;
 
 -- name: stuck_tasks
--- Blocked tasks waiting on a dead or cancelled one (tasks_ended, then deps by dependency).
-SELECT DISTINCT d.task_id FROM tasks AS ended
-JOIN deps AS d ON d.depends_on = ended.id
-JOIN tasks AS waiting ON waiting.id = d.task_id
-WHERE ended.state IN ('dead', 'cancelled') AND waiting.state = 'blocked'
-ORDER BY d.task_id
+-- Blocked tasks waiting on a dead or cancelled one: from the blocked (tasks_blocked, in id
+-- order), each looked up in deps and its dependencies by id -- never from the ended ones,
+-- which grow with the history.
+SELECT id FROM tasks AS waiting
+WHERE state = 'blocked' AND EXISTS (
+    SELECT 1 FROM deps AS d JOIN tasks AS ended ON ended.id = d.depends_on
+    WHERE d.task_id = waiting.id AND ended.state IN ('dead', 'cancelled'))
+ORDER BY id
 LIMIT :limit;
 
 -- name: pending_demand
--- Pending tasks by required skill set (for assess: skills no live agent has).
-SELECT s.skills, count(*) FROM tasks t JOIN skillsets s ON s.id = t.skillset
-WHERE t.state = 'pending'
+-- Pending tasks by required skill set (for assess: skills no live agent has), counted in
+-- the pool (tasks_pool) and in the queues (tasks_queue) apart: there is no index of every
+-- pending task, and without one SQLite would read the whole table.
+SELECT s.skills, sum(p.n) FROM (
+    SELECT skillset, count(*) AS n FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL GROUP BY skillset
+    UNION ALL
+    SELECT skillset, count(*) FROM tasks
+    WHERE state = 'pending' AND agent_id IS NOT NULL GROUP BY skillset
+) AS p JOIN skillsets AS s ON s.id = p.skillset
 GROUP BY s.skills;
 
 
