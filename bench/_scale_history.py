@@ -108,6 +108,15 @@ WHERE NOT (t.state = 'cancelled' AND e.kind IN ('claimed', 'stolen'))
 """
 
 
+# SQLite keeps the finished counts by hand (its store moves them at each commit; schema 6):
+# history written around the store moves them here.
+_SQLITE_COUNTS = """
+UPDATE counters SET value = value + (SELECT count(*) FROM tasks
+                                     WHERE id BETWEEN :first AND :last AND state = counters.name)
+WHERE name IN ('done', 'dead', 'cancelled')
+"""
+
+
 def shape(skillset_ids: list[int], domains: int, agents: int, finished: int) -> dict[str, Any]:
     """The parameters every chunk shares: the live fleet's skill sets (a contiguous range
     of ids, as posting made them), how many domains and agents, and the times."""
@@ -142,6 +151,7 @@ def fill_sqlite(
         last = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
         for statement in _SQLITE_EVENTS.split(";"):
             conn.execute(statement, {"first": first, "last": last})
+        conn.execute(_SQLITE_COUNTS, {"first": first, "last": last})
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         say(f"    history: {hi:,} of {finished:,} tasks")

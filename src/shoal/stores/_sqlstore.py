@@ -72,6 +72,9 @@ class Dialect:
     #: The pool steps run once per skill set and are merged here (SQLite: so that each
     #: reads one range of its partial index), else once for the list (PostgreSQL: LATERAL).
     pool_per_skillset: ClassVar[bool]
+    #: Triggers keep the finished counts (done, dead, cancelled); else the store moves them
+    #: itself, once per transaction (SqlTx, "finished counts").
+    counts_by_trigger: ClassVar[bool]
     #: What the driver takes for "no parameters".
     no_params: ClassVar[Any]
     #: Driver errors a verb may raise that ``translate`` turns into shoal errors.

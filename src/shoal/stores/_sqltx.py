@@ -90,7 +90,19 @@ class SqlTx:
     """One transaction of a ``SqlStore``: the store verbs (see ``StoreTx``) as named
     statements on one connection."""
 
-    __slots__ = ("_c", "_d", "_events", "_json", "_locking", "_none", "_q", "_s", "_stole", "_wake")
+    __slots__ = (
+        "_c",
+        "_d",
+        "_events",
+        "_json",
+        "_locking",
+        "_moved",
+        "_none",
+        "_q",
+        "_s",
+        "_stole",
+        "_wake",
+    )
 
     def __init__(self, store: SqlStore, conn: Any, write: bool) -> None:
         d = store._d
@@ -102,6 +114,8 @@ class SqlTx:
         self._json = d.json_lists
         self._locking = d.side_by_side and write
         self._events: list[EventRow] = []
+        # How this transaction moved the finished counts, where the store keeps them itself.
+        self._moved: dict[str, int] | None = None if d.counts_by_trigger else {}
         self._wake = False
         self._stole = False
 
@@ -137,8 +151,10 @@ class SqlTx:
         self._wake = True
 
     def finish(self) -> None:
-        """Before COMMIT: write the events held back, and wake waiters if work appeared."""
+        """Before COMMIT: write the events held back and the finished counts moved, and wake
+        waiters if work appeared."""
         self.flush_events()
+        self._flush_counts()
         if self._wake and self._d.capabilities.notifies:
             self._run("notify_work", {"channel": self._d.channel})
 
@@ -147,6 +163,23 @@ class SqlTx:
         if self._events:
             self._many("append_events", {}, _EVENT_COLUMNS, self._events)
             self._events.clear()
+
+    # finished counts -------------------------------------------------------------------
+    # How many tasks are done, dead and cancelled is kept, since counting the history would
+    # read all of it (schema version 6). Where triggers do not keep the counts, every verb
+    # that moves a task into or out of a finished state says so here, and the moves are
+    # written once per state just before commit (or before the counts are read).
+
+    def _finished_moved(self, state: str, change: int) -> None:
+        if self._moved is not None and change:
+            self._moved[state] = self._moved.get(state, 0) + change
+
+    def _flush_counts(self) -> None:
+        if self._moved:
+            for state, change in self._moved.items():
+                if change:
+                    self._run("count_finished", {"state": state, "change": change})
+            self._moved.clear()
 
     # settings and counters ------------------------------------------------------------
 
@@ -321,6 +354,7 @@ class SqlTx:
         return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
 
     def state_counts(self) -> dict[str, int]:
+        self._flush_counts()
         blocked, pool, queued, claimed = self._one("state_counts")
         finished = {state: int(n) for state, n in self._all("finished_counts")}
         return {
@@ -528,6 +562,7 @@ class SqlTx:
             rows = self._all("finish_leased", params)
         else:
             rows = []
+        self._finished_moved("done", len(rows))
         if len(items) == 1:  # the statement returns the task too: no second read of it
             return [Finished(r[0], r[1], bool(r[2]), self._task(r[3:])) for r in rows]
         return [Finished(r[0], r[1], bool(r[2])) for r in rows]
@@ -555,7 +590,8 @@ class SqlTx:
         self._work_appeared()
 
     def bury_task(self, task_id: int, error: str | None, now: float) -> None:
-        self._run("bury_task", {"id": task_id, "error": error, "now": now})
+        buried = self._count("bury_task", {"id": task_id, "error": error, "now": now})
+        self._finished_moved("dead", buried)
 
     def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
         params = {"id": task_id, "agent": agent_id, "waiting_on": waiting_on, "now": now}
@@ -585,7 +621,7 @@ class SqlTx:
         self._work_appeared()
 
     def cancel_task(self, task_id: int, now: float) -> None:
-        self._run("cancel_task", {"id": task_id, "now": now})
+        self._finished_moved("cancelled", self._count("cancel_task", {"id": task_id, "now": now}))
 
     def revive_task(
         self,
@@ -606,6 +642,9 @@ class SqlTx:
             "pool_key": pool_key,
             "now": now,
         }
+        if self._moved is not None:  # it leaves dead or cancelled
+            (was,) = self._one("finished_state", {"id": task_id})
+            self._finished_moved(was, -1)
         self._run("revive_task", params)
         if state is TaskState.PENDING:
             self._work_appeared()
@@ -668,9 +707,11 @@ class SqlTx:
         ids = {"ids": self._list(task_ids)}
         events = [r[0] for r in self._all("prune_task_events", ids)]
         self._run("prune_deps", ids)
-        tasks = self._count("prune_tasks", ids)
+        states = [r[0] for r in self._all("prune_tasks", ids)]
+        for state in set(states):
+            self._finished_moved(state, -states.count(state))
         self._pruned(events)
-        return tasks, len(events)
+        return len(states), len(events)
 
     def prune_events(self, cutoff: float, limit: int) -> int:
         rows = self._all("prune_untasked_events", {"cutoff": cutoff, "limit": limit})

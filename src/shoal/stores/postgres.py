@@ -176,6 +176,7 @@ class PostgresDialect(Dialect):
     queries = load_queries("postgres")
     read_queries = load_queries("postgres", read_only=True)
     side_by_side = True
+    counts_by_trigger = True  # writers side by side add rows of changes (migration 6)
     json_lists = False
     pool_per_skillset = False
     upgrade_hint = "upgrade shoal (pip install -U 'shoal[postgres]') on this host"

@@ -121,6 +121,15 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 -- A queue position larger than any before it: a sequence, so no writer waits for another.
 SELECT nextval('task_seq');
 
+-- name: count_finished
+-- Never run: triggers keep the counts here (schema version 6), as rows of changes that many
+-- writers can add side by side.
+SELECT 1;
+
+-- name: finished_state
+-- Never run: as count_finished.
+SELECT 1;
+
 -- name: next_seqs
 -- %(count)s positions at once (a batch of posts).
 SELECT nextval('task_seq') FROM generate_series(1, %(count)s);
@@ -265,8 +274,8 @@ SELECT (SELECT count(*) FROM tasks WHERE state = 'blocked'),
        (SELECT count(*) FROM tasks WHERE state = 'claimed');
 
 -- name: finished_counts
--- The finished states (the history), kept by triggers as the sums of finished_counts (schema version 6): counting them would read every
--- finished task.
+-- The finished states (the history), kept by triggers as the sums of finished_counts
+-- (schema version 6): counting them would read every finished task.
 SELECT state, sum(n)::bigint FROM finished_counts GROUP BY state;
 
 -- name: pool_depth
@@ -695,7 +704,8 @@ WHERE task_id = ANY(%(ids)s::bigint[]) OR depends_on = ANY(%(ids)s::bigint[]);
 
 -- name: prune_tasks
 -- The tasks themselves; a task that is not finished is never deleted, whatever the list.
-DELETE FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND finished_at IS NOT NULL;
+DELETE FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND finished_at IS NOT NULL
+RETURNING state;
 
 -- name: prune_untasked_events
 -- Events of no task (an agent's, the fleet's) logged before the cutoff, oldest first

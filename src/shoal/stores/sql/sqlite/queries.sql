@@ -101,6 +101,15 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 -- A queue position larger than any before it (the head of a queue is the largest).
 UPDATE counters SET value = value + 1 WHERE name = 'seq' RETURNING value;
 
+-- name: count_finished
+-- Move a finished state's kept count (schema version 6) by what this transaction did: the
+-- store runs it once per state, just before commit.
+UPDATE counters SET value = value + :change WHERE name = :state;
+
+-- name: finished_state
+-- Which finished state a task leaves (a retry), for the kept counts.
+SELECT state FROM tasks WHERE id = :id;
+
 -- name: next_seqs
 -- :count positions at once (a batch of posts): the last of them; the others precede it.
 UPDATE counters SET value = value + :count WHERE name = 'seq' RETURNING value;
@@ -221,8 +230,8 @@ SELECT (SELECT count(*) FROM tasks WHERE state = 'blocked'),
        (SELECT count(*) FROM tasks WHERE state = 'claimed');
 
 -- name: finished_counts
--- The finished states (the history), kept by triggers in counters (schema version 6): counting them would read every
--- finished task.
+-- The finished states (the history), kept in counters (schema version 6; count_finished):
+-- counting them would read every finished task.
 SELECT name, value FROM counters WHERE name IN ('done', 'dead', 'cancelled');
 
 -- name: pool_depth
@@ -590,7 +599,8 @@ WHERE task_id IN (SELECT value FROM json_each(:ids))
 
 -- name: prune_tasks
 -- The tasks themselves; a task that is not finished is never deleted, whatever the list.
-DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NOT NULL;
+DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NOT NULL
+RETURNING state;
 
 -- name: prune_untasked_events
 -- Events of no task (an agent's, the fleet's) logged before :cutoff, oldest first
