@@ -13,12 +13,15 @@
      ├── Conflict                   the fleet's state forbids it right now   exit 3
      │    ├── LeaseLost             the lease is stale, foreign or expired
      │    ├── FleetFull             max_agents live agents already
+     │    ├── AgentInUse            another MCP session acts as that agent
      │    └── InvalidTransition     e.g. cancel a finished task, retry a live one
      └── StoreError                 the store cannot be used (not a fleet)   exit 2
           ├── StoreNotFound         no fleet at that place                   exit 2
           ├── SchemaMismatch        the fleet's schema is older/newer        exit 2
+          ├── StoreDamaged          the fleet's file is damaged or unsafe    exit 5
           └── StoreUnavailable      a passing fault; retrying may work       exit 4
                └── WriteConflict    two writers crossed; Fleet retries it    exit 4
+    AddressUnavailable (a ShoalError)  a server cannot bind its address      exit 4
 
 Each class's docstring is its default message. Every error carries a ``hint``: one sentence
 on how to fix it, which the CLI prints under the message and MCP returns to the agent.
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_CODES",
+    "AddressUnavailable",
+    "AgentInUse",
     "BadInput",
     "Conflict",
     "DependencyCycle",
@@ -43,6 +48,7 @@ __all__ = [
     "LeaseLost",
     "SchemaMismatch",
     "ShoalError",
+    "StoreDamaged",
     "StoreError",
     "StoreNotFound",
     "StoreUnavailable",
@@ -132,6 +138,12 @@ class FleetFull(Conflict):
     code = "fleet_full"
 
 
+class AgentInUse(Conflict):
+    """Another session already acts as that agent; one agent is driven by one session."""
+
+    code = "agent_in_use"
+
+
 class InvalidTransition(Conflict):
     """The task is not in a state that allows that."""
 
@@ -156,6 +168,13 @@ class SchemaMismatch(StoreError):
     code = "schema_mismatch"
 
 
+class StoreDamaged(StoreError):
+    """The fleet's file is damaged or not safe to open (malformed, a link, or not shoal's);
+    nothing was written to it."""
+
+    code = "store_damaged"
+
+
 class StoreUnavailable(StoreError):
     """The store did not answer; the call changed nothing and may be retried."""
 
@@ -169,12 +188,21 @@ class WriteConflict(StoreUnavailable):
     code = "write_conflict"
 
 
+class AddressUnavailable(ShoalError):
+    """A server could not listen on that address (in use, or not this machine's); nothing
+    was started."""
+
+    code = "address_unavailable"
+
+
 #: How each error ends a CLI command. The most specific class listed wins.
 EXIT_CODES: dict[type[ShoalError], int] = {
     ShoalError: 2,
     BadInput: 2,
     StoreError: 2,  # retrying cannot help: point at a real fleet
-    StoreUnavailable: 4,  # the only retryable one
+    StoreUnavailable: 4,  # retryable: a passing fault
+    StoreDamaged: 5,  # never retry: repair or restore the file
+    AddressUnavailable: 4,  # retryable once the port is free
     Conflict: 3,
 }
 
