@@ -95,15 +95,15 @@ def test_json_is_one_document_of_named_checks(doctor: Doctor) -> None:
     assert doctor("--json", "doctor").data["checks"] == data["checks"]  # before or after
 
 
-def test_a_truncated_sqlite_file_is_named_and_exits_2(doctor: Doctor, db: Path) -> None:
+def test_a_truncated_sqlite_file_is_named_damaged_and_exits_5(doctor: Doctor, db: Path) -> None:
     os.truncate(db, 100)
     result = doctor("doctor")
-    assert result.code == 2, result
+    assert result.code == 5, result
     (line, fix) = lines_of(result, "store")
-    assert line.startswith("✘ ") and str(db) in line and "not a usable shoal fleet" in line
-    assert "restore the file from a backup" in fix
+    assert line.startswith("✘ ") and str(db) in line and "is damaged" in line
+    assert "from a backup" in fix
     as_json = doctor("doctor", "--json")
-    assert as_json.code == 2 and as_json.data["ok"] is False
+    assert as_json.code == 5 and as_json.data["ok"] is False
     assert as_json.data["checks"][0]["name"] == "store"
 
 
