@@ -205,6 +205,6 @@ def refuse_if_marked(database: Path) -> None:
         f"{database} was found damaged ({seen or 'see ' + str(marker)}); shoal writes "
         "nothing to it until it is checked",
         hint="run `shoal doctor`: it checks the file and removes the mark once it is sound; "
-        f"if it is not, restore {database} from a backup (with every shoal process of "
-        "the fleet stopped), then run `shoal doctor` again",
+        f"if it is not, stop every shoal process of the fleet, restore {database} from a "
+        "backup (deleting its -wal and -shm files), then run `shoal doctor` again",
     )

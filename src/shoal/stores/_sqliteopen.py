@@ -166,8 +166,9 @@ def translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
         _files.mark_damaged(path, text)
         return StoreDamaged(
             f"the fleet at {path} is damaged ({text}); nothing was written",
-            hint="run `shoal doctor` to check it; if it is damaged, restore "
-            f"{path} from a backup (with every shoal process of the fleet stopped)",
+            hint="run `shoal doctor` to check it; if it is damaged, stop every shoal "
+            f"process of the fleet and restore {path} from a backup (deleting its -wal and "
+            "-shm files)",
         )
     if "unable to open" in text:
         return StoreNotFound(f"cannot open the fleet at {path} ({text})", hint="check the path")

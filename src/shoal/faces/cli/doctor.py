@@ -234,8 +234,9 @@ def _integrity_check(db: Path) -> Check:
     except sqlite3.Error as exc:
         rows = [str(exc)]
     restore = (
-        f"stop every shoal process of the fleet, restore {db} from a backup (or recover "
-        f"what SQLite can: `sqlite3 {db} .recover | sqlite3 fixed.db`), then `shoal doctor`"
+        f"stop every shoal process of the fleet, restore {db} from a backup and delete its "
+        f"-wal and -shm files (or recover what SQLite can: `sqlite3 {db} .recover | sqlite3 "
+        "fixed.db`), then run `shoal doctor` again"
     )
     if rows != ["ok"]:
         found = "; ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
@@ -427,14 +428,14 @@ def run_checks(url: str | None) -> list[Check]:
     .shoal/fleet.db). The file checks of a SQLite fleet run even when it cannot be opened:
     a full disk or a bad lock file may be why."""
     url = url or os.environ.get("SHOAL_STORE", "").strip() or None
-    given = _sqlite_file(url)
+    given = _sqlite_file(url) if url else _nearest_fleet()
     # First, so that a fleet marked damaged and since restored opens again below, and
     # so that the modes are seen as they were before this opening narrowed them.
     integrity = _integrity_check(given) if given is not None and _is_file(given) else None
     loose = _loose_files(given) if given is not None and _is_file(given) else []
     fleet, checks = _open(url)
     try:
-        db = _sqlite_file(fleet.url if fleet is not None else url)
+        db = _sqlite_file(fleet.url) if fleet is not None else given
         if db is not None and _is_file(db):
             checks += [_lock_check(db), _disk_check(db), _modes_check(db, loose)]
             checks.append(integrity if integrity is not None else _integrity_check(db))
@@ -446,6 +447,17 @@ def run_checks(url: str | None) -> list[Check]:
         if fleet is not None:
             fleet.close()
     return checks
+
+
+def _nearest_fleet() -> Path | None:
+    """``.shoal/fleet.db`` in the nearest folder that has one, as the store finds it when
+    no URL is given (doctor looks at its files before opening it)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / ".shoal" / "fleet.db"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _is_file(path: Path) -> bool:
