@@ -43,8 +43,9 @@ def db(tmp_path: Path) -> Path:
 
 
 def refused(path: Path, *words: str, read_only: bool = False) -> StoreDamaged:
+    reader = {"read_only": True} if read_only else {}
     with pytest.raises(StoreDamaged) as caught:
-        Fleet.open(f"sqlite://{path}", create=False, read_only=read_only)
+        Fleet.open(f"sqlite://{path}", create=False, **reader)
     assert exit_code_for(caught.value) == 5
     for word in words:
         assert word in str(caught.value), caught.value
@@ -179,7 +180,8 @@ def frozen(db: Path) -> Iterator[Path]:
     there), as on a read-only mount; only the database is in it."""
     for side in ("-wal", "-shm", ".lock"):
         Path(f"{db}{side}").unlink(missing_ok=True)
-    if subprocess.run(["chattr", "+i", str(db.parent)], capture_output=True).returncode:
+    made = subprocess.run(["chattr", "+i", str(db.parent)], capture_output=True, check=False)
+    if made.returncode:
         pytest.skip("chattr +i is not available here")
     try:
         yield db
@@ -212,9 +214,11 @@ def damage(db: Path) -> None:
 
 def test_damage_found_by_a_read_is_store_damaged_and_keeps_writers_away(db: Path) -> None:
     damage(db)
-    with Fleet.open(f"sqlite://{db}", create=False, read_only=True) as reader:
-        with pytest.raises(StoreDamaged) as caught:
-            reader.tasks()
+    with (
+        Fleet.open(f"sqlite://{db}", create=False, read_only=True) as reader,
+        pytest.raises(StoreDamaged) as caught,
+    ):
+        reader.tasks()
     assert exit_code_for(caught.value) == 5 and "doctor" in (caught.value.hint or "")
     assert Path(f"{db}.damaged").exists()
     before = digest(db)
