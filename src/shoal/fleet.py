@@ -154,7 +154,8 @@ class Fleet:
         uses it so a mistyped path is an error, not a new empty fleet). ``read_only=True``
         is for looking (the CLI's list, status, events...): on SQLite the fleet opens
         without the writer queue, so a stuck writer cannot hold it up, and works on a
-        read-only disk; it creates nothing, and any change raises ``StoreError``.
+        read-only disk; it creates nothing, and any change raises ``StoreError``. Other
+        stores open as usual.
         """
         store = open_store(url, create=create and not read_only, read_only=read_only)
         return cls(store, clock=clock, rng=rng)

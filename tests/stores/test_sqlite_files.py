@@ -226,3 +226,15 @@ def test_damage_found_by_a_read_is_store_damaged_and_keeps_writers_away(db: Path
     assert digest(db) == before
     with Fleet.open(f"sqlite://{db}", create=False, read_only=True) as reader:
         assert reader.agents() == []  # what is still readable can be read
+
+
+def test_a_new_fleet_refused_leaves_no_database_behind(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(SECRET)
+    db = tmp_path / "new" / "fleet.db"
+    db.parent.mkdir()
+    Path(f"{db}.lock").symlink_to(victim)
+    with pytest.raises(StoreDamaged):
+        Fleet.init(f"sqlite://{db}")
+    assert sorted(p.name for p in db.parent.iterdir()) == ["fleet.db.lock"]
+    assert victim.read_bytes() == SECRET

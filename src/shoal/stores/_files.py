@@ -140,17 +140,19 @@ def open_private(
     return fd
 
 
-def create_private(path: Path) -> None:
+def create_private(path: Path) -> bool:
     """Create the empty file ``path`` 0600 unless something is there already (SQLite
-    takes an empty file for a new database, and gives its -wal and -shm files its mode)."""
+    takes an empty file for a new database, and gives its -wal and -shm files its mode).
+    Whether this call made it."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     except FileExistsError:
-        return
+        return False
     try:
         os.fchmod(fd, FILE_MODE)
     finally:
         os.close(fd)
+    return True
 
 
 def narrow(path: Path, what: str) -> None:

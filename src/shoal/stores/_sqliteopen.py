@@ -112,19 +112,17 @@ def _check_files(path: Path, writer: bool) -> None:
 
 def prepare_writer(path: Path, create: bool) -> bool:
     """Before a writer connects: refuse a fleet marked damaged; make the folder and an
-    empty database, both private, if ``create`` allows. Whether the database is new."""
-    fresh = not os.path.lexists(path)
-    if fresh and not create:
-        return True
-    if not fresh:
+    empty database, both private, if ``create`` allows. Whether it made the database."""
+    if os.path.lexists(path):
         _files.refuse_if_marked(path)
+        return False
+    if not create:
         return False
     try:
         _files.make_folder(path.parent)
-        _files.create_private(path)
+        return _files.create_private(path)
     except OSError as exc:
         raise StoreNotFound(f"cannot create a fleet at {path}: {exc.strerror}") from exc
-    return True
 
 
 def connect(path: Path, *, read_only: bool, timeout: float) -> sqlite3.Connection:
@@ -136,7 +134,7 @@ def connect(path: Path, *, read_only: bool, timeout: float) -> sqlite3.Connectio
         return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
     conn = _uri_connect(path, "mode=ro", timeout)
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn.execute("PRAGMA schema_version").fetchone()  # the first read opens the WAL
         return conn
     except sqlite3.OperationalError as exc:
         if "unable to open" not in str(exc):

@@ -25,9 +25,14 @@ queue depths are kept by triggers. Statements are cached by the driver; a statem
 many rows (the events a transaction held back, say) is one ``executemany`` of it, with no
 round trip to save.
 
-Errors from the driver are translated here: a busy or broken database becomes
-``StoreUnavailable``, a file that is not a fleet becomes ``StoreError``, a schema from
-another version ``SchemaMismatch``.
+Files and errors
+----------------
+The fleet's files are private and never reached through a link (``_files``); writers and
+readers come in by different ways (``_sqliteopen``): a store opened ``read_only`` takes no
+writer's turn and creates nothing, so `shoal list` answers while a writer is stuck and on a
+read-only disk. Errors from the driver are translated there: a busy or broken database
+becomes ``StoreUnavailable``, a damaged one ``StoreDamaged``, a file that is not a fleet
+``StoreError``, a schema from another version ``SchemaMismatch``.
 """
 
 from __future__ import annotations
@@ -151,8 +156,8 @@ class SqliteDialect(Dialect):
                 f"there is no fleet at {self.path}",
                 hint=f"create it with `shoal init --store {url}`, or check the path",
             )
-        if not read_only:
-            _sqliteopen.prepare_writer(self.path, create)
+        # The database this opening made, removed again if the opening fails.
+        self._made = not read_only and _sqliteopen.prepare_writer(self.path, create)
         self._mutex = threading.RLock()
         self._checkpointer: threading.Thread | None = None
         self._synchronous = _SYNCHRONOUS[synchronous.lower()]
@@ -259,6 +264,10 @@ class SqliteDialect(Dialect):
         self.close()
         if not self._lock_existed and not self.read_only:
             self._lock_path.unlink(missing_ok=True)  # no trace beside a file not our fleet
+        if getattr(self, "_made", False):
+            with suppress(OSError):
+                if os.path.getsize(self.path) == 0:  # still the empty file this made
+                    self.path.unlink()
         if isinstance(exc, sqlite3.DatabaseError):
             return _sqliteopen.translate(exc, self.path)
         return exc
