@@ -261,10 +261,11 @@ class SqliteDialect(Dialect):
 
     def abandon(self, exc: BaseException) -> BaseException:
         log.debug("could not open the fleet at %s: %r", self.path, exc)
+        connected = getattr(self, "conn", None) is not None
         self.close()
         if not self._lock_existed and not self.read_only:
             self._lock_path.unlink(missing_ok=True)  # no trace beside a file not our fleet
-        if getattr(self, "_made", False):
+        if getattr(self, "_made", False) and not connected:
             with suppress(OSError):
                 if os.path.getsize(self.path) == 0:  # still the empty file this made
                     self.path.unlink()
