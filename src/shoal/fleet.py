@@ -145,14 +145,20 @@ class Fleet:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         create: bool = True,
+        read_only: bool = False,
     ) -> Fleet:
         """Open the fleet at ``url`` (``memory://``, ``sqlite:///path``).
 
         Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder that
         has one. ``create=False`` refuses to create a fleet that does not exist yet (the CLI
-        uses it so a mistyped path is an error, not a new empty fleet).
+        uses it so a mistyped path is an error, not a new empty fleet). ``read_only=True``
+        is for looking (the CLI's list, status, events...): on SQLite the fleet opens
+        without the writer queue, so a stuck writer cannot hold it up, and works on a
+        read-only disk; it creates nothing, and any change raises ``StoreError``. Other
+        stores open as usual.
         """
-        return cls(open_store(url, create=create), clock=clock, rng=rng)
+        store = open_store(url, create=create and not read_only, read_only=read_only)
+        return cls(store, clock=clock, rng=rng)
 
     @classmethod
     def init(cls, url: str | None = None, *, clock: Clock | None = None) -> Fleet:

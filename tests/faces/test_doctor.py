@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ DOCTOR_CLI = (
     "from shoal.faces.cli.doctor import add_doctor_commands; "
     "'doctor' in cli.commands or add_doctor_commands(cli); main()"
 )
-CHECK_NAMES = ["store", "schema", "lock_file", "disk_space"]
+CHECK_NAMES = ["store", "schema", "lock_file", "disk_space", "file_modes", "integrity"]
 STATE_NAMES = ["stale_leases", "paused_agents", "dead_tasks", "stalled_tasks"]
 
 
@@ -79,7 +80,7 @@ def test_a_healthy_fleet_passes_every_check(doctor: Doctor) -> None:
     checks = [line for line in result.out.splitlines() if line[:2] in ("✔ ", "✘ ")]
     assert len(checks) == len(CHECK_NAMES + STATE_NAMES), result.out
     assert all(line.startswith("✔ ") for line in checks), result.out
-    assert result.out.splitlines()[-1] == "all 8 checks passed"
+    assert result.out.splitlines()[-1] == "all 10 checks passed"
     assert "\x1b" not in result.out and "│" not in result.out  # plain lines: it pipes
 
 
@@ -95,15 +96,15 @@ def test_json_is_one_document_of_named_checks(doctor: Doctor) -> None:
     assert doctor("--json", "doctor").data["checks"] == data["checks"]  # before or after
 
 
-def test_a_truncated_sqlite_file_is_named_and_exits_2(doctor: Doctor, db: Path) -> None:
+def test_a_truncated_sqlite_file_is_named_damaged_and_exits_5(doctor: Doctor, db: Path) -> None:
     os.truncate(db, 100)
     result = doctor("doctor")
-    assert result.code == 2, result
+    assert result.code == 5, result
     (line, fix) = lines_of(result, "store")
-    assert line.startswith("✘ ") and str(db) in line and "not a usable shoal fleet" in line
-    assert "restore the file from a backup" in fix
+    assert line.startswith("✘ ") and str(db) in line and "is damaged" in line
+    assert "from a backup" in fix
     as_json = doctor("doctor", "--json")
-    assert as_json.code == 2 and as_json.data["ok"] is False
+    assert as_json.code == 5 and as_json.data["ok"] is False
     assert as_json.data["checks"][0]["name"] == "store"
 
 
@@ -160,7 +161,7 @@ def test_dead_tasks_and_a_paused_agent_exit_3_with_their_fixes(doctor: Doctor, d
     assert paused.startswith("✘ ") and "ada" in paused
     assert "`shoal agent resume ada`" in paused_fix
     assert lines_of(result, "store")[0].startswith("✔ ")
-    assert result.out.splitlines()[-1] == "2 of 8 checks failed"
+    assert result.out.splitlines()[-1] == "2 of 10 checks failed"
     data = doctor("doctor", "--json").data
     assert data["ok"] is False
     assert {c["name"] for c in data["checks"] if not c["ok"]} == {"dead_tasks", "paused_agents"}
@@ -180,15 +181,30 @@ def test_a_lease_nobody_reaped_says_to_reap(doctor: Doctor, db: Path) -> None:
     assert "`shoal reap`" in fix
 
 
-def test_a_world_writable_lock_file_fails(doctor: Doctor, db: Path) -> None:
+def test_a_world_writable_lock_file_is_reported_and_narrowed(doctor: Doctor, db: Path) -> None:
     lock = Path(f"{db}.lock")
     assert lock.exists()
     lock.chmod(0o666)
     result = doctor("doctor")
+    assert result.code == 0, result
+    line = lines_of(result, "file_modes")[0]
+    assert line.startswith("✔ ") and f"{lock} (0666)" in line and "narrowed" in line
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_another_users_loose_lock_file_fails(doctor: Doctor, db: Path) -> None:
+    lock = Path(f"{db}.lock")
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    os.chown(lock, 4321, 4321)
+    lock.chmod(0o666)
+    result = doctor("doctor")
     assert result.code == 3, result
-    line, fix = lines_of(result, "lock_file")
-    assert line.startswith("✘ ") and "writable by every user" in line
-    assert f"`chmod o-w {lock}`" in fix
+    line, fix = lines_of(result, "file_modes")
+    assert line.startswith("✘ ") and f"{lock} (0666)" in line
+    assert "chmod 600" in fix
+    assert lines_of(result, "lock_file")[0].startswith("✘ ")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o666  # not ours to change
 
 
 def test_a_newer_schema_fails_the_schema_check(doctor: Doctor, db: Path) -> None:

@@ -79,8 +79,10 @@ def sqlite_url(path: Path | str) -> str:
     return f"sqlite://{Path(path).resolve()}"
 
 
-def open_store(url: str | None, *, create: bool = True) -> Store:
-    """Open the store at ``url`` (see the module docstring)."""
+def open_store(url: str | None, *, create: bool = True, read_only: bool = False) -> Store:
+    """Open the store at ``url`` (see the module docstring). ``read_only`` is a promise
+    to only look: a SQLite fleet is then opened without the writer queue and works on a
+    read-only disk (see ``_sqliteopen``); other stores ignore it."""
     url = (url or default_store_url()).strip()
     if url.startswith("memory://"):
         from shoal.stores.memory import MemoryStore
@@ -90,7 +92,9 @@ def open_store(url: str | None, *, create: bool = True) -> Store:
         from shoal.stores.sqlite import SqliteStore
 
         path, options = _sqlite_target(url)
-        return SqliteStore(path, url=url, create=create, **options)
+        return SqliteStore(
+            path, url=url, create=create and not read_only, read_only=read_only, **options
+        )
     scheme = url.split(":", 1)[0] if ":" in url else ""
     if scheme in ("postgres", "postgresql"):
         from shoal.stores.postgres import PostgresStore

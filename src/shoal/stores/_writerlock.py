@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from shoal.errors import StoreDamaged
+from shoal.stores._files import open_private
+
 __all__ = ["WriterLock", "open_writer_lock"]
 
 _MAGIC = b"shoal-writer-q1\0"
@@ -91,7 +94,7 @@ class _Flock:
     fair = False
 
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_private(path, _WHAT, fix=_reset_hint(path))
 
     def acquire(self, timeout: float) -> bool:
         # flock cannot time out, so poll with a short, growing pause until the deadline.
@@ -129,7 +132,7 @@ class _RobustMutex:
     def __init__(self, path: Path, libc: ctypes.CDLL) -> None:
         self._libc = libc
         self._path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = open_private(path, _WHAT, fix=_reset_hint(path))
         try:
             self._map = self._attach()
         except BaseException:
@@ -156,6 +159,7 @@ class _RobustMutex:
             except BlockingIOError:
                 alone = False
             if alone:
+                self._refuse_foreign(fd)
                 log.debug("setting up the writer queue at %s (its first user)", self._path)
                 os.ftruncate(fd, _FILE_SIZE)
                 shared = mmap.mmap(fd, _FILE_SIZE)
@@ -171,6 +175,23 @@ class _RobustMutex:
             return shared
         finally:
             fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+
+    def _refuse_foreign(self, fd: int) -> None:
+        """The first opener resets the queue only if the file is shoal's: empty (just
+        made), marked as a queue, or a queue whose setting-up was cut short (the mark is
+        cleared first and written last, see ``_initialise``). Anything else is someone
+        else's data, and is left as it is."""
+        size = os.fstat(fd).st_size
+        if not size:
+            return
+        head = os.pread(fd, len(_MAGIC), 0)
+        if head == _MAGIC or (size == _FILE_SIZE and not head.strip(b"\0")):
+            return
+        raise StoreDamaged(
+            f"{self._path} is not a shoal writer queue (its content is not shoal's); "
+            "shoal leaves it as it is and writes nothing",
+            hint=_reset_hint(self._path),
+        )
 
     def _initialise(self, shared: mmap.mmap) -> None:
         libc = self._libc
@@ -251,6 +272,16 @@ class _RobustMutex:
         self._map.close()
         os.close(self._fd)  # drops our shared flock: we are no longer a user
         self._fd = -1
+
+
+_WHAT = "the writer queue's lock file"
+
+
+def _reset_hint(path: Path) -> str:
+    return (
+        f"stop the fleet's shoal processes, then move it away (`mv {path} {path}.bak`); "
+        "the next writer makes a new one"
+    )
 
 
 def _glibc() -> ctypes.CDLL | None:

@@ -25,14 +25,18 @@ queue depths are kept by triggers. Statements are cached by the driver; a statem
 many rows (the events a transaction held back, say) is one ``executemany`` of it, with no
 round trip to save.
 
-Errors from the driver are translated here: a busy or broken database becomes
-``StoreUnavailable``, a file that is not a fleet becomes ``StoreError``, a schema from
-another version ``SchemaMismatch``.
+Files and errors
+----------------
+The fleet's files are private and never reached through a link (``_files``); writers and
+readers come in by different ways (``_sqliteopen``): a store opened ``read_only`` takes no
+writer's turn and creates nothing, so `shoal list` answers while a writer is stuck and on a
+read-only disk. Errors from the driver are translated there: a busy or broken database
+becomes ``StoreUnavailable``, a damaged one ``StoreDamaged``, a file that is not a fleet
+``StoreError``, a schema from another version ``SchemaMismatch``.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import os
@@ -53,6 +57,7 @@ from shoal.errors import (
     StoreNotFound,
     StoreUnavailable,
 )
+from shoal.stores import _sqliteopen
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores._writerlock import WriterLock, open_writer_lock
@@ -87,9 +92,10 @@ class SqliteStore(SqlStore):
         create: bool = True,
         synchronous: str = "normal",
         busy_timeout: str | float = 30.0,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
-        dialect = SqliteDialect(self.path, url, create, synchronous, busy_timeout)
+        dialect = SqliteDialect(self.path, url, create, synchronous, busy_timeout, read_only)
         super().__init__(dialect, url, create=create)
 
     @property
@@ -113,11 +119,18 @@ class SqliteDialect(Dialect):
     pool_per_skillset = True
     upgrade_hint = "upgrade shoal (pip install -U shoal) on this machine"
     no_params = ()
+    errors = (sqlite3.DatabaseError,)
     log = log
     version_word = "schema version"
 
     def __init__(
-        self, path: Path, url: str, create: bool, synchronous: str, busy_timeout: str | float
+        self,
+        path: Path,
+        url: str,
+        create: bool,
+        synchronous: str,
+        busy_timeout: str | float,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.url = url
@@ -136,19 +149,15 @@ class SqliteDialect(Dialect):
                 f"busy_timeout={busy_timeout!r} is not a number of seconds from 0 to 3600",
                 hint="e.g. ?busy_timeout=5",
             ) from None
-        fresh = not self.path.exists()
+        self.read_only = read_only
+        fresh = not os.path.lexists(self.path)
         if fresh and not create:
             raise StoreNotFound(
                 f"there is no fleet at {self.path}",
                 hint=f"create it with `shoal init --store {url}`, or check the path",
             )
-        if fresh:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreNotFound(
-                    f"cannot create a fleet at {self.path}: {exc.strerror}"
-                ) from exc
+        # The database this opening made, removed again if the opening fails.
+        self._made = not read_only and _sqliteopen.prepare_writer(self.path, create)
         self._mutex = threading.RLock()
         self._checkpointer: threading.Thread | None = None
         self._synchronous = _SYNCHRONOUS[synchronous.lower()]
@@ -156,22 +165,28 @@ class SqliteDialect(Dialect):
         # connections' commits), so threads sharing this store hear of them here.
         self._commits_here = threading.Condition()
         self._commits = 0
-        self._counted: Path | None = _count_open(self.path)  # (header checked if first)
         self._timeout = timeout
         self._lock_path = Path(f"{self.path}.lock")
-        self._lock_existed = self._lock_path.exists()
+        self._lock_existed = os.path.lexists(self._lock_path)
+        self._counted: Path | None = None
+        self.writer: WriterLock = _NoWriters(self.path)
         try:
-            self.writer = open_writer_lock(self._lock_path)
+            self._counted = _sqliteopen.count_open(self.path, writer=not read_only)
+            if not read_only:  # a reader takes no writer's turn, so needs no queue
+                self.writer = open_writer_lock(self._lock_path)
         except OSError as exc:
+            self.abandon(exc)
             raise StoreNotFound(f"cannot open a fleet at {self.path}: {exc.strerror}") from exc
+        except BaseException as exc:
+            self.abandon(exc)
+            raise
         self.capabilities = Capabilities(
             shared=True, durable=True, notifies=False, fair=self.writer.fair
         )
         try:
-            self.conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=timeout
-            )
-            self.conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self.conn = _sqliteopen.connect(self.path, read_only=read_only, timeout=timeout)
+            if not read_only:
+                self.conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             self.conn.execute("PRAGMA cache_size = -16000")
             self.conn.execute("PRAGMA temp_store = MEMORY")
             # Checkpoints copy the WAL back into the database and sync it: milliseconds.
@@ -189,7 +204,10 @@ class SqliteDialect(Dialect):
     # --------------------------------------------------------------- opening
 
     def opening(self) -> AbstractContextManager[sqlite3.Connection]:
-        """Under the write lock, so racing openers agree; outside a transaction."""
+        """Under the write lock, so racing openers agree; outside a transaction. A reader
+        only checks the schema (it never creates or migrates one), so it takes no turn."""
+        if self.read_only:
+            return _Holding(self._mutex, self.conn)
         return self._locked(self.conn)
 
     def foreign(self) -> StoreError:
@@ -207,7 +225,10 @@ class SqliteDialect(Dialect):
         )
 
     def before_migrating(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        if (
+            not self.read_only
+            and conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal"
+        ):
             conn.execute("PRAGMA journal_mode = WAL")
 
     def begin_migration(self, conn: sqlite3.Connection) -> None:
@@ -240,11 +261,26 @@ class SqliteDialect(Dialect):
 
     def abandon(self, exc: BaseException) -> BaseException:
         log.debug("could not open the fleet at %s: %r", self.path, exc)
+        connected = getattr(self, "conn", None) is not None
         self.close()
-        if not self._lock_existed:  # leave no trace beside a file that is not our fleet
-            self._lock_path.unlink(missing_ok=True)
+        if not self._lock_existed and not self.read_only:
+            self._lock_path.unlink(missing_ok=True)  # no trace beside a file not our fleet
+        if getattr(self, "_made", False) and not connected:
+            with suppress(OSError):
+                if os.path.getsize(self.path) == 0:  # still the empty file this made
+                    self.path.unlink()
         if isinstance(exc, sqlite3.DatabaseError):
-            return _translate(exc, self.path)
+            return _sqliteopen.translate(exc, self.path)
+        return exc
+
+    def translate(self, exc: Exception) -> Exception:
+        """A driver error in a verb: a damaged file, a busy or broken database, as the
+        shoal error it means (``_sqliteopen.translate``). Errors that mean a bug in shoal
+        (bad SQL, a broken constraint) are left as they are, to be reported."""
+        if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+            return exc
+        if isinstance(exc, sqlite3.DatabaseError):
+            return _sqliteopen.translate(exc, self.path)
         return exc
 
     # --------------------------------------------------------------- transactions
@@ -272,7 +308,7 @@ class SqliteDialect(Dialect):
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.DatabaseError as exc:
-            raise _translate(exc, self.path) from exc
+            raise _sqliteopen.translate(exc, self.path) from exc
 
     def pipeline(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
         return nullcontext()
@@ -281,7 +317,7 @@ class SqliteDialect(Dialect):
         try:
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            raise _translate(exc, self.path) from exc
+            raise _sqliteopen.translate(exc, self.path) from exc
 
     def rollback(self, conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
@@ -343,7 +379,7 @@ class SqliteDialect(Dialect):
         machine's byte order (SQLite's file format, walformat.html). It is read without a
         lock: a hint for when to checkpoint, nothing more."""
         try:
-            header = os.pread(_wal_index(self._counted), _SHM_HEADER, 0)
+            header = os.pread(_sqliteopen.wal_index(self._counted), _SHM_HEADER, 0)
         except OSError:
             return 0
         if len(header) < _SHM_HEADER:
@@ -416,10 +452,29 @@ class SqliteDialect(Dialect):
             self.writer = None  # type: ignore[assignment]
         counted, self._counted = getattr(self, "_counted", None), None
         if counted is not None:
-            with _OPEN_HERE_LOCK:
-                _OPEN_HERE[counted] -= 1
-                if not _OPEN_HERE[counted] and counted in _WAL_INDEX_HERE:
-                    os.close(_WAL_INDEX_HERE.pop(counted))  # no connection of ours is left
+            _sqliteopen.uncount(counted)
+
+
+class _NoWriters:
+    """The writer queue of a store opened read-only: there is none, and writing is a
+    mistake of the caller's (``Fleet.open(read_only=True)`` is for looking)."""
+
+    fair = False
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def acquire(self, timeout: float) -> bool:
+        raise StoreError(
+            f"the fleet at {self._path} was opened read-only here",
+            hint="open it without read_only to change it",
+        )
+
+    def release(self) -> None:
+        """Never taken, so never given back."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 class _WriterTurn:
@@ -478,60 +533,6 @@ def _numbered(
     return numbered, order
 
 
-#: How many stores of this process have each fleet file open. While one has, the file must
-#: not be opened here with plain ``open()``: closing any descriptor of a file drops every
-#: POSIX lock the process holds on it, SQLite's included, and another process could then
-#: take the database for unused and remove its WAL under the open connection.
-_OPEN_HERE: collections.Counter[Path] = collections.Counter()
-_OPEN_HERE_LOCK = threading.Lock()
-
-
-#: One read-only descriptor of each fleet's wal-index (the ``-shm`` file) per process, for
-#: ``_wal_backlog``: opened when first wanted, closed with the last store of this process on
-#: the fleet, never before -- SQLite's WAL locks, the one that says the file is in use
-#: included, are POSIX locks on that very file, and closing any descriptor of it drops them.
-_WAL_INDEX_HERE: dict[Path, int] = {}
-
-
-def _wal_index(key: Path | None) -> int:
-    """This process's descriptor of the wal-index of the fleet counted as ``key``."""
-    if key is None:
-        raise OSError("the fleet is closed")
-    with _OPEN_HERE_LOCK:
-        fd = _WAL_INDEX_HERE.get(key)
-        if fd is None:
-            fd = _WAL_INDEX_HERE[key] = os.open(f"{key}-shm", os.O_RDONLY)
-        return fd
-
-
-def _count_open(path: Path) -> Path:
-    """Count one more store of this process on ``path`` (the key returned), checking first
-    -- only when this process has the file open nowhere else -- that it is not foreign."""
-    key = path.resolve()
-    with _OPEN_HERE_LOCK:
-        if not _OPEN_HERE[key]:
-            _refuse_foreign_file(path)
-        _OPEN_HERE[key] += 1
-    return key
-
-
-def _refuse_foreign_file(path: Path) -> None:
-    """A file that is not a SQLite database at all is refused before anything is created
-    beside it."""
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(16)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}", hint="check the path") from exc
-    if header and header != b"SQLite format 3\x00":
-        raise StoreError(
-            f"{path} is not a usable shoal fleet (it is not a SQLite database)",
-            hint="point --store at a fleet, or at a new file to create one",
-        )
-
-
 def _statements(script: str) -> Iterator[str]:
     """The statements of a migration script, one by one (triggers included), so a
     migration runs inside one transaction instead of executescript's own commits."""
@@ -545,28 +546,3 @@ def _statements(script: str) -> Iterator[str]:
             buffer = ""
     if buffer.strip():
         raise ValueError(f"migration ends in an unfinished statement: {buffer[:60]!r}")
-
-
-def _translate(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
-    """The most specific shoal error for a driver error."""
-    text = str(exc)
-    if "file is not a database" in text or "malformed" in text:
-        return StoreError(
-            f"{path} is not a usable shoal fleet ({text})",
-            hint="point --store at a fleet, or restore the file from a backup",
-        )
-    if "unable to open" in text:
-        return StoreNotFound(f"cannot open the fleet at {path} ({text})", hint="check the path")
-    if "locked" in text or "busy" in text:
-        log.warning("the fleet at %s stayed locked by another program (%s)", path, text)
-        return StoreUnavailable(
-            f"the fleet at {path} stayed locked by another program ({text})",
-            hint="nothing was changed; try again",
-        )
-    if "readonly" in text or "read-only" in text:
-        return StoreError(
-            f"the fleet at {path} is read-only here ({text})", hint="check file permissions"
-        )
-    return StoreUnavailable(
-        f"the fleet at {path} failed: {text}", hint="nothing was changed; try again"
-    )

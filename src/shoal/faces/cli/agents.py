@@ -52,7 +52,7 @@ def register(
 @pass_app
 def agents(app: App) -> None:
     """Every agent the fleet knows. e.g. `shoal agents`, `shoal agents --json`."""
-    found = app.fleet().agents()
+    found = app.fleet(read_only=True).agents()
     none = "no agents yet: `shoal register AGENT --skill ...`"
     app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
 

@@ -58,10 +58,13 @@ class App:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self._fleet: Fleet | None = None
 
-    def fleet(self, create: bool = False) -> Fleet:
+    def fleet(self, create: bool = False, *, read_only: bool = False) -> Fleet:
+        """The fleet, opened on first use. Commands that only look pass ``read_only``: on
+        SQLite they then take no writer's turn, so a stuck writer cannot hold up `list` or
+        `status`, and they work on a read-only disk."""
         if self._fleet is None:
             self.refuse_memory()
-            self._fleet = Fleet.open(self.store, create=create)
+            self._fleet = Fleet.open(self.store, create=create, read_only=read_only)
         return self._fleet
 
     def refuse_memory(self) -> None:

@@ -4,25 +4,31 @@ Each check prints one line (✔ passed, ✘ failed, - not checked) with what it 
 under a failure the command or action that fixes it. The exit code says how it went, in
 the CLI's usual terms: 0 every check passed; 3 the fleet is usable but something needs a
 person (a conflict-like state: dead tasks, a paused agent, a bad lock file...); and when the
-store itself cannot be used, the code of that error (2 a bad URL, no fleet there, a broken
-file or another schema; 4 a store that did not answer, which retrying may fix).
+store itself cannot be used, the code of that error (2 a bad URL, no fleet there, a file
+that is not a fleet or another schema; 4 a store that did not answer, which retrying may
+fix; 5 a damaged file, or a fleet file that is a link or not shoal's).
 
 Doctor only looks: it changes nothing in the fleet (its write probe is a transaction that
-writes nothing), so it is safe to run against a fleet at work. Faces reach the store only
-through ``Fleet``, so the file checks of a SQLite fleet (its lock file, the disk it is on)
-read the path from the store URL and look at the files with ``os.stat``.
+writes nothing), so it is safe to run against a fleet at work. The one thing it may remove
+is the mark a SQLite fleet found damaged carries (``fleet.db.damaged``, which keeps writers
+away): when the file passes SQLite's own check again -- repaired, or restored from a
+backup -- doctor says so and takes the mark away. Faces reach the store only through
+``Fleet``, so the file checks of a SQLite fleet (its lock file, the modes of its files, the
+disk it is on, SQLite's integrity check on a read-only connection of doctor's own) read the
+path from the store URL and look at the files directly.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import click
 
@@ -166,6 +172,94 @@ def _lock_check(db: Path) -> Check:
             f"`chmod o-w {lock}`",
         )
     return Check("lock_file", True, f"{lock} is a regular file of yours, not world-writable")
+
+
+#: The files of a SQLite fleet beside its database, by suffix (the store names them so).
+_FLEET_FILES = ("", "-wal", "-shm", ".lock", ".lock-flock")
+#: The mark left beside a database found damaged (see shoal.stores._files).
+_DAMAGED = ".damaged"
+
+
+def _modes_check(db: Path, before: list[str]) -> Check:
+    """The fleet's files are readable by their owner alone: the database holds every lease
+    token. shoal makes them 0600 (and ``.shoal/`` 0700) and narrows older ones when a
+    writer opens the fleet -- doctor's own opening included, so ``before`` is what was
+    loose before it opened the fleet; a file of another user's stays as it is."""
+    loose = _loose_files(db)
+    if not loose and before:
+        return Check(
+            "file_modes",
+            True,
+            f"were open to other users, now narrowed to the owner alone: {_names(before)}",
+        )
+    if not loose:
+        return Check("file_modes", True, "the fleet's files are readable by their owner only")
+    return Check(
+        "file_modes",
+        False,
+        f"open to other users, who could read every lease token: {_names(loose)}",
+        f"`chmod 600 {db}*` as their owner (and `chmod 700` its .shoal folder); a shoal "
+        "command that writes to the fleet, run by its owner, also narrows its files",
+    )
+
+
+def _loose_files(db: Path) -> list[str]:
+    """The fleet's files (and its .shoal folder) that others may read or write."""
+    loose: list[str] = []
+    for suffix in _FLEET_FILES:
+        place = Path(f"{db}{suffix}")
+        try:
+            info = os.lstat(place)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) & 0o077:
+            loose.append(f"{place} ({stat.S_IMODE(info.st_mode):04o})")
+    folder = db.parent
+    if folder.name == ".shoal" and stat.S_IMODE(os.stat(folder).st_mode) & 0o077:
+        loose.append(f"{folder}/ ({stat.S_IMODE(os.stat(folder).st_mode):04o})")
+    return loose
+
+
+def _integrity_check(db: Path) -> Check:
+    """SQLite's own check of the database (``PRAGMA quick_check``), on a read-only
+    connection: it finds damage that a query might meet only later. A fleet marked damaged
+    whose file now passes (repaired or restored) has the mark taken away."""
+    marker = Path(f"{db}{_DAMAGED}")
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        rows = [str(exc)]
+    restore = (
+        f"stop every shoal process of the fleet, restore {db} from a backup and delete its "
+        f"-wal and -shm files (or recover what SQLite can: `sqlite3 {db} .recover | sqlite3 "
+        "fixed.db`), then run `shoal doctor` again"
+    )
+    if rows != ["ok"]:
+        found = "; ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        if "locked" in found or "busy" in found:
+            return Check("integrity", True, f"not checked: {found}", skipped=True)
+        return Check("integrity", False, f"{db} is damaged: {found}", restore, exit_code=5)
+    if os.path.lexists(marker):
+        try:
+            marker.unlink()
+        except OSError as exc:
+            return Check(
+                "integrity",
+                False,
+                f"{db} passes SQLite's check, but its damage mark {marker} stays: {exc.strerror}",
+                f"`rm {marker}`",
+            )
+        return Check(
+            "integrity",
+            True,
+            f"{db} passes SQLite's check now; the mark an earlier error left was taken away, "
+            "so writers may use it again",
+        )
+    return Check("integrity", True, "the database passes SQLite's quick_check")
 
 
 def _disk_check(db: Path) -> Check:
@@ -334,11 +428,17 @@ def run_checks(url: str | None) -> list[Check]:
     .shoal/fleet.db). The file checks of a SQLite fleet run even when it cannot be opened:
     a full disk or a bad lock file may be why."""
     url = url or os.environ.get("SHOAL_STORE", "").strip() or None
+    given = _sqlite_file(url) if url else _nearest_fleet()
+    # First, so that a fleet marked damaged and since restored opens again below, and
+    # so that the modes are seen as they were before this opening narrowed them.
+    integrity = _integrity_check(given) if given is not None and _is_file(given) else None
+    loose = _loose_files(given) if given is not None and _is_file(given) else []
     fleet, checks = _open(url)
     try:
-        db = _sqlite_file(fleet.url if fleet is not None else url)
-        if db is not None and db.exists():
-            checks += [_lock_check(db), _disk_check(db)]
+        db = _sqlite_file(fleet.url) if fleet is not None else given
+        if db is not None and _is_file(db):
+            checks += [_lock_check(db), _disk_check(db), _modes_check(db, loose)]
+            checks.append(integrity if integrity is not None else _integrity_check(db))
         if fleet is not None:
             if fleet.url.startswith(("postgres:", "postgresql:")):
                 checks.append(_clock_check(fleet))
@@ -347,6 +447,25 @@ def run_checks(url: str | None) -> list[Check]:
         if fleet is not None:
             fleet.close()
     return checks
+
+
+def _nearest_fleet() -> Path | None:
+    """``.shoal/fleet.db`` in the nearest folder that has one, as the store finds it when
+    no URL is given (doctor looks at its files before opening it)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / ".shoal" / "fleet.db"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file, not through a link (a link is the store check's to report)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def exit_code(checks: list[Check]) -> int:
@@ -396,13 +515,15 @@ def _echo(text: str) -> None:
 @click.pass_obj
 def doctor(shared: _Shared) -> None:
     """Check the fleet: the store answers and takes writes, its schema is current, (SQLite)
-    its lock file is sound and its disk has room, (PostgreSQL) the server's clock, and its
+    its lock file is sound, its disk has room, its files are private and the database
+    passes SQLite's integrity check, (PostgreSQL) the server's clock, and its
     work: expired leases nobody reaped, agents the circuit breaker paused, dead and stalled
     tasks. Each failure comes with the command that fixes it. Changes nothing.
 
     \b
     Exit: 0 all passed, 3 something needs a fix, 2 no usable fleet there (a bad URL, no
-    fleet, a broken file, another schema), 4 the store did not answer (retry).
+    fleet, another schema), 4 the store did not answer (retry), 5 the fleet's file is
+    damaged or unsafe (restore it from a backup).
     e.g.  shoal doctor && echo healthy;  shoal doctor --json | jq '.checks[] | select(.ok|not)'
     """
     checks = run_checks(shared.store)

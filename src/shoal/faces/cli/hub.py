@@ -44,9 +44,9 @@ def status(app: App, watch: bool, interval: str) -> None:
     if watch:
         from shoal.faces.cli.watch import watch_status
 
-        watch_status(app.fleet(), app.out, parse_duration(interval, "--interval"))
+        watch_status(app.fleet(read_only=True), app.out, parse_duration(interval, "--interval"))
         return
-    snapshot = app.fleet().status()
+    snapshot = app.fleet(read_only=True).status()
     app.emit(snapshot.to_dict(), render.status_view(snapshot))
 
 
@@ -97,7 +97,7 @@ def events(
 ) -> None:
     """The event log: the newest --tail events, newest last (every state change is one
     event). e.g. `shoal events -n 20 --follow`, `shoal events --task 12`."""
-    fleet = app.fleet()
+    fleet = app.fleet(read_only=True)
     found = fleet.events(since, task=task, agent=agent, limit=limit, newest=True)
     if not follow:
         table = render.events_table(found, app.now())
@@ -133,7 +133,7 @@ def config() -> None:
 def config_get(app: App, name: str | None) -> None:
     """Show all settings with their defaults and meaning, or one: `shoal config get
     lease_ttl`. Durations read 10m, 1h30m; JSON gives seconds."""
-    settings = app.fleet().settings()
+    settings = app.fleet(read_only=True).settings()
     if name is None:
         app.emit(settings.to_dict(), render.settings_table(settings))
         return

@@ -226,7 +226,7 @@ def _fleet_url(given: str | None) -> str | None:
             hint="use a fleet on disk: shoal init, or --store sqlite:///path/fleet.db",
         )
     try:
-        fleet = Fleet.open(given, create=False)
+        fleet = Fleet.open(given, create=False, read_only=True)
     except StoreNotFound:
         if given:
             raise

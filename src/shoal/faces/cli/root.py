@@ -7,6 +7,7 @@ Exit codes (the same for every command):
     2  bad input: a malformed priority, an unknown agent or task, a broken store URL...
     3  lease lost or conflict: a stale token, a full fleet, a finished task
     4  the store is unavailable; nothing changed and the command may be retried
+    5  the store is damaged or unsafe to open; nothing was written (see `shoal doctor`)
    70  an internal error: a bug in shoal (SHOAL_DEBUG=1 shows the traceback)
 
 With ``--json`` (before or after the command name) every command prints one JSON document

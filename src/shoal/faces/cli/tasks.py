@@ -158,7 +158,7 @@ def add(
 @pass_app
 def ready(app: App, agent: str | None, limit: int) -> None:
     """Pending tasks, in the order a claim would take them. e.g. `shoal ready --agent ada`."""
-    tasks = app.fleet().ready(agent, limit=limit)
+    tasks = app.fleet(read_only=True).ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title), empty=none)
@@ -170,7 +170,7 @@ def ready(app: App, agent: str | None, limit: int) -> None:
 @pass_app
 def show(app: App, task_id: int) -> None:
     """One task in full: fields, dependencies and history, e.g. `shoal show 12`."""
-    detail = app.fleet().show(task_id)
+    detail = app.fleet(read_only=True).show(task_id)
     app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
 
 
@@ -182,7 +182,7 @@ def show(app: App, task_id: int) -> None:
 @pass_app
 def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
     """Tasks, newest first. e.g. `shoal list --state dead`, `shoal list --agent ada`."""
-    tasks = app.fleet().tasks(state=state, agent=agent, limit=limit)
+    tasks = app.fleet(read_only=True).tasks(state=state, agent=agent, limit=limit)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
 
