@@ -343,6 +343,8 @@ class Place:
 def sqlite_place(args: argparse.Namespace) -> Iterator[Place]:
     import sqlite3
 
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="shoal-scale-", dir=args.dir))
     path = folder / "fleet.db"
 
