@@ -15,8 +15,10 @@ A session is one client connection: over stdio the server process, over streamab
   session takes the identity back after an earlier one left).
 - unpinned: a session holds the agents it registers with ``register_agent`` (its own; later
   calls act as the last one by default) and those it takes up by naming them in a call
-  (adopted). An agent another live session holds is refused (``AgentInUse``): one agent is
-  driven by one session, so a session cannot act on the work of another's agent.
+  (adopted). An agent someone else drives is refused (``AgentInUse``): one another live
+  session holds, or one holding tasks (as the store says) that this session did not take
+  it up with -- so a session cannot act on the work of another's agent, even one served by
+  another ``shoal mcp`` process.
 
 When the last session holding an agent ends (stdio EOF, the client closing, an HTTP session
 deleted or idle past its TTL, the server stopping), the agent leaves: a session's own agent
@@ -182,15 +184,23 @@ class FleetDesk:
             self._holders.setdefault(agent, set()).add(session)
 
     def _take(self, session: Session | None, agent: str) -> None:
-        """``session`` takes ``agent`` up, unless another live session holds it: then
-        ``AgentInUse`` (one agent, one session). A session of no connection (stateless HTTP)
-        holds nothing, but is refused an agent a session holds all the same."""
+        """``session`` takes ``agent`` up, unless someone else drives it: another live
+        session of this server holds it, or (read from the store, so it holds across
+        processes) it holds leases this session did not take it up with. Either way
+        ``AgentInUse``: one agent, one driver. A session of no connection (stateless HTTP)
+        holds nothing, but is refused such an agent all the same."""
+        if session is not None and session in self._holders.get(agent, ()):
+            return
+        try:
+            busy = bool(self.fleet.leases(agent))
+        except UnknownAgent:
+            busy = False  # not in the fleet (yet): the call itself says so, or registers it
         with self._lock:
             holders = self._holders.get(agent, set())
-            if holders - {session}:
+            if busy or holders - {session}:
                 raise AgentInUse(
-                    f"agent {agent!r} is in use by another MCP session; a session acts only "
-                    "as the agents it registered or took up itself",
+                    f"agent {agent!r} is driven by another session or process; a session "
+                    "acts only as the agents it registered, or took up while they held no task",
                     hint="register an agent of your own (register_agent), or pass the lease "
                     "token to finish a task you were handed",
                 )
