@@ -18,6 +18,7 @@ One HTTP server serves the whole module (on 0.0.0.0, with a token), so it starts
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,6 @@ pytest.importorskip("mcp")
 
 from shoal import Fleet, TaskState
 from shoal.faces.cli import main
-from shoal.faces.mcp.http_serving import TOKEN_ENV, plan_exposure
 from tests.faces.cli_support import ENV_NAMES, Result
 from tests.faces.mcp_support import (
     call,
@@ -45,6 +45,8 @@ from tests.faces.mcp_support import (
 pytestmark = pytest.mark.anyio
 
 TOKEN = "s3cret-token-for-the-fleet-0123456789"
+TOKEN_ENV = "SHOAL_MCP_TOKEN"
+SERVING = 30  # seconds: a `shoal mcp` that should have refused but serves is stopped then
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -198,12 +200,21 @@ def start(
     for name in (*ENV_NAMES, TOKEN_ENV):
         monkeypatch.delenv(name, raising=False)
 
+    def served(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"shoal mcp served for {SERVING} s instead of refusing to start")
+
     def run(*args: str, token: str | None = None) -> Result:
         with monkeypatch.context() as env:
             if token is not None:
                 env.setenv(TOKEN_ENV, token)
-            with pytest.raises(SystemExit) as stop:
-                main(["--store", url, "mcp", "--transport", "http", *args])
+            previous = signal.signal(signal.SIGALRM, served)
+            signal.alarm(SERVING)
+            try:
+                with pytest.raises(SystemExit) as stop:
+                    main(["--store", url, "mcp", "--transport", "http", *args])
+            finally:
+                signal.alarm(0)
+                signal.signal(signal.SIGALRM, previous)
         captured = capsys.readouterr()
         return Result(int(stop.value.code or 0), captured.out, captured.err)
 
@@ -255,6 +266,8 @@ def test_a_bad_port_or_an_address_that_cannot_be_bound_says_so(
 
 def test_a_token_file_is_read_and_never_shown(tmp_path: Path) -> None:
     """The exposure plan itself: a 0600 file's token is used, kept out of repr."""
+    from shoal.faces.mcp.http_serving import plan_exposure
+
     secret = tmp_path / "token"
     secret.write_text(TOKEN + "\n")
     os.chmod(secret, 0o600)
