@@ -330,7 +330,7 @@ class FleetDesk:
             raise AlreadyDone(f"task {task_id} is done already{by}; nothing was changed")
         held = self._held_lease(task) if task.state is TaskState.CLAIMED else None
         if token:
-            if held is not None and not mine and not hmac.compare_digest(held.token, token):
+            if held is not None and not mine and not _same(held.token, token):
                 raise LeaseLost(
                     f"lease lost: that token is not the lease of task {task_id}; nothing was "
                     "changed",
@@ -365,3 +365,9 @@ class FleetDesk:
         for lease in claim.leases:
             with contextlib.suppress(ShoalError):
                 self.fleet.release(lease)
+
+
+def _same(known: str, given: str) -> bool:
+    """Whether two tokens are equal, in time that does not depend on where they differ
+    (any text: ``compare_digest`` refuses non-ASCII ``str``)."""
+    return hmac.compare_digest(known.encode(), given.encode("utf-8", "surrogatepass"))
