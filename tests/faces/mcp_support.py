@@ -22,6 +22,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 SCRIPT = Path(sys.executable).with_name("shoal")
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.faces.cli"]
@@ -50,12 +51,19 @@ async def stdio_session(
 
 
 @asynccontextmanager
-async def http_session(endpoint: str, *, delete: bool = True) -> AsyncIterator[ClientSession]:
+async def http_session(
+    endpoint: str, *, delete: bool = True, token: str | None = None
+) -> AsyncIterator[ClientSession]:
     """A client connected to a running `shoal mcp --transport http` at ``endpoint``. Leaving
     the block ends the session with a DELETE, unless ``delete`` is false: then the client
-    just goes away, as a crashed one would."""
+    just goes away, as a crashed one would. ``token``: the bearer token it sends."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
-        streamable_http_client(endpoint, terminate_on_close=delete) as (read, write),
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(endpoint, http_client=client, terminate_on_close=delete) as (
+            read,
+            write,
+        ),
         ClientSession(read, write) as session,
     ):
         await session.initialize()

@@ -215,13 +215,12 @@ async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
         assert text.startswith("bad_input:") and "takes no tsk" in text
         text = await refused(anyone, "register_agent", agent="bad id!")
         assert "bad_input" in text and "agent id" in text
-        token = bobs["lease"]["token"]
-        text = await refused(ada, "complete_task", task_id=bobs["task"]["id"], token=token)
-        assert text.startswith("stale_lease:") and "held by agent 'bob'" in text
+        text = await refused(ada, "complete_task", task_id=bobs["task"]["id"], token="0" * 16)
+        assert text.startswith("stale_lease:") and "not the lease" in text and "bob" not in text
         text = await refused(ada, "release_task", task_id=bobs["task"]["id"])
-        assert text.startswith("stale_lease:")
+        assert text.startswith("stale_lease:") and "not yours" in text and "bob" not in text
         text = await refused(anyone, "release_task", task_id=mine["task"]["id"], agent="bob")
-        assert text.startswith("stale_lease:") and "held by agent 'ada'" in text
+        assert text.startswith("stale_lease:") and "ada" not in text
         text = await refused(ada, "complete_task", task_id=999)
         assert text.startswith("unknown_task:") and "list_tasks" in text
         text = await refused(anyone, "get_task", task_id=999)
@@ -253,7 +252,7 @@ async def test_already_done_unknown_task_and_stale_lease_say_what_to_do(url: str
         await call(ada, "complete_task", task_id=done_id, result=1)
         with Fleet.open(url) as fleet:
             before = snapshot(fleet)
-        for token in (None, quick["lease"]["token"]):  # remembered, then given
+        for token in (None, quick["lease"]["token"]):  # read from the store, then given
             args = {"task_id": done_id} | ({"token": token} if token else {})
             text = await refused(ada, "complete_task", **args)
             assert text.startswith("already_done:") and "done already by agent ada" in text
@@ -271,13 +270,13 @@ async def test_already_done_unknown_task_and_stale_lease_say_what_to_do(url: str
             assert later.claim("bob").tasks[0].id == slow_id
             before = snapshot(later)
         text = await refused(ada, "complete_task", task_id=slow_id, result="late")
-        assert text.startswith("stale_lease:") and "held by agent 'bob'" in text
+        assert text.startswith("stale_lease:") and "not yours" in text and "bob" not in text
         assert "drop its result" in text and "claim_best_task" in text
         with Fleet.open(url) as fleet:
             assert snapshot(fleet) == before
 
 
-async def test_a_lost_lease_says_so_and_the_remembered_token_is_still_fenced(url: str) -> None:
+async def test_a_lost_lease_says_so_and_names_no_one(url: str) -> None:
     with Fleet.open(url) as fleet:
         task = fleet.post("slow work").id
     async with stdio_session(url, "--agent", "ada") as ada:
@@ -289,7 +288,8 @@ async def test_a_lost_lease_says_so_and_the_remembered_token_is_still_fenced(url
             assert later.claim("bob").tasks[0].id == task
             before = snapshot(later)
         text = await refused(ada, "complete_task", task_id=task, result="late")
-        assert "stale_lease" in text and "'bob'" in text and "claim_best_task" in text
+        assert "stale_lease" in text and "not yours" in text and "claim_best_task" in text
+        assert "bob" not in text, "a refusal names no other agent"
         with Fleet.open(url) as fleet:
             assert snapshot(fleet) == before
             assert fleet.get(task).agent == "bob"

@@ -14,7 +14,8 @@ that exits before the handshake is only "failed to start".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,10 +70,16 @@ def run_mcp(
     port: int,
     err: Console,
     session_ttl: str | float | None = None,
+    token_file: Path | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Serve ``fleet`` (or the fleet ``fleet()`` opens, tried again until it works) as
     ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s keywords) until told
-    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``)."""
+    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``).
+
+    Over HTTP, the address, the bearer token and the host names let through are checked,
+    and the address bound, before the fleet is touched: a bad one changes nothing
+    (``http_serving``)."""
     if agent is None:
         given = [name for name in _NEEDS_AGENT if spec.get(name)]
         if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
@@ -81,8 +88,14 @@ def run_mcp(
                 "describe the agent given with --agent",
                 hint="add --agent ID, or leave them out and let each client register_agent",
             )
+    if transport != "http" and (token_file is not None or allow_hosts):
+        raise BadInput(
+            "--token-file and --allow-host are for --transport http",
+            hint="add --transport http, or leave them out (stdio needs no token)",
+        )
     seconds = parse_session_ttl(session_ttl)
     try:
+        from shoal.faces.mcp.http_serving import bind, plan_exposure
         from shoal.faces.mcp.server import FleetDesk, serve
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] == "shoal":
@@ -91,6 +104,10 @@ def run_mcp(
             f"`shoal mcp` needs the MCP SDK, which is not installed here ({exc.name})",
             hint="pip install 'shoal[mcp]'",
         ) from None
+    http = None
+    if transport == "http":
+        exposure = plan_exposure(host, port, token_file=token_file, allow_hosts=allow_hosts)
+        http = (exposure, bind(exposure))
     desk = FleetDesk(fleet, agent, spec)
     fault = desk.start()
     if fault is not None:
@@ -107,12 +124,15 @@ def run_mcp(
             f"active agents {reg.live}/{reg.max_agents}",
             highlight=False,
         )
-    if transport == "http":
-        where = desk.url or "the fleet"
-        err.print(f"shoal mcp: serving {where} at http://{host}:{port}/mcp", highlight=False)
-        serve(desk, transport="http", host=host, port=port, session_ttl=seconds)
-    else:
-        serve(desk)
+    if http is not None:
+        where, (exposure, _) = desk.url or "the fleet", http
+        auth = "bearer token required" if exposure.token else "no token: this machine only"
+        err.print(
+            f"shoal mcp: serving {where} at http://{exposure.address}/mcp ({auth})",
+            highlight=False,
+            markup=False,
+        )
+    serve(desk, http=http, session_ttl=seconds)
 
 
 @click.group(
@@ -130,6 +150,20 @@ def run_mcp(
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http.")
 @click.option("--port", default=8765, show_default=True, help="With --transport http.")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --transport http: clients must send this file's bearer token (chmod 600); "
+    "needed off loopback. Or set SHOAL_MCP_TOKEN.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="With --transport http: a host name clients may use in Host/Origin (repeat); "
+    "loopback names are always allowed.",
+)
 @SESSION_TTL_OPTION
 @pass_app
 @click.pass_context
@@ -146,6 +180,8 @@ def mcp(
     transport: str,
     host: str,
     port: int,
+    token_file: Path | None,
+    allow_hosts: tuple[str, ...],
     session_ttl: str,
 ) -> None:
     """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
@@ -168,7 +204,18 @@ def mcp(
     app.refuse_memory()
     # The opener, not an open fleet: a store that cannot be opened yet (or a full fleet)
     # must not stop the server before the handshake -- its tools say what is wrong.
-    run_mcp(app.fleet, agent, spec, transport, host, port, app.err, session_ttl)
+    run_mcp(
+        app.fleet,
+        agent,
+        spec,
+        transport,
+        host,
+        port,
+        app.err,
+        session_ttl,
+        token_file=token_file,
+        allow_hosts=allow_hosts,
+    )
 
 
 mcp.add_command(mcp_config_command)  # shoal mcp config

@@ -125,7 +125,6 @@ def add_agent_tools(box: Toolbox) -> None:
         lease.expires_in_s runs out."""
         who = desk.acting(session_of(ctx, desk), agent)
         leases = desk.fleet.heartbeat(who)
-        desk.remember(leases)
         at = now()
         return HeartbeatResult(agent=who, leases=[LeaseInfo.of(lease, at) for lease in leases])
 
@@ -170,16 +169,16 @@ def add_agent_tools(box: Toolbox) -> None:
     ) -> CompletionResult:
         """Mark a task you hold done, with its result; tasks waiting on it become ready. A
         lost lease is refused (stale_lease): drop the result."""
-        who = desk.acting(session_of(ctx, desk), agent)
-        lease = desk.lease_for(who, task_id, token)
-        with desk.ending(lease):
-            done = desk.fleet.complete(lease, result, then_claim=1 if claim_next else 0)
+        session = session_of(ctx, desk)
+        lease = desk.lease_for(session, agent, task_id, token)
+        # The next claim is for the agent that held the task: only if this session holds it.
+        then = 1 if claim_next and desk.holds(session, lease.agent) else 0
+        done = desk.fleet.complete(lease, result, then_claim=then)
         if done.already_done:  # finished under this lease a moment ago
             raise AlreadyDone(f"task {task_id} is done already; nothing was changed")
         at = now()
         follow = None
         if done.next is not None:
-            desk.remember(done.next.leases)
             follow = ClaimResult.of(done.next, at)
         step = (
             "See `next` for your next task."
@@ -204,10 +203,8 @@ def add_agent_tools(box: Toolbox) -> None:
     ) -> TaskResult:
         """Report that a task you hold failed: pending again (after a backoff) while
         attempts remain, else dead."""
-        who = desk.acting(session_of(ctx, desk), agent)
-        lease = desk.lease_for(who, task_id, token)
-        with desk.ending(lease):
-            task = desk.fleet.fail(lease, error, retry=retry)
+        lease = desk.lease_for(session_of(ctx, desk), agent, task_id, token)
+        task = desk.fleet.fail(lease, error, retry=retry)
         message = f"task {task.id} failed; it is {task.state.value} now"
         return TaskResult.of(task, now(), message)
 
@@ -217,9 +214,7 @@ def add_agent_tools(box: Toolbox) -> None:
     ) -> TaskResult:
         """Hand a task you hold back untouched (no attempt counted), e.g. when it needs
         skills you lack."""
-        who = desk.acting(session_of(ctx, desk), agent)
-        lease = desk.lease_for(who, task_id, token)
-        with desk.ending(lease):
-            task = desk.fleet.release(lease)
+        lease = desk.lease_for(session_of(ctx, desk), agent, task_id, token)
+        task = desk.fleet.release(lease)
         message = f"task {task.id} released; it is {task.state.value} again"
         return TaskResult.of(task, now(), message)

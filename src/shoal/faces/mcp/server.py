@@ -29,18 +29,28 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
 from shoal import __version__
 from shoal.faces.mcp.agent_tools import MAX_WAIT, add_agent_tools
 from shoal.faces.mcp.fleet_tools import add_fleet_tools, add_resources
+from shoal.faces.mcp.http_serving import Exposure, auth_settings, run_http
 from shoal.faces.mcp.sessions import FleetDesk
 from shoal.faces.mcp.tooling import ShoalServer, Toolbox
 
-__all__ = ["DEFAULT_SESSION_TTL", "MAX_WAIT", "FleetDesk", "build_server", "instructions", "serve"]
+__all__ = [
+    "DEFAULT_SESSION_TTL",
+    "MAX_WAIT",
+    "Exposure",
+    "FleetDesk",
+    "build_server",
+    "instructions",
+    "serve",
+]
 
 #: How long an HTTP session may stay idle before it ends (its agent leaves the fleet).
 DEFAULT_SESSION_TTL = 1800.0
@@ -72,10 +82,12 @@ def instructions(agent: str | None) -> str:
     )
 
 
-def build_server(desk: FleetDesk) -> MCPServer:
-    """An MCP server with shoal's tools and resources over ``desk``'s fleet."""
+def build_server(desk: FleetDesk, exposure: Exposure | None = None) -> MCPServer:
+    """An MCP server with shoal's tools and resources over ``desk``'s fleet; served over
+    HTTP as ``exposure`` says, with its bearer token if it has one (``http_serving``)."""
     server = ShoalServer(
         desk,
+        **(auth_settings(exposure) if exposure is not None else {}),
         name="shoal",
         title="shoal: a work-stealing task coordinator",
         instructions=instructions(desk.fixed),
@@ -92,22 +104,20 @@ def build_server(desk: FleetDesk) -> MCPServer:
 def serve(
     desk: FleetDesk,
     *,
-    transport: Literal["stdio", "http"] = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8765,
+    http: tuple[Exposure, socket.socket] | None = None,
     session_ttl: float = DEFAULT_SESSION_TTL,
 ) -> None:
     """Run the server until the client (stdio) or the operator (http) ends it; then every
-    session still open ends and the pinned agent leaves the fleet."""
-    server = build_server(desk)
+    session still open ends and the pinned agent leaves the fleet. ``http``: serve over
+    streamable HTTP as the exposure says, on its socket (bound already: ``http_serving``),
+    instead of stdio."""
+    server = build_server(desk, http[0] if http is not None else None)
     try:
         with _sigterm_as_interrupt():
-            if transport == "stdio":
+            if http is None:
                 server.run("stdio")
             else:
-                server.run(
-                    "streamable-http", host=host, port=port, session_idle_timeout=session_ttl
-                )
+                run_http(server, *http, session_ttl=session_ttl)
     except KeyboardInterrupt:
         pass
     finally:

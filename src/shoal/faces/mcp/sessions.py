@@ -1,7 +1,7 @@
 """Who an MCP session acts as, what it holds, and how it leaves the fleet when it ends.
 
 The desk is what ``shoal mcp``'s tools share: the fleet, the agent the server is pinned to
-(``--agent``), the sessions it serves and the leases it handed out. It knows nothing of the
+(``--agent``) and the sessions it serves with the agents each holds. It knows nothing of the
 MCP SDK (``tooling`` ties SDK connections to ``Session`` objects), so it can be read,
 and reasoned about, as plain fleet bookkeeping.
 
@@ -13,15 +13,19 @@ A session is one client connection: over stdio the server process, over streamab
 - pinned (``--agent X``): every session holds X. X is registered when the server starts
   (the first session takes it as it is) and again when a later session first acts (so a new
   session takes the identity back after an earlier one left).
-- unpinned: a session holds the agents it registers with ``register_agent``; they are the
-  session's own, and later calls in it act as the last one by default.
+- unpinned: a session holds the agents it registers with ``register_agent`` (its own; later
+  calls act as the last one by default) and those it takes up by naming them in a call
+  (adopted). An agent someone else drives is refused (``AgentInUse``): one another live
+  session holds, or one holding tasks (as the store says) that this session did not take
+  it up with -- so a session cannot act on the work of another's agent, even one served by
+  another ``shoal mcp`` process.
 
 When the last session holding an agent ends (stdio EOF, the client closing, an HTTP session
 deleted or idle past its TTL, the server stopping), the agent leaves: a session's own agent
 is terminated (its tasks go back, its place under max_agents is freed); the pinned agent
 releases every task it holds (back to its queue or the pool, no attempt counted) and goes
 offline, keeping its identity for the next session -- unless it is ephemeral, then it is
-terminated too. Agents a session merely names in calls are someone else's: left alone.
+terminated too. Agents a session adopted are someone else's: they are let go, left alone.
 
 Starting never fails
 --------------------
@@ -32,23 +36,27 @@ answers with the error -- so the client can show it instead of a dead server.
 
 Leases
 ------
-The desk remembers the leases it handed out, so a model may leave the token out of
-complete/fail/release; the remembered token is still checked by the core, and a task now
-held by someone else is refused before the core is even asked.
+A call that ends a lease (complete, fail, release) proves it one of two ways (I8 in
+docs/ARCHITECTURE.md): by its token, or by the task being held, in the store, by an agent
+this session holds -- then the token is read from the store (``Fleet.leases``), so a model
+may leave it out. Nothing about leases is kept in the server's memory: what the store says
+is the truth, on stdio and HTTP alike and after a restart. A refusal says the lease is not
+the caller's, never whose it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from shoal.errors import LeaseLost, ShoalError, UnknownAgent
-from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NoToken
+from shoal.errors import AgentInUse, LeaseLost, ShoalError, UnknownAgent
+from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent
 from shoal.fleet import Fleet
-from shoal.model import Claim, Lease, Registration, TaskState
+from shoal.model import Claim, Lease, Registration, Task, TaskState
 
 __all__ = ["FleetDesk", "Session"]
 
@@ -63,6 +71,7 @@ class Session:
     def __init__(self, name: str) -> None:
         self.name = name  # "stdio", or the HTTP session id (for the log)
         self.default: str | None = None  # the agent calls act as when they name none
+        self.own: set[str] = set()  # registered in this session: they leave when it ends
         self.attached = False  # pinned: this session has taken the server's agent
         self.ended = False
 
@@ -71,7 +80,7 @@ class Session:
 
 
 class FleetDesk:
-    """What the tools share: the fleet, who the server acts as, its sessions and leases.
+    """What the tools share: the fleet, who the server acts as, its sessions and their agents.
 
     ``fleet`` is the fleet or a function that opens it (tried again on each use until it
     works). ``fixed`` is the agent given with ``--agent`` and ``spec`` its registration
@@ -91,7 +100,6 @@ class FleetDesk:
         self.spec = dict(spec or {})
         self._lock = threading.RLock()
         self._opening = threading.Lock()
-        self._leases: dict[int, Lease] = {}
         self._holders: dict[str, set[Session]] = {}
         self._sessions: set[Session] = set()
         self._registering = threading.Lock()
@@ -151,8 +159,9 @@ class FleetDesk:
         return session
 
     def end_session(self, session: Session) -> list[str]:
-        """The session is over: each agent no other session holds leaves the fleet (module
-        docstring). Returns the agents that left; faults are logged, never raised."""
+        """The session is over: each agent of its own (or the pinned one) that no other
+        session holds leaves the fleet; agents it adopted are let go (module docstring).
+        Returns the agents that left; faults are logged, never raised."""
         with self._lock:
             if session.ended:
                 return []
@@ -164,7 +173,8 @@ class FleetDesk:
                     holders.discard(session)
                     if not holders:
                         del self._holders[agent]
-                        leaving.append(agent)
+                        if agent == self.fixed or agent in session.own:
+                            leaving.append(agent)
         for agent in leaving:
             self._leave(agent)
         return leaving
@@ -172,6 +182,40 @@ class FleetDesk:
     def _hold(self, session: Session, agent: str) -> None:
         with self._lock:
             self._holders.setdefault(agent, set()).add(session)
+
+    def _take(self, session: Session | None, agent: str) -> None:
+        """``session`` takes ``agent`` up, unless someone else drives it: another live
+        session of this server holds it, or (read from the store, so it holds across
+        processes) it holds leases this session did not take it up with. Either way
+        ``AgentInUse``: one agent, one driver. A session of no connection (stateless HTTP)
+        holds nothing, but is refused such an agent all the same."""
+        if session is not None and session in self._holders.get(agent, ()):
+            return
+        try:
+            busy = bool(self.fleet.leases(agent))
+        except UnknownAgent:
+            busy = False  # not in the fleet (yet): the call itself says so, or registers it
+        with self._lock:
+            holders = self._holders.get(agent, set())
+            if busy or holders - {session}:
+                raise AgentInUse(
+                    f"agent {agent!r} is driven by another session or process; a session "
+                    "acts only as the agents it registered, or took up while they held no task",
+                    hint="register an agent of your own (register_agent), or pass the lease "
+                    "token to finish a task you were handed",
+                )
+            if session is not None:
+                holders.add(session)
+                self._holders[agent] = holders
+
+    def holds(self, session: Session | None, agent: str | None) -> bool:
+        """Whether ``session`` holds ``agent`` (every session holds the pinned agent)."""
+        if agent is None:
+            return False
+        if agent == self.fixed:
+            return True
+        with self._lock:
+            return session is not None and session in self._holders.get(agent, set())
 
     def _leave(self, agent: str) -> None:
         """``agent`` leaves: terminated if it is a session's own (or ephemeral), else its
@@ -188,7 +232,6 @@ class FleetDesk:
             self._step_out(agent, terminate=bool(self.spec.get("ephemeral")))
 
     def _step_out(self, agent: str, *, terminate: bool) -> None:
-        self._forget_agent(agent)
         try:
             fleet = self.fleet
             if terminate:
@@ -204,7 +247,9 @@ class FleetDesk:
 
     def acting(self, session: Session | None, agent: str | None) -> str:
         """The agent a call acts as. Pinned: the fixed agent (another is refused), taken by
-        this session first if it has not been yet."""
+        this session first if it has not been yet. Unpinned: the agent named (taken up by
+        this session, or ``AgentInUse`` if another session holds it), else the session's
+        default."""
         if self.fixed is not None:
             if agent is not None and agent != self.fixed:
                 raise ForeignAgent(
@@ -214,6 +259,7 @@ class FleetDesk:
             self._attach(session)
             return self.fixed
         if agent is not None:
+            self._take(session, agent)
             return agent
         known = session.default if session is not None else None
         if known is None:
@@ -243,85 +289,85 @@ class FleetDesk:
 
     def register(self, session: Session | None, agent: str, **spec: Any) -> Registration:
         """Register ``agent`` as ``session``'s own (unpinned servers only): it acts as the
-        session's default from now on, and leaves the fleet when the session ends."""
-        reg = self.fleet.register(agent, **spec)
+        session's default from now on, and leaves the fleet when the session ends. An agent
+        another session holds is refused before anything is written (``AgentInUse``)."""
+        self._take(session, agent)
+        try:
+            reg = self.fleet.register(agent, **spec)
+        except ShoalError:
+            if session is not None and agent not in session.own:
+                self._let_go(session, agent)
+            raise
         if session is not None:
-            self._hold(session, agent)
+            session.own.add(agent)
             session.default = agent
         return reg
 
+    def _let_go(self, session: Session, agent: str) -> None:
+        with self._lock:
+            holders = self._holders.get(agent)
+            if holders is not None:
+                holders.discard(session)
+                if not holders:
+                    del self._holders[agent]
+
     # leases -------------------------------------------------------------
 
-    def remember(self, leases: Sequence[Lease]) -> None:
-        with self._lock:
-            for lease in leases:
-                self._leases[lease.task_id] = lease
-
-    def forget(self, lease: Lease) -> None:
-        """Drop the remembered lease if it is ``lease`` (a wrong token forgets nothing)."""
-        with self._lock:
-            known = self._leases.get(lease.task_id)
-            if known is not None and known.token == lease.token:
-                del self._leases[lease.task_id]
-
-    def _forget_agent(self, agent: str) -> None:
-        with self._lock:
-            for task_id in [t for t, lease in self._leases.items() if lease.agent == agent]:
-                del self._leases[task_id]
-
-    @contextlib.contextmanager
-    def ending(self, lease: Lease) -> Iterator[None]:
-        """Around a call that ends ``lease``: forget it once it is over (done, failed,
-        released or lost), but not when the call was refused for another reason."""
-        try:
-            yield
-        except LeaseLost:
-            self.forget(lease)
-            raise
-        self.forget(lease)
-
-    def lease_for(self, agent: str, task_id: int, token: str | None) -> Lease:
-        """The lease ``agent`` finishes ``task_id`` with: the given token or the remembered
-        one. Refused here, before the core is asked: an unknown task, a task done already,
-        one someone else holds now, and one this server gave ``agent`` no lease on."""
+    def lease_for(
+        self, session: Session | None, agent: str | None, task_id: int, token: str | None
+    ) -> Lease:
+        """The lease a call ends ``task_id`` under, proven by ``token`` or, without one, by
+        the task being held (in the store) by an agent ``session`` holds (I8). Refused
+        here, before the core is asked: a task done already, and a lease not the caller's
+        -- in words that never name the agent that does hold it."""
+        who = self.acting(session, agent) if agent is not None or self.pinned else None
+        if not token:
+            who = self.acting(session, agent)
         task = self.fleet.get(task_id)
+        mine = self.holds(session, task.agent)
         if task.state is TaskState.DONE:
-            self._forget_task(task_id)
-            who = f" by agent {task.agent}" if task.agent else ""
-            raise AlreadyDone(f"task {task_id} is done already{who}; nothing was changed")
-        if task.state is TaskState.CLAIMED and task.agent != agent:
-            self._forget_task(task_id, agent)
-            raise LeaseLost(
-                f"lease lost: task {task_id} is held by agent {task.agent!r}, not by {agent!r}"
-            )
+            by = f" by agent {task.agent}" if mine and task.agent else ""
+            raise AlreadyDone(f"task {task_id} is done already{by}; nothing was changed")
+        held = self._held_lease(task) if task.state is TaskState.CLAIMED else None
         if token:
-            return Lease(task_id=task_id, agent=agent, token=token, expires=0.0)
-        with self._lock:
-            remembered = self._leases.get(task_id)
-        if remembered is not None and remembered.agent == agent:
-            return remembered
-        if task.state is not TaskState.CLAIMED:
-            raise LeaseLost(f"lease lost: task {task_id} is {task.state.value}; you hold no lease")
-        raise NoToken(
-            f"no lease token for task {task_id}: this server did not hand agent {agent!r} a "
-            "lease on it"
+            if held is not None and not mine and not _same(held.token, token):
+                raise LeaseLost(
+                    f"lease lost: that token is not the lease of task {task_id}; nothing was "
+                    "changed",
+                    hint="check the token; if your lease ran out, the task was claimed again",
+                )
+            holder = task.agent if held is not None else who
+            return Lease(task_id=task_id, agent=holder or "", token=token, expires=0.0)
+        if held is not None and mine:
+            return held
+        state = "held under a lease that is not yours" if held else task.state.value
+        raise LeaseLost(
+            f"lease lost: task {task_id} is {state}; agent {who!r} holds no lease on it",
+            hint="pass the lease token if you were handed it; else claim a new task",
         )
 
-    def _forget_task(self, task_id: int, agent: str | None = None) -> None:
-        with self._lock:
-            known = self._leases.get(task_id)
-            if known is not None and (agent is None or known.agent == agent):
-                del self._leases[task_id]
+    def _held_lease(self, task: Task) -> Lease | None:
+        """The live lease on ``task``, as the store has it (None if there is none)."""
+        if task.agent is None:
+            return None
+        try:
+            leases = self.fleet.leases(task.agent)
+        except UnknownAgent:
+            return None
+        return next((lease for lease in leases if lease.task_id == task.id), None)
 
     def claim(self, agent: str, wait: float) -> Claim:
-        """One claim (waiting up to ``wait`` seconds for work); its leases are remembered."""
-        claim = self.fleet.claim(agent, 1, wait=wait)
-        self.remember(claim.leases)
-        return claim
+        """One claim (waiting up to ``wait`` seconds for work)."""
+        return self.fleet.claim(agent, 1, wait=wait)
 
     def release_quietly(self, claim: Claim) -> None:
         """Give back what a cancelled call claimed, so it does not sit out its lease."""
         for lease in claim.leases:
             with contextlib.suppress(ShoalError):
                 self.fleet.release(lease)
-            self.forget(lease)
+
+
+def _same(known: str, given: str) -> bool:
+    """Whether two tokens are equal, in time that does not depend on where they differ
+    (any text: ``compare_digest`` refuses non-ASCII ``str``)."""
+    return hmac.compare_digest(known.encode(), given.encode("utf-8", "surrogatepass"))

@@ -313,5 +313,5 @@ AgentArg = Annotated[
 TaskIdArg = Annotated[int, Field(description="The task's id.")]
 TokenArg = Annotated[
     str | None,
-    Field(description="The lease token; may be left out for a task this server claimed for you."),
+    Field(description="The lease token; may be left out for a task your session's agent holds."),
 ]
