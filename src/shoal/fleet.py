@@ -27,8 +27,8 @@ I7 bad input changes nothing and says what was wrong and how to fix it.
 
 from __future__ import annotations
 
-import os
 import random
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -129,13 +129,15 @@ class Fleet:
         self._store = store
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
-        # Lease tokens fence off stale holders; they are not secrets (anyone who can open
-        # the store can change it), so a per-process generator seeded from the OS will do,
-        # without a system call per claim.
-        self._tokens = random.Random(os.urandom(32))
 
-    def _token(self) -> str:
-        return f"{self._tokens.getrandbits(64):016x}"
+    @staticmethod
+    def _token() -> str:
+        # A lease token fences off stale holders, and over MCP it is also the proof that a
+        # caller may act on a task it does not hold (I8): an MCP client sees the tokens of
+        # the tasks it claims, so they must not let it guess anyone else's. They come from
+        # the OS's generator (secrets), never from a seeded one whose state a few hundred
+        # outputs give away; it costs about a microsecond a claim.
+        return secrets.token_hex(8)
 
     @classmethod
     def open(
