@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -157,8 +158,9 @@ class Run:
         self.totals = Totals(store, seed)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.names: dict[str, str] = {}  # slot -> agent id now running in it
-        self.frozen: dict[str, float] = {}  # slot -> when to thaw it
+        self.frozen: dict[str, subprocess.Popen[bytes]] = {}  # slot -> its stopped process
         self.keys: list[str] = []  # posts acknowledged
+        self.unfinished: list[str] = []  # tasks left undone at the end, with their events
         self.pause = threading.Event()  # never set: waits that a stop does not cut short
         self.fleet = Fleet.init(url)
         self.fleet.configure(
@@ -204,17 +206,20 @@ class Run:
         proc.wait(30)
         self.frozen.pop(slot, None)
 
-    def _thaw(self, everyone: bool = False) -> None:
-        now = time.monotonic()
-        for slot, when in list(self.frozen.items()):
-            if everyone or now >= when:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.procs[slot].pid, signal.SIGCONT)
-                del self.frozen[slot]
+    def _thaw(self, slot: str, proc: subprocess.Popen[bytes]) -> None:
+        """Let a frozen process go on (unless it was killed and replaced meanwhile)."""
+        if self.frozen.get(slot) is proc:
+            del self.frozen[slot]
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+
+    def _thaw_all(self) -> None:
+        for slot, proc in list(self.frozen.items()):
+            self._thaw(slot, proc)
 
     def stop(self) -> None:
         """SIGTERM every process (workers drain and leave), then wait; kill what hangs."""
-        self._thaw(everyone=True)
+        self._thaw_all()
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
@@ -261,8 +266,14 @@ class Run:
             self._spawn(slot)
             self.totals.restarts += 1
         elif kind == "freeze" and slot not in self.frozen:
-            os.kill(self.procs[slot].pid, signal.SIGSTOP)
-            self.frozen[slot] = time.monotonic() + LEASE_TTL * 1.5
+            proc = self.procs[slot]
+            os.kill(proc.pid, signal.SIGSTOP)
+            # Thawed by a timer, not by this loop: a frozen process may hold the store's
+            # lock, and this loop may be waiting on it.
+            thaw = threading.Timer(LEASE_TTL * 1.5, self._thaw, args=(slot, proc))
+            thaw.daemon = True
+            thaw.start()
+            self.frozen[slot] = proc
             self.totals.freezes += 1
         elif kind == "monitor":
             self._kill("monitor")
@@ -279,11 +290,10 @@ class Run:
             self.totals.disk_full += 1
 
     def _work_for(self, seconds: float) -> None:
-        """Keep posting and thawing for ``seconds`` of real time."""
+        """Keep posting for ``seconds`` of real time."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.top_up()
-            self._thaw()
             self.pause.wait(0.1)
 
     def soak(self, seconds: float, every: float) -> None:
@@ -296,7 +306,7 @@ class Run:
 
     def finish(self, limit: float) -> bool:
         """No more faults or posts: wait (up to ``limit`` s) until every task is done."""
-        self._thaw(everyone=True)
+        self._thaw_all()
         end = time.monotonic() + limit
         while time.monotonic() < end:
             with contextlib.suppress(ShoalError):
@@ -306,7 +316,20 @@ class Run:
             self.pause.wait(0.2)
         return False
 
+    def _unfinished(self) -> list[str]:
+        """What is left undone, with its history: the first thing to read when a run
+        does not finish."""
+        found = []
+        for state in ("pending", "claimed", "blocked"):
+            for task in self.fleet.tasks(state=state, limit=20):
+                history = [f"{e.id}:{e.kind}:{e.agent}:{dict(e.data or {})}"
+                           for e in self.fleet.events(task=task.id)]  # fmt: skip
+                found.append(f"{task.to_dict()} {history}")
+        return found
+
     def close(self) -> Audit:
+        with contextlib.suppress(ShoalError):
+            self.unfinished = self._unfinished()
         self.stop()
         found = audit_fleet(self.fleet, self.keys)
         self.totals.posted = len(self.keys)
@@ -360,7 +383,8 @@ def run(store: str, seed: int, seconds: float, workers: int = 16, every: float =
             finally:
                 found = chaos.close()
             if not drained:
-                found.lost.append(f"the fleet did not finish its tasks within {drain:g}s")
+                found.lost.append(f"the fleet did not finish its tasks within {drain:g}s: "
+                                  + ", ".join(chaos.unfinished))  # fmt: skip
         chaos.totals.seconds = time.monotonic() - began
         return chaos.totals
     finally:
@@ -376,12 +400,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--every", type=float, default=1.0, help="mean seconds between faults")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON")
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep its logs")
     args = parser.parse_args(argv)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # a restart's broken conns
     seconds = parse_duration(args.soak, "--soak")
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     failed = False
     for store in stores:
-        totals = run(store, args.seed, seconds, args.workers, args.every)
+        folder = None
+        if args.keep is not None:
+            folder = args.keep / store
+            folder.mkdir(parents=True, exist_ok=True)
+        totals = run(store, args.seed, seconds, args.workers, args.every, folder=folder)
         assert totals.audit is not None
         print(json.dumps(totals.to_dict()) if args.json else totals.line(), flush=True)
         for why in totals.skipped:
