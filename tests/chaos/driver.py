@@ -160,6 +160,7 @@ class Run:
         self.names: dict[str, str] = {}  # slot -> agent id now running in it
         self.frozen: dict[str, subprocess.Popen[bytes]] = {}  # slot -> its stopped process
         self.keys: list[str] = []  # posts acknowledged
+        self.todo: list[str] | None = None  # fault kinds not yet made
         self.unfinished: list[str] = []  # tasks left undone at the end, with their events
         self.pause = threading.Event()  # never set: waits that a stop does not cut short
         self.fleet = Fleet.init(url)
@@ -256,7 +257,10 @@ class Run:
             choices.append("server")
         if self.disk is not None:
             choices.append("disk")
-        kind = self.rng.choice(choices)
+        if self.todo is None:  # each kind once first, in a random order, then at random
+            self.todo = sorted(set(choices))
+            self.rng.shuffle(self.todo)
+        kind = self.todo.pop() if self.todo else self.rng.choice(choices)
         slot = f"w{self.rng.randrange(self.workers)}"
         if kind == "kill":
             self._kill(slot)
@@ -266,6 +270,7 @@ class Run:
             self._spawn(slot)
             self.totals.restarts += 1
         elif kind == "freeze" and slot not in self.frozen:
+            slot = self._holder() or slot  # one holding a lease, so that the lease expires
             proc = self.procs[slot]
             os.kill(proc.pid, signal.SIGSTOP)
             # Thawed by a timer, not by this loop: a frozen process may hold the store's
@@ -289,6 +294,16 @@ class Run:
             self.disk.free()
             self.totals.disk_full += 1
 
+    def _holder(self) -> str | None:
+        """The slot of a running, unfrozen worker that holds a task now, if any."""
+        with contextlib.suppress(ShoalError):
+            holders = {t.agent for t in self.fleet.tasks(state="claimed", limit=100)}
+            slots = [s for s, name in self.names.items() if name in holders]
+            slots = [s for s in sorted(slots) if s not in self.frozen]
+            if slots:
+                return self.rng.choice(slots)
+        return None
+
     def _work_for(self, seconds: float) -> None:
         """Keep posting for ``seconds`` of real time."""
         end = time.monotonic() + seconds
@@ -305,8 +320,8 @@ class Run:
                 self.fault()
 
     def finish(self, limit: float) -> bool:
-        """No more faults or posts: wait (up to ``limit`` s) until every task is done."""
-        self._thaw_all()
+        """No more faults or posts: wait (up to ``limit`` s) until every task is done (the
+        frozen thaw on their timers)."""
         end = time.monotonic() + limit
         while time.monotonic() < end:
             with contextlib.suppress(ShoalError):
