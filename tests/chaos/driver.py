@@ -51,7 +51,7 @@ LEASE_TTL = 3.0  # short, so frozen and killed workers' leases expire within the
 CLI_WORKERS = 4  # of the fleet, these run `shoal worker`; the rest the Python API
 BACKLOG = 60  # the driver tops the fleet up to this many unfinished tasks
 BATCH = 20
-TMPFS_SIZE = "64m"
+TMPFS_SIZE = "256m"  # room for a 10-minute soak; filled (in memory) only for a moment
 
 
 @dataclass
@@ -243,7 +243,7 @@ class Run:
                 return
             base = len(self.keys)
             batch = [f"chaos-{base + i}" for i in range(BATCH)]
-            body = "x" * self.rng.randrange(0, 2000)  # grows the file: disk full bites
+            body = "x" * self.rng.randrange(0, 1000)  # grows the file: disk full bites
             self.fleet.post_many([{"title": key, "key": key, "body": body} for key in batch])
         except ShoalError:
             self.totals.store_errors += 1
@@ -339,7 +339,8 @@ class Run:
             for task in self.fleet.tasks(state=state, limit=20):
                 history = [f"{e.id}:{e.kind}:{e.agent}:{dict(e.data or {})}"
                            for e in self.fleet.events(task=task.id)]  # fmt: skip
-                found.append(f"{task.to_dict()} {history}")
+                brief = {k: v for k, v in task.to_dict().items() if k != "body"}
+                found.append(f"{brief} {history}")
         return found
 
     def close(self) -> Audit:
