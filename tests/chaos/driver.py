@@ -51,7 +51,9 @@ LEASE_TTL = 3.0  # short, so frozen and killed workers' leases expire within the
 CLI_WORKERS = 4  # of the fleet, these run `shoal worker`; the rest the Python API
 BACKLOG = 60  # the driver tops the fleet up to this many unfinished tasks
 BATCH = 20
-TMPFS_SIZE = "256m"  # room for a 10-minute soak; filled (in memory) only for a moment
+#: The tmpfs's size in MB per second of soak: the fleet's WAL grows by about 1.5 MB/s
+#: under this load (filled with ballast, in memory, only for a moment).
+TMPFS_MB_PER_SECOND = 4
 
 
 @dataclass
@@ -68,7 +70,9 @@ class Totals:
     restarts: int = 0
     server_restarts: int = 0
     disk_full: int = 0
+    disk_used_mb: float = 0.0
     store_errors: int = 0
+    exits: int = 0  # processes that exited by themselves during the run, started again
     skipped: list[str] = field(default_factory=list)
     audit: Audit | None = None
 
@@ -86,7 +90,9 @@ class Totals:
             "restarts": self.restarts,
             "server_restarts": self.server_restarts,
             "disk_full": self.disk_full,
+            "disk_used_mb": self.disk_used_mb,
             "store_errors": self.store_errors,
+            "exits": self.exits,
             **{k: v for k, v in found.items() if k not in ("posted", "done")},
             "skipped": self.skipped,
         }
@@ -114,11 +120,11 @@ class Disk:
         self.ballast = folder / "ballast"
 
     @classmethod
-    def mount(cls, folder: Path) -> tuple[Disk | None, str]:
+    def mount(cls, folder: Path, size_mb: int) -> tuple[Disk | None, str]:
         folder.mkdir(parents=True, exist_ok=True)
         try:
             done = subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", folder],
+                ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", folder],
                 capture_output=True, text=True, timeout=30, check=False,
             )  # fmt: skip
         except OSError as exc:
@@ -137,6 +143,11 @@ class Disk:
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
+
+    def used_mb(self) -> float:
+        """What the fleet's files take on the tmpfs now (its WAL grows under load)."""
+        stat = os.statvfs(self.folder)
+        return round((stat.f_blocks - stat.f_bfree) * stat.f_frsize / 2**20, 1)
 
     def free(self) -> None:
         self.ballast.unlink(missing_ok=True)
@@ -289,6 +300,7 @@ class Run:
             self.cluster.restart("immediate")
             self.totals.server_restarts += 1
         elif kind == "disk" and self.disk is not None:
+            self.totals.disk_used_mb = max(self.totals.disk_used_mb, self.disk.used_mb())
             self.disk.fill()
             self._work_for(self.rng.uniform(0.5, 1.5))
             self.disk.free()
@@ -305,10 +317,16 @@ class Run:
         return None
 
     def _work_for(self, seconds: float) -> None:
-        """Keep posting for ``seconds`` of real time."""
+        """Keep posting for ``seconds`` of real time, and start again any process that
+        exited by itself (a `shoal worker` that could not register while the store was
+        away exits 4, "try again")."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.top_up()
+            for slot, proc in list(self.procs.items()):
+                if proc.poll() is not None:
+                    self.totals.exits += 1
+                    self._spawn(slot)
             self.pause.wait(0.1)
 
     def soak(self, seconds: float, every: float) -> None:
@@ -362,9 +380,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+Where = tuple[str, pg.PrivateCluster | None, Disk | None, str]
+
+
 @contextlib.contextmanager
-def fleet_for(store: str, folder: Path) -> Iterator[tuple[str, pg.PrivateCluster | None,
-                                                          Disk | None, str]]:  # fmt: skip
+def fleet_for(store: str, folder: Path, seconds: float) -> Iterator[Where]:
     """(URL, cluster, disk, why a fault is skipped) of a new fleet on ``store``."""
     if store == "postgres":
         cluster = pg.PrivateCluster(port=free_port())
@@ -373,7 +393,7 @@ def fleet_for(store: str, folder: Path) -> Iterator[tuple[str, pg.PrivateCluster
         finally:
             cluster.remove()
         return
-    disk, why = Disk.mount(folder / "disk")
+    disk, why = Disk.mount(folder / "disk", max(256, int(seconds * TMPFS_MB_PER_SECOND)))
     try:
         yield f"sqlite://{folder / 'disk' / 'fleet.db'}", None, disk, why
     finally:
@@ -388,7 +408,7 @@ def run(store: str, seed: int, seconds: float, workers: int = 16, every: float =
     base = Path(tempfile.mkdtemp(prefix=f"shoal-chaos-{store}-")) if folder is None else folder
     began = time.monotonic()
     try:
-        with fleet_for(store, base) as (url, cluster, disk, why):
+        with fleet_for(store, base, seconds) as (url, cluster, disk, why):
             chaos = Run(store, url, seed, base, workers, cluster, disk)
             if why:
                 chaos.totals.skipped.append(why)
