@@ -47,12 +47,13 @@ from tests import pg
 from tests.chaos.audit import Audit, audit_fleet
 from tests.workers import SHOAL
 
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the agents import tests.chaos
 LEASE_TTL = 3.0  # short, so frozen and killed workers' leases expire within the run
 CLI_WORKERS = 4  # of the fleet, these run `shoal worker`; the rest the Python API
 BACKLOG = 60  # the driver tops the fleet up to this many unfinished tasks
 BATCH = 20
-#: The tmpfs's size in MB per second of soak: the fleet's WAL grows by about 1.5 MB/s
-#: under this load (filled with ballast, in memory, only for a moment).
+#: The tmpfs's size in MB per second of soak: the fleet's files grow by about 1.5 MB/s
+#: under this load (the tmpfs is filled with ballast, in memory, only for a moment).
 TMPFS_MB_PER_SECOND = 4
 
 
@@ -185,7 +186,7 @@ class Run:
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
         env["SHOAL_STORE"] = self.url
-        env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         return env
 
     def _spawn(self, slot: str) -> None:
