@@ -275,23 +275,16 @@ class Run:
         kind = self.todo.pop() if self.todo else self.rng.choice(choices)
         slot = f"w{self.rng.randrange(self.workers)}"
         if kind == "kill":
+            slot = self._a_holder(slot)  # a holder: its lease expires or its heir fails it
             self._kill(slot)
             self.totals.kills += 1
-            if self.rng.random() < 0.5:  # a new agent: the old one's leases must expire
+            if self.totals.kills == 1 or self.rng.random() < 0.5:  # a new agent: its
+                # predecessor's leases must expire (the first time always)
                 self.names[slot] = f"{slot}-{self.totals.kills}"
             self._spawn(slot)
             self.totals.restarts += 1
         elif kind == "freeze" and slot not in self.frozen:
-            slot = self._holder() or slot  # one holding a lease, so that the lease expires
-            proc = self.procs[slot]
-            os.kill(proc.pid, signal.SIGSTOP)
-            # Thawed by a timer, not by this loop: a frozen process may hold the store's
-            # lock, and this loop may be waiting on it.
-            thaw = threading.Timer(LEASE_TTL * 1.5, self._thaw, args=(slot, proc))
-            thaw.daemon = True
-            thaw.start()
-            self.frozen[slot] = proc
-            self.totals.freezes += 1
+            self._freeze(slot)
         elif kind == "monitor":
             self._kill("monitor")
             self.totals.monitor_kills += 1
@@ -307,15 +300,43 @@ class Run:
             self.disk.free()
             self.totals.disk_full += 1
 
-    def _holder(self) -> str | None:
-        """The slot of a running, unfrozen worker that holds a task now, if any."""
-        with contextlib.suppress(ShoalError):
-            holders = {t.agent for t in self.fleet.tasks(state="claimed", limit=100)}
-            slots = [s for s, name in self.names.items() if name in holders]
-            slots = [s for s in sorted(slots) if s not in self.frozen]
+    def _freeze(self, fallback: str) -> None:
+        """SIGSTOP a worker that holds a lease, for longer than the lease lasts: stopped
+        with it, it cannot renew it, so the lease expires -- unless its completion was
+        already on its way. (One that let its task go just before the signal is thawed at
+        once and another tried; the fifth stays frozen, holding or not.)"""
+        for attempt in range(5):
+            slot = self._a_holder(fallback)
+            proc = self.procs[slot]
+            os.kill(proc.pid, signal.SIGSTOP)
+            self.frozen[slot] = proc
+            # Thawed by a timer, not by this loop: a frozen process may hold the store's
+            # lock, and this loop may be waiting on it.
+            thaw = threading.Timer(LEASE_TTL * 1.5, self._thaw, args=(slot, proc))
+            thaw.daemon = True
+            thaw.start()
+            if attempt == 4 or slot in self._holders(frozen=True):
+                self.totals.freezes += 1
+                return
+            self._thaw(slot, proc)
+
+    def _a_holder(self, fallback: str) -> str:
+        """A worker holding a task, waiting up to a second for one (while another frozen
+        worker holds the SQLite writer's turn, nobody claims); else ``fallback``."""
+        for _ in range(20):
+            slots = self._holders()
             if slots:
                 return self.rng.choice(slots)
-        return None
+            self.pause.wait(0.05)
+        return fallback
+
+    def _holders(self, frozen: bool = False) -> list[str]:
+        """The slots of the workers that hold a task now (the frozen ones too, or not)."""
+        with contextlib.suppress(ShoalError):
+            holders = {t.agent for t in self.fleet.tasks(state="claimed", limit=1000)}
+            slots = [s for s, name in sorted(self.names.items()) if name in holders]
+            return [s for s in slots if frozen or s not in self.frozen]
+        return []
 
     def _work_for(self, seconds: float) -> None:
         """Keep posting for ``seconds`` of real time, and start again any process that

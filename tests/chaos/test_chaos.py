@@ -22,8 +22,9 @@ def check(store: str, seed: int, seconds: float, every: float) -> dict[str, obje
     print(f"\n  {totals.line()}")
     assert found["posted"] == found["done"] > 0
     assert found["duplicates"] == found["lost"] == 0
+    # Every fault kind was made. (Whether a lease expired depends on timing -- a frozen
+    # worker's completion may already be on its way -- so the short form only prints it.)
     assert found["kills"] and found["monitor_kills"] and found["freezes"]
-    assert found["expiries"], "no lease expired: the frozen worker held none"
     return found
 
 
