@@ -85,3 +85,15 @@ bench-scale-pg: $(VENV)/.dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+## The chaos suite (tests/chaos, docs/chaos.md): 16 worker processes and a monitor killed
+## with kill -9, frozen past their leases, their PostgreSQL server crashed and restarted,
+## their SQLite disk filled -- for SOAK, on STORE (sqlite, postgres or both), from SEED --
+## then the audit: the totals, and exit 1 on a duplicate, a lost task or an inconsistency.
+## e.g. `make chaos SOAK=10m STORE=postgres SEED=7`. A short form runs in `make test`.
+SEED ?= 1
+SOAK ?= 60s
+STORE ?= both
+.PHONY: chaos
+chaos: $(VENV)/.dev
+	$(BIN)/python -m tests.chaos.driver --seed '$(SEED)' --soak '$(SOAK)' --store '$(STORE)'

@@ -47,14 +47,14 @@ class PrivateCluster:
 
     PostgreSQL refuses to run as root; as root the cluster runs as the ``postgres`` user."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 5432) -> None:
         initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
         if initdb is None or pg_ctl is None:
             raise RuntimeError("no initdb/pg_ctl on this machine (install PostgreSQL)")
         self.initdb, self.pg_ctl = initdb, pg_ctl
         self.folder = Path(tempfile.mkdtemp(prefix="shoal-pg-"))
         self.data = self.folder / "data"
-        self.port = 5432
+        self.port = port  # names the socket in the cluster's own folder (no TCP)
         self._as: list[str] = []
         if os.geteuid() == 0:
             runuser = shutil.which("runuser")

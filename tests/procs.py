@@ -95,3 +95,22 @@ def die_holding_the_write_lock(url: str, out: Connection) -> None:
         tx.set_meta("probe", "written by a writer about to die")
         out.send("holding")
         threading.Event().wait()
+
+
+def stall_holding_the_write_lock(url: str, idle: float, out: Connection) -> None:
+    """Start a fleet-wide write transaction on a PostgreSQL fleet (as ``configure`` does: it
+    holds the fleet lock every writer needs; the server ends it after ``idle`` seconds of
+    silence), report, wait for the word to commit, and report how that went."""
+    from shoal.stores import postgres
+
+    postgres.IDLE_IN_TRANSACTION = idle
+    store = open_store(url, create=False)
+    try:
+        with store.write(exclusive=True) as tx:
+            tx.set_meta("probe", "written by a writer that stalled")
+            out.send("holding")
+            out.recv()  # the test stops this process here, then lets it go on
+    except Exception as exc:
+        out.send(type(exc).__name__)
+    else:
+        out.send("committed")

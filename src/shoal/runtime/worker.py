@@ -61,6 +61,7 @@ from shoal.fleet import Fleet
 from shoal.model import Grant, Lease, Task
 from shoal.runtime.command import CommandFailed
 from shoal.runtime.handlers import CommandHandler, Deferred, Handler, TaskContext, WorkerFault
+from shoal.runtime.report import WorkerReport
 from shoal.settings import Settings
 from shoal.times import iso_time
 from shoal.validation import check_worker_times
@@ -80,45 +81,12 @@ __all__ = [
 MIN_POLL_GAP = 0.05
 #: How long a released or timed-out task's handler gets to notice before it is abandoned.
 STOP_GRACE = 3.0
+#: Seconds between two tries to settle a task while the store is unavailable.
+SETTLE_RETRY = 1.0
 
 Listener = Callable[[str, dict[str, Any]], None]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class WorkerReport:
-    """What a worker did, and why it stopped: ``reason`` is ``idle`` (ephemeral, idle past
-    its grace), ``stopped`` (asked to), ``terminated`` (its agent was terminated from
-    outside) or ``fault`` (it could not run tasks: see ``WorkerFault``); ``why`` says it in
-    words, and ``hint`` how to fix a fault."""
-
-    agent: str
-    reason: str = ""
-    why: str = ""
-    hint: str = ""
-    done: int = 0
-    failed: int = 0
-    released: int = 0
-    lost: int = 0
-    deferred: int = 0
-    stolen: int = 0
-    busy_seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "reason": self.reason,
-            "why": self.why,
-            "hint": self.hint,
-            "done": self.done,
-            "failed": self.failed,
-            "released": self.released,
-            "lost": self.lost,
-            "deferred": self.deferred,
-            "stolen": self.stolen,
-            "busy_seconds": round(self.busy_seconds, 3),
-        }
 
 
 @dataclass
@@ -175,6 +143,7 @@ class Worker:
         self._signals_seen: list[str] = []
         self._fault: tuple[int, WorkerFault] | None = None  # the first: why the worker stops
         self._settings_read: tuple[float, Settings] | None = None
+        self._renewed: dict[int, float] = {}  # task id -> expiry at the last heartbeat
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the public face
@@ -407,16 +376,49 @@ class Worker:
         seconds = monotonic(self.clock) - started
         self._tally("busy_seconds", seconds)
         try:
-            self._settle(ctx, box, finished=not inner.is_alive(), seconds=round(seconds, 3))
-        except ShoalError as exc:
-            log.warning("%s: could not settle #%d: %s", self.agent, ctx.task.id, exc.message)
-            self._say("error", task=ctx.task.id, error=exc.message)
+            self._settle_while_leased(ctx, box, not inner.is_alive(), round(seconds, 3))
         finally:
             with self._lock:
                 slot = self._slots.get(ctx.task.id)
             if slot is not None:
                 slot.finished.set()
             self._wake.set()
+
+    def _settle_while_leased(
+        self, ctx: TaskContext, box: dict[str, Any], finished: bool, seconds: float
+    ) -> None:
+        """Settle the task, trying again every ``SETTLE_RETRY`` seconds while the store is
+        away (a server restarting, a full disk) and the lease may still be ours: giving up
+        at the first ``StoreUnavailable`` would throw the work's outcome away, and leave
+        the task held -- renewed by our own heartbeats -- by nobody running it. A retry
+        whose first try did commit is harmless: a second complete says ``already_done``,
+        a second fail or release finds the lease gone (``LeaseLost``)."""
+        task_id = ctx.task.id
+        while True:
+            try:
+                self._settle(ctx, box, finished=finished, seconds=seconds)
+                return
+            except StoreUnavailable as exc:
+                if self._done.is_set() or not self._may_hold(task_id, ctx.lease):
+                    log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
+                    self._say("error", task=task_id, error=exc.message)
+                    return
+                log.warning(
+                    "%s: could not settle #%d (%s); trying again", self.agent, task_id, exc.message
+                )
+                self._say("store-unavailable", task=task_id, error=exc.message)
+                wait_for(self.clock, self._done.wait, SETTLE_RETRY)
+            except ShoalError as exc:
+                log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
+                self._say("error", task=task_id, error=exc.message)
+                return
+
+    def _may_hold(self, task_id: int, lease: Lease) -> bool:
+        """Whether the lease on ``task_id`` may still be ours: it has not run out since
+        its last renewal this worker saw (the claim, or a heartbeat)."""
+        with self._lock:
+            expires = max(lease.expires, self._renewed.get(task_id, 0.0))
+        return self.fleet.clock.now() < expires
 
     def _settle(
         self, ctx: TaskContext, box: dict[str, Any], finished: bool, seconds: float
@@ -568,7 +570,10 @@ class Worker:
                 ttls = [settings.lease_ttl, settings.heartbeat_timeout]
                 ttls += [s.ctx.task.lease_ttl for s in before.values() if s.ctx.task.lease_ttl]
                 interval = min(ttls) / 3
-                held = {lease.task_id for lease in self.fleet.heartbeat(self.agent)}
+                renewed = self.fleet.heartbeat(self.agent)
+                held = {lease.task_id for lease in renewed}
+                with self._lock:
+                    self._renewed = {lease.task_id: lease.expires for lease in renewed}
             except UnknownAgent:
                 log.warning("%s was terminated from outside: stopping its tasks", self.agent)
                 self._say("terminated", why="the agent was terminated from outside")

@@ -52,6 +52,13 @@ A lost server (restart, network) fails the calls in flight with ``StoreUnavailab
 code 4, "try again". The pool then drops its dead connections and opens new ones. Nothing a
 call acknowledged is lost (commits are synchronous), and a lease whose acknowledgement was
 lost simply expires.
+
+A client that stops in the middle of a transaction (suspended with SIGSTOP or Ctrl-Z, a
+paused VM, a network that drops without closing) would hold the fleet lock, and every other
+agent would wait on it for ever. The server ends such a session after
+``IDLE_IN_TRANSACTION`` seconds of silence inside a transaction (shoal's transactions are
+milliseconds long), rolling it back and freeing the fleet; the stopped client, when it
+resumes, gets ``StoreUnavailable`` and tries again.
 """
 
 from __future__ import annotations
@@ -93,6 +100,9 @@ __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "postgres_target"]
 
 DEFAULT_SCHEMA = "shoal"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: Seconds a session may sit idle inside a transaction before the server ends it (module
+#: docstring, "Faults").
+IDLE_IN_TRANSACTION = 30.0
 _OUR_OPTIONS = {"schema", "pool_size", "connect_timeout"}
 SCHEMA_VERSION = len(load_migrations("postgres"))
 
@@ -202,7 +212,8 @@ class PostgresDialect(Dialect):
         self._conninfo = conninfo
         self._connect_kwargs: dict[str, Any] = {
             "autocommit": True,
-            "options": f"-c search_path={self.schema}",
+            "options": f"-c search_path={self.schema} "
+            f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION * 1000)}",
             "application_name": "shoal",
         }
         salt = zlib.crc32(self.schema.encode()) << 8  # one fleet's locks per schema
