@@ -162,9 +162,19 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
-        """Settings from stored values; names this version does not know are ignored."""
-        known = {k: v for k, v in values.items() if k in SETTINGS}
+        """Settings from stored values; names this version does not know are ignored, and
+        a number above its ceiling (stored by an older shoal, which had none) is read as
+        the ceiling, so such a fleet still opens."""
+        known = {k: _within(SETTINGS[k], v) for k, v in values.items() if k in SETTINGS}
         return cls().replace(**known)
+
+
+def _within(spec: Setting, value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if spec.kind in ("duration", "count", "number") and value > spec.ceiling:
+        return int(spec.ceiling) if spec.kind == "count" else spec.ceiling
+    return value
 
 
 def parse_setting(name: str, value: object) -> Any:
@@ -214,7 +224,7 @@ def parse_setting(name: str, value: object) -> Any:
         )
     if number > spec.ceiling:
         raise InvalidSetting(
-            f"{name} must be at most {spec.ceiling:g}, not {number:g}",
+            f"{name} must be at most {spec.ceiling:,.0f}, not {number:g}",
             hint=f"{name}: {spec.help}",
         )
     return int(number) if spec.kind in ("count", "priority") else float(number)

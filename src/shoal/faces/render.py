@@ -395,6 +395,8 @@ def settings_table(settings: Settings) -> Table:
 
 
 def print_error(console: Console, message: str, hint: str | None) -> None:
-    console.print(Text("error: ", style="bold red") + Text(message))
+    """An error and its hint, as plain text with anything unsafe escaped: a message may
+    quote what the caller sent."""
+    console.print(Text("error: ", style="bold red") + Text(clean(message)))
     if hint:
-        console.print(Text("  hint: ", style="yellow") + Text(hint))
+        console.print(Text("  hint: ", style="yellow") + Text(clean(hint)))
