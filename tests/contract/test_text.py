@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shoal import BadInput, Fleet, InvalidSetting, LeaseLost, ManualClock
+from shoal import BadInput, Fleet, InvalidSetting, LeaseLost
 from shoal.model import Lease
 from tests.helpers import one, snapshot
 
@@ -37,7 +37,6 @@ ESC, RLO, NUL, SURROGATE = "\x1b", "\u202e", "\x00", "\udcff"
         ({"title": "t", "skills": [""]}, "skill name is empty"),
         ({"title": "t", "skills": " , "}, "skill name is empty"),
         ({"title": "t", "domain": ""}, "domain name is empty"),
-        ({"title": "t", "skills": ["p\ny"]}, "skill name 'p\\ny' is not valid"),
         ({"title": "t", "to": "ada\n"}, "agent id 'ada\\n' is not valid"),
     ],
 )
@@ -51,13 +50,10 @@ def test_text_a_store_cannot_keep_or_a_terminal_should_not_see_is_refused_at_pos
     with pytest.raises(BadInput):
         fleet.post_many([fields])
     assert snapshot(fleet) == before
-
-
-def test_a_body_keeps_line_breaks_and_tabs_and_text_in_any_script(fleet: Fleet) -> None:
+    # What is refused is narrow: line breaks and tabs in a body, any script, are kept.
     body = "step 1:\tparse\nstep 2:\t\u05e2\u05d5\u05dc\u05dd — 数据 ✓ 🐟"  # Hebrew too
     task = fleet.post("ünïcode titles are fine ✓", body=body)
-    assert fleet.get(task.id).body == body
-    assert fleet.get(task.id).title == "ünïcode titles are fine ✓"
+    assert (fleet.get(task.id).title, fleet.get(task.id).body) == (task.title, body)
 
 
 @pytest.mark.parametrize(
@@ -163,12 +159,3 @@ def test_settings_past_their_ceiling_are_refused_with_the_bound(
     with pytest.raises(InvalidSetting, match=re.escape(says)):
         fleet.configure(**changes)
     assert snapshot(fleet) == before
-
-
-def test_the_settings_lease_cap_is_the_tasks(fleet: Fleet, clock: ManualClock) -> None:
-    """A task may ask for the longest lease the fleet's setting may give: one cap."""
-    fleet.configure(lease_ttl="365d")
-    task = fleet.post("long", lease_ttl="365d")
-    assert task.lease_ttl == fleet.settings().lease_ttl
-    with pytest.raises(BadInput, match="at most a year"):
-        fleet.post("longer", lease_ttl="366d")
