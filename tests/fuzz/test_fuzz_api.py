@@ -1,0 +1,138 @@
+"""The Python API's entry points under random input, on every store: each call either
+works or raises a ``ShoalError`` (never a driver's error, a ``UnicodeEncodeError`` or a
+``RecursionError``), and a refused call leaves the fleet exactly as it was."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shoal import Fleet, ManualClock, ShoalError
+from shoal.model import Lease
+from shoal.settings import SETTINGS, Settings
+from tests import pg
+from tests.fuzz.strategies import FUZZ, anything, json_values, numbers, texts, word
+from tests.helpers import snapshot
+
+#: Keyword arguments of ``Fleet.post`` and what each gets (besides the wrong types).
+POST_FIELDS = ("body", "payload", "priority", "skills", "domain", "to", "after", "parent")
+POST_MORE = ("pinned", "expected_duration", "lease_ttl", "max_attempts", "key", "not_before")
+
+
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgres"])
+def fuzzed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleet]:
+    """One fleet per store for the whole module, with an agent that can hold many tasks."""
+    kind = str(request.param)
+    if kind == "memory":
+        url = f"memory://fuzz-{uuid.uuid4().hex}"
+    elif kind == "sqlite":
+        url = f"sqlite://{Path(tmp_path_factory.mktemp('fuzz')) / 'fleet.db'}"
+    else:
+        url = pg.fleet_url(request.getfixturevalue("postgres_server"))
+    fleet = Fleet.open(url, create=True, clock=ManualClock(), rng=random.Random(7))
+    yield fleet
+    fleet.close()
+    if kind == "postgres":
+        pg.drop_fleet(url)
+
+
+def refused_changes_nothing(fleet: Fleet, call: Callable[[], Any]) -> None:
+    """Run ``call``: it must work or raise a ShoalError, and a refusal must change nothing."""
+    before = snapshot(fleet)
+    refusal: ShoalError | None = None
+    try:
+        call()
+    except ShoalError as exc:
+        refusal = exc
+    if refusal is not None:
+        assert refusal.message and str(refusal)  # words, whatever the input
+        assert snapshot(fleet) == before, f"refused ({refusal.message}) yet the fleet changed"
+
+
+def _lease(fleet: Fleet) -> Lease:
+    """A live lease of ada's, whatever the examples before did to ada or the settings."""
+    fleet.configure(max_agents=1000, failure_streak=0, max_attempts=3)
+    fleet.register("ada", max_concurrent=1000, skills=["python"], domains=["web"])
+    fleet.resume("ada")
+    for held in fleet.leases("ada"):
+        fleet.release(held)
+    fleet.post("work for the fuzzer", to="ada")
+    claim = fleet.claim("ada")
+    assert claim, claim.reason
+    return claim.grants[0].lease
+
+
+@FUZZ
+@given(
+    title=anything(),
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            **dict.fromkeys(POST_FIELDS, anything()),
+            **dict.fromkeys(POST_MORE, anything()),
+            "retry_delay": anything(),
+        },
+    ),
+)
+def test_post_and_post_many(fuzzed: Fleet, title: Any, fields: dict[str, Any]) -> None:
+    refused_changes_nothing(fuzzed, lambda: fuzzed.post(title, **fields))
+    refused_changes_nothing(fuzzed, lambda: fuzzed.post_many([{"title": title, **fields}]))
+
+
+@FUZZ
+@given(result=json_values() | texts(), error=anything(), retry=anything())
+def test_complete_and_fail_with_any_result_or_error(
+    fuzzed: Fleet, result: Any, error: Any, retry: Any
+) -> None:
+    lease = _lease(fuzzed)
+    refused_changes_nothing(fuzzed, lambda: fuzzed.complete(lease, result))
+    refused_changes_nothing(fuzzed, lambda: fuzzed.complete_many([(lease, result)]))
+    other = _lease(fuzzed)
+    refused_changes_nothing(fuzzed, lambda: fuzzed.fail(other, error, retry=retry))
+
+
+@FUZZ
+@given(agent=anything(), token=anything(), task=anything(), number=numbers() | word())
+def test_leases_agents_and_reads_with_any_argument(
+    fuzzed: Fleet, agent: Any, token: Any, task: Any, number: Any
+) -> None:
+    calls: list[Callable[[], Any]] = [
+        lambda: fuzzed.complete(Lease(task, agent, token, 0.0)),
+        lambda: fuzzed.fail(Lease(task, agent, token, 0.0), "e"),
+        lambda: fuzzed.release(Lease(task, agent, token, 0.0)),
+        lambda: fuzzed.defer(Lease(task, agent, token, 0.0), [number]),
+        lambda: fuzzed.heartbeat(agent),
+        lambda: fuzzed.claim(agent, number),
+        lambda: fuzzed.register(agent, role=token, skills=task, domains=number),
+        lambda: fuzzed.register(agent, max_concurrent=number),
+        lambda: fuzzed.set_status(agent, token, why=task),
+        lambda: fuzzed.resume(agent),
+        lambda: fuzzed.agent(agent),
+        lambda: fuzzed.leases(agent),
+        lambda: fuzzed.get(task),
+        lambda: fuzzed.show(task, events=number),
+        lambda: fuzzed.by_key(token),
+        lambda: fuzzed.tasks(state=token, agent=agent, limit=number, before=task),
+        lambda: fuzzed.ready(agent, limit=number),
+        lambda: fuzzed.events(number, task=task, agent=agent, limit=number),
+        lambda: fuzzed.cancel(task),
+        lambda: fuzzed.retry(task),
+    ]
+    for call in calls:
+        refused_changes_nothing(fuzzed, call)
+
+
+@FUZZ
+@given(name=st.sampled_from(sorted(SETTINGS)) | word(), value=anything())
+def test_configure_with_any_value(fuzzed: Fleet, name: str, value: Any) -> None:
+    refused_changes_nothing(fuzzed, lambda: fuzzed.configure(**{name: value}))
+    fuzzed.configure(**Settings().to_dict())  # back to the defaults for the next example
