@@ -18,12 +18,42 @@ from shoal import Fleet, ManualClock, ShoalError
 from shoal.model import Lease
 from shoal.settings import SETTINGS, Settings
 from tests import pg
-from tests.fuzz.strategies import FUZZ, anything, json_values, numbers, texts, word
+from tests.fuzz.strategies import FUZZ, json_values, numbers, texts, word
 from tests.helpers import snapshot
 
-#: Keyword arguments of ``Fleet.post`` and what each gets (besides the wrong types).
-POST_FIELDS = ("body", "payload", "priority", "skills", "domain", "to", "after", "parent")
-POST_MORE = ("pinned", "expected_duration", "lease_ttl", "max_attempts", "key", "not_before")
+
+def ints() -> st.SearchStrategy[int]:
+    return st.one_of(st.integers(-3, 50), st.integers(), st.sampled_from([2**63, 10**23]))
+
+
+def durations() -> st.SearchStrategy[Any]:
+    """What a duration or a moment may be given as: a number, or text."""
+    return st.one_of(numbers(), word())
+
+
+def names() -> st.SearchStrategy[Any]:
+    """Skills or domains: one text (commas allowed) or a list of texts."""
+    return st.one_of(word(), st.lists(word(), max_size=3))
+
+
+#: ``Fleet.post``'s arguments, each drawn from the values of its declared type.
+POST_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "body": texts(),
+    "payload": json_values(),
+    "priority": st.one_of(ints(), word()),
+    "skills": names(),
+    "domain": word(),
+    "to": word(),
+    "after": st.lists(ints(), max_size=3),
+    "parent": ints(),
+    "pinned": st.booleans(),
+    "expected_duration": durations(),
+    "lease_ttl": durations(),
+    "max_attempts": ints(),
+    "key": texts(),
+    "not_before": durations(),
+    "retry_delay": durations(),
+}
 
 
 @pytest.fixture(scope="module", params=["memory", "sqlite", "postgres"])
@@ -72,24 +102,14 @@ def _lease(fleet: Fleet) -> Lease:
 
 
 @FUZZ
-@given(
-    title=anything(),
-    fields=st.fixed_dictionaries(
-        {},
-        optional={
-            **dict.fromkeys(POST_FIELDS, anything()),
-            **dict.fromkeys(POST_MORE, anything()),
-            "retry_delay": anything(),
-        },
-    ),
-)
+@given(title=texts(), fields=st.fixed_dictionaries({}, optional=POST_FIELDS))
 def test_post_and_post_many(fuzzed: Fleet, title: Any, fields: dict[str, Any]) -> None:
     refused_changes_nothing(fuzzed, lambda: fuzzed.post(title, **fields))
     refused_changes_nothing(fuzzed, lambda: fuzzed.post_many([{"title": title, **fields}]))
 
 
 @FUZZ
-@given(result=json_values() | texts(), error=anything(), retry=anything())
+@given(result=json_values() | texts(), error=texts(), retry=st.booleans())
 def test_complete_and_fail_with_any_result_or_error(
     fuzzed: Fleet, result: Any, error: Any, retry: Any
 ) -> None:
@@ -101,9 +121,9 @@ def test_complete_and_fail_with_any_result_or_error(
 
 
 @FUZZ
-@given(agent=anything(), token=anything(), task=anything(), number=numbers() | word())
+@given(agent=word(), token=texts(), task=ints(), number=ints(), text=word(), skills=names())
 def test_leases_agents_and_reads_with_any_argument(
-    fuzzed: Fleet, agent: Any, token: Any, task: Any, number: Any
+    fuzzed: Fleet, agent: str, token: str, task: int, number: int, text: str, skills: Any
 ) -> None:
     calls: list[Callable[[], Any]] = [
         lambda: fuzzed.complete(Lease(task, agent, token, 0.0)),
@@ -111,17 +131,17 @@ def test_leases_agents_and_reads_with_any_argument(
         lambda: fuzzed.release(Lease(task, agent, token, 0.0)),
         lambda: fuzzed.defer(Lease(task, agent, token, 0.0), [number]),
         lambda: fuzzed.heartbeat(agent),
-        lambda: fuzzed.claim(agent, number),
-        lambda: fuzzed.register(agent, role=token, skills=task, domains=number),
+        lambda: fuzzed.claim(agent, number, wait=text),
+        lambda: fuzzed.register(agent, role=text, skills=skills, domains=skills),
         lambda: fuzzed.register(agent, max_concurrent=number),
-        lambda: fuzzed.set_status(agent, token, why=task),
+        lambda: fuzzed.set_status(agent, text, why=token),
         lambda: fuzzed.resume(agent),
         lambda: fuzzed.agent(agent),
         lambda: fuzzed.leases(agent),
         lambda: fuzzed.get(task),
         lambda: fuzzed.show(task, events=number),
         lambda: fuzzed.by_key(token),
-        lambda: fuzzed.tasks(state=token, agent=agent, limit=number, before=task),
+        lambda: fuzzed.tasks(state=text, agent=agent, limit=number, before=task),
         lambda: fuzzed.ready(agent, limit=number),
         lambda: fuzzed.events(number, task=task, agent=agent, limit=number),
         lambda: fuzzed.cancel(task),
@@ -132,7 +152,7 @@ def test_leases_agents_and_reads_with_any_argument(
 
 
 @FUZZ
-@given(name=st.sampled_from(sorted(SETTINGS)) | word(), value=anything())
+@given(name=st.sampled_from(sorted(SETTINGS)) | word(), value=st.one_of(numbers(), texts()))
 def test_configure_with_any_value(fuzzed: Fleet, name: str, value: Any) -> None:
     refused_changes_nothing(fuzzed, lambda: fuzzed.configure(**{name: value}))
     fuzzed.configure(**Settings().to_dict())  # back to the defaults for the next example
