@@ -63,6 +63,7 @@ from shoal.errors import (
     UnknownTask,
 )
 from shoal.limits import (
+    MAX_DURATION,
     MAX_EVENTS,
     MAX_LISTED,
     MAX_PRUNE_BATCH,
@@ -457,7 +458,10 @@ class Fleet:
         """
         check_agent_id(agent_id)
         n = check_n(n)
-        deadline = monotonic(self.clock) + parse_duration(wait, "wait")
+        waiting = parse_duration(wait, "wait")
+        if waiting > MAX_DURATION:
+            raise BadInput(f"wait must be at most ten years, not {wait!r}", hint="e.g. 30s or 5m")
+        deadline = monotonic(self.clock) + waiting
         while True:
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:

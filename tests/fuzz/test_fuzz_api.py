@@ -121,17 +121,33 @@ def test_complete_and_fail_with_any_result_or_error(
 
 
 @FUZZ
-@given(agent=word(), token=texts(), task=ints(), number=ints(), text=word(), skills=names())
+@given(
+    agent=word(),
+    token=texts(),
+    task=ints(),
+    number=ints(),
+    text=word(),
+    skills=names(),
+    wait=st.sampled_from([0, "0s", "2s", -1, "1e30", 10**30, "x\x00", float("nan")]),
+)
 def test_leases_agents_and_reads_with_any_argument(
-    fuzzed: Fleet, agent: str, token: str, task: int, number: int, text: str, skills: Any
+    fuzzed: Fleet,
+    agent: str,
+    token: str,
+    task: int,
+    number: int,
+    text: str,
+    skills: Any,
+    wait: Any,
 ) -> None:
+    """(A claim's ``wait`` passes as manual time here, a second per round: kept short.)"""
     calls: list[Callable[[], Any]] = [
         lambda: fuzzed.complete(Lease(task, agent, token, 0.0)),
         lambda: fuzzed.fail(Lease(task, agent, token, 0.0), "e"),
         lambda: fuzzed.release(Lease(task, agent, token, 0.0)),
         lambda: fuzzed.defer(Lease(task, agent, token, 0.0), [number]),
         lambda: fuzzed.heartbeat(agent),
-        lambda: fuzzed.claim(agent, number, wait=text),
+        lambda: fuzzed.claim(agent, number, wait=wait),
         lambda: fuzzed.register(agent, role=text, skills=skills, domains=skills),
         lambda: fuzzed.register(agent, max_concurrent=number),
         lambda: fuzzed.set_status(agent, text, why=token),
