@@ -87,6 +87,9 @@ def test_markup_in_a_title_is_printed_as_written(cli: Callable[..., Result], fle
         assert title in added.out
     listed = cli("list", "--format", "table")
     assert "[/]" in listed.out and "[bold red]loud[/bold red]" in listed.out
+    assert cli("register", "bob", "--role", "[/]", "--format", "table").code == 0
+    agents = cli("agents", "--format", "table")
+    assert agents.code == 0 and "[/]" in agents.out, agents
 
 
 def test_a_wrong_token_at_the_cli_names_neither_the_holder_nor_the_token(
