@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from mcp import Client
 
@@ -35,8 +35,14 @@ class Connected:
         listed = portal.call(client.list_tools)
         self.tools = {tool.name: tool.input_schema for tool in listed.tools}
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-        result = self.portal.call(self.client.call_tool, tool, arguments)
+    def call(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, str] | None:
+        """(refused, text); None when the client itself cannot send the arguments (the SDK
+        refuses to encode a lone surrogate: such text reaches the server only from other
+        clients, and the API fuzz covers what the tools pass it to)."""
+        try:
+            result = self.portal.call(self.client.call_tool, tool, arguments)
+        except UnicodeEncodeError:
+            return None
         text = " ".join(getattr(block, "text", "") for block in result.content)
         return bool(result.is_error), text
 
@@ -95,7 +101,10 @@ def tool_calls(draw: st.DrawFn, tools: dict[str, dict[str, Any]]) -> tuple[str, 
 def test_every_tool_with_any_parameters(connected: Connected, data: st.DataObject) -> None:
     name, arguments = data.draw(tool_calls(connected.tools), label="call")
     before = snapshot(connected.fleet)
-    refused, text = connected.call(name, arguments)
+    outcome = connected.call(name, arguments)
+    assume(outcome is not None)
+    assert outcome is not None
+    refused, text = outcome
     assert "Error executing tool" not in text and "Traceback" not in text, text
     assert not text.startswith("internal_error"), f"{name}({arguments!r}): {text}"
     if refused:
