@@ -123,6 +123,8 @@ def parse_duration(value: object, what: str = "duration") -> float:
     "1h30m", "2d 4h"."""
     if isinstance(value, bool):
         raise BadInput(f"{what} must be a duration, not {value!r}")
+    if isinstance(value, int) and abs(value) > 2**53:  # float() would overflow or round
+        raise BadInput(f"{what} {value!r} is far past any duration", hint="e.g. 90s, 5m or 2h")
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION_RE.match(value)):

@@ -79,3 +79,12 @@ def test_a_fleet_holding_a_value_past_a_ceiling_still_opens_at_the_ceiling() -> 
     stored = Settings.from_mapping({"lease_ttl": 3000 * 86400.0, "max_agents": 10**9})
     assert stored.lease_ttl == MAX_LEASE_TTL
     assert stored.max_agents == MAX_COUNT
+
+
+@pytest.mark.parametrize("field", ["expected_duration", "lease_ttl", "retry_delay", "not_before"])
+def test_a_number_too_big_for_a_float_is_refused_not_an_overflow(field: str) -> None:
+    """The fuzz tests found it: 10**400 seconds raised OverflowError from the API."""
+    fields = dict.fromkeys(["skills", "domain", "to", "after", "parent", "key"])
+    times = dict.fromkeys(["expected_duration", "lease_ttl", "max_attempts"])
+    with pytest.raises(BadInput, match=field):
+        check_post("t", "", None, 5, pinned=False, **fields, **{**times, field: 10**400})
