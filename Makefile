@@ -40,6 +40,13 @@ test: lint
 test-fast: $(VENV)/.dev
 	$(BIN)/python -m pytest -n auto -m "not slow" tests/unit tests/contract tests/stores
 
+## Random input at every face (tests/fuzz: each CLI command, each MCP tool, the API on every
+## store), big: FUZZ_EXAMPLES examples per test. `make test` runs the same tests small.
+.PHONY: fuzz
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(VENV)/.dev
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -n auto tests/fuzz
+
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench

@@ -376,11 +376,13 @@ def agent_data(agent: Agent) -> dict[str, Any]:
 
 def why_lost(task: Task, lease: Lease) -> str:
     """Words for a lease whose token is not the task's current one, saying what became of
-    the task (not guessing why: a typo and an expired lease look the same from here)."""
+    the task (not guessing why: a typo and an expired lease look the same from here). They
+    name neither the agent that holds the task nor any token: a caller guessing tokens
+    learns only that this one is not the lease."""
     if task.state is TaskState.CLAIMED:
         return (
-            f"lease lost: task {task.id} is held by agent {task.agent!r} under a different "
-            "token (check the token; if your lease ran out, the task was claimed again)"
+            f"lease lost: task {task.id} is not held under that token (check the token; if "
+            "your lease ran out, the task was claimed again)"
         )
     if task.state is TaskState.DONE:
         return f"lease lost: task {task.id} was already completed under another lease"

@@ -63,6 +63,7 @@ from shoal.errors import (
     UnknownTask,
 )
 from shoal.limits import (
+    MAX_DURATION,
     MAX_EVENTS,
     MAX_LISTED,
     MAX_PRUNE_BATCH,
@@ -96,11 +97,11 @@ from shoal.validation import (
     as_task_ids,
     check_agent_id,
     check_count,
-    check_json,
     check_lease,
     check_max_concurrent,
     check_n,
     check_post,
+    check_result,
     check_text,
     draft_of,
     normalize_names,
@@ -276,7 +277,7 @@ class Fleet:
     def by_key(self, key: str) -> Task | None:
         """The task posted with idempotency key ``key``, if any."""
         with self._store.read() as tx:
-            return tx.task_by_key(check_text(key, "key", 256))
+            return tx.task_by_key(check_text(key, "key", 256, line=True))
 
     def get(self, task_id: int) -> Task:
         """The task with that id."""
@@ -302,6 +303,8 @@ class Fleet:
     ) -> list[Task]:
         """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
         wanted = parse_state(state) if state is not None else None
+        if agent is not None:
+            check_agent_id(agent)
         limit = check_count(limit, "limit", 1, MAX_LISTED)
         (below,) = as_task_ids([before], "before") if before is not None else (None,)
         with self._store.read() as tx:
@@ -315,6 +318,8 @@ class Fleet:
         still waiting out a retry backoff or a not_before are not ready, so not listed.
         """
         limit = check_count(limit, "limit", 1, MAX_READY)
+        if agent is not None:
+            check_agent_id(agent)
         with self._store.read() as tx:
             return preview_in(tx, self.clock.now(), agent, limit)
 
@@ -341,7 +346,7 @@ class Fleet:
         check_agent_id(agent_id)
         skill_names = normalize_names(skills, "skill")
         domain_names = normalize_names(domains, "domain")
-        role = check_text(role, "role", 64) or "worker"
+        role = check_text(role, "role", 64, line=True) or "worker"
         check_max_concurrent(max_concurrent)
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
@@ -359,6 +364,7 @@ class Fleet:
 
     def agent(self, agent_id: str) -> Agent:
         """The agent with that id (terminated ones included)."""
+        check_agent_id(agent_id)
         with self._store.read() as tx:
             agent = tx.get_agent(agent_id)
             if agent is None:
@@ -392,7 +398,8 @@ class Fleet:
         agent is resumed with ``resume``.
         """
         new_status = parse_agent_status(status)
-        reason = check_text(why, "why", 200) if why is not None else None
+        check_agent_id(agent_id)
+        reason = check_text(why, "why", 200, line=True) if why is not None else None
         if new_status is AgentStatus.OVERLOADED:
             raise BadInput(
                 "overloaded is set by the circuit breaker, not by request",
@@ -406,6 +413,7 @@ class Fleet:
     def resume(self, agent_id: str) -> Agent:
         """Let an agent the circuit breaker paused claim again now (its failure count starts
         over). Resuming an agent that is not paused changes nothing."""
+        check_agent_id(agent_id)
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             agent = live_agent(tx, agent_id)
@@ -425,6 +433,7 @@ class Fleet:
     def leases(self, agent_id: str) -> list[Lease]:
         """The leases ``agent_id`` holds now, oldest claim first (read only: nothing is
         renewed). For a face that acts for the agent it has already checked."""
+        check_agent_id(agent_id)
         with self._store.read() as tx:
             agent = live_agent(tx, agent_id)
             return [
@@ -438,6 +447,7 @@ class Fleet:
 
         A lease that has already expired is not renewed: its task goes back to pending.
         """
+        check_agent_id(agent_id)
         with self._store.write() as tx:
             now = self.clock.now()
             return heartbeat_in(tx, now, agent_id, self.rng)
@@ -454,8 +464,12 @@ class Fleet:
         when something it passed over is free to take). With ``wait`` > 0 an empty claim
         waits up to that many seconds for the fleet to change and tries again.
         """
+        check_agent_id(agent_id)
         n = check_n(n)
-        deadline = monotonic(self.clock) + parse_duration(wait, "wait")
+        waiting = parse_duration(wait, "wait")
+        if waiting > MAX_DURATION:
+            raise BadInput(f"wait must be at most ten years, not {wait!r}", hint="e.g. 30s or 5m")
+        deadline = monotonic(self.clock) + waiting
         while True:
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:
@@ -505,7 +519,7 @@ class Fleet:
         a stale or foreign lease raises ``LeaseLost``.
         """
         check_lease(lease)
-        check_json(result, "result")
+        check_result(result)
         if then_claim:
             check_n(then_claim)
         finishing = [Finishing(lease.task_id, lease.token, result)]
@@ -547,7 +561,7 @@ class Fleet:
             return BatchCompletion()
         for lease, result in outcomes:
             check_lease(lease)
-            check_json(result, "result")
+            check_result(result)
         if then_claim:
             check_n(then_claim)
         agents = {lease.agent for lease, _ in outcomes if lease.agent}
@@ -837,6 +851,8 @@ class Fleet:
         since = check_count(since, "since", 0, MAX_ID)
         limit = check_count(limit, "limit", 1, MAX_EVENTS)
         (task_id,) = as_task_ids([task], "task") if task is not None else (None,)
+        if agent is not None:
+            check_agent_id(agent)
         with self._store.read() as tx:
             found = tx.events(since, task_id, agent, limit, newest)
         return found[::-1] if newest else found

@@ -10,8 +10,12 @@ from __future__ import annotations
 __all__ = [
     "EXPIRE_PER_CLAIM",
     "MAX_BATCH",
+    "MAX_COUNT",
+    "MAX_DURATION",
     "MAX_EVENTS",
+    "MAX_LEASE_TTL",
     "MAX_LISTED",
+    "MAX_NUMBER",
     "MAX_PRUNE_BATCH",
     "MAX_READY",
     "PRUNE_BATCH",
@@ -46,3 +50,16 @@ MAX_PRUNE_BATCH = 10_000
 #: Tasks (and events of no task) one pass of the monitor prunes at most; the rest waits for
 #: the next pass, so a fleet that turns retention on pays for its backlog a little at a time.
 PRUNE_PER_PASS = 10_000
+
+#: The longest lease, whether a task asks for it (``lease_ttl=``) or the fleet's setting
+#: gives it: a year. One constant, so the task's cap and the setting's agree; a longer lease
+#: would keep a dead agent's work away for good.
+MAX_LEASE_TTL = 365 * 86400.0
+#: The longest any other duration setting (or a task's ``--in``) may be: ten years, far
+#: beyond any real use, and small enough that a moment it yields is still a date.
+MAX_DURATION = 10 * 365 * 86400.0
+#: The largest count a setting takes (max_agents, thresholds, attempts): a sane ceiling that
+#: keeps every count a small integer on every store.
+MAX_COUNT = 1_000_000
+#: The largest plain number a setting takes (stall_factor, aging).
+MAX_NUMBER = 1_000_000.0

@@ -15,9 +15,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from shoal.errors import InvalidSetting
+from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER
 from shoal.validation import parse_duration, parse_priority
 
 __all__ = [
+    "MAX_DURATION",
     "ORDERS",
     "SETTINGS",
     "Setting",
@@ -26,10 +28,6 @@ __all__ = [
     "format_setting",
     "parse_setting",
 ]
-
-#: The longest duration a setting takes (ten years): far beyond any real use, and small
-#: enough that a moment it yields can still be written as a date.
-MAX_DURATION = 10 * 365 * 86400.0
 
 #: The values of the ``order`` setting: how tasks of equal priority are ranked.
 ORDERS = ("priority", "longest_first")
@@ -43,15 +41,27 @@ class Setting:
     kind: str  # "duration" | "count" | "priority" | "number" | "choice"
     minimum: float
     help: str
-    maximum: float = math.inf
+    maximum: float | None = None  # None: the kind's ceiling (``ceiling``)
     choices: tuple[str, ...] = ()  # the words a "choice" setting accepts
+
+    @property
+    def ceiling(self) -> float:
+        """The largest value it takes: its own maximum, else its kind's (``shoal.limits``):
+        no setting is unbounded, so no absurd number reaches a store or a rule."""
+        if self.maximum is not None:
+            return self.maximum
+        return {"duration": MAX_DURATION, "count": MAX_COUNT, "number": MAX_NUMBER}.get(
+            self.kind, math.inf
+        )
 
 
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
         Setting("max_agents", "count", 1, "live non-manager agents the fleet admits"),
-        Setting("lease_ttl", "duration", 1, "how long a claim lasts without a heartbeat"),
+        Setting(
+            "lease_ttl", "duration", 1, "how long a claim lasts without a heartbeat", MAX_LEASE_TTL
+        ),
         Setting("heartbeat_timeout", "duration", 1, "silence after which an agent is offline"),
         Setting("idle_timeout", "duration", 0, "idle time after which ephemeral agents end"),
         Setting("max_attempts", "count", 1, "claims a task gets before it is dead"),
@@ -152,9 +162,19 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
-        """Settings from stored values; names this version does not know are ignored."""
-        known = {k: v for k, v in values.items() if k in SETTINGS}
+        """Settings from stored values; names this version does not know are ignored, and
+        a number above its ceiling (stored by an older shoal, which had none) is read as
+        the ceiling, so such a fleet still opens."""
+        known = {k: _within(SETTINGS[k], v) for k, v in values.items() if k in SETTINGS}
         return cls().replace(**known)
+
+
+def _within(spec: Setting, value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if spec.kind in ("duration", "count", "number") and value > spec.ceiling:
+        return int(spec.ceiling) if spec.kind == "count" else spec.ceiling
+    return value
 
 
 def parse_setting(name: str, value: object) -> Any:
@@ -191,17 +211,21 @@ def parse_setting(name: str, value: object) -> Any:
         raise InvalidSetting(
             f"{name} must be {_describe(spec)}, not {value!r}", hint=f"{name}: {spec.help}"
         ) from exc
-    if spec.kind == "duration" and number > MAX_DURATION:
+    if spec.kind == "duration" and number > spec.ceiling:
+        longest = format_duration(spec.ceiling)
         raise InvalidSetting(
-            f"{name} must be at most ten years ({MAX_DURATION:g}s), not {number:g}s",
+            f"{name} must be at most {longest} ({spec.ceiling:g}s), not {number:g}s",
             hint=f"{name}: {spec.help}",
         )
-    if not spec.minimum <= number <= spec.maximum:
-        bounds = f"at least {spec.minimum:g}"
-        if spec.maximum != math.inf:
-            bounds = f"between {spec.minimum:g} and {spec.maximum:g}"
+    if number < spec.minimum:
         raise InvalidSetting(
-            f"{name} must be {bounds}, not {number:g}", hint=f"{name}: {spec.help}"
+            f"{name} must be at least {spec.minimum:g}, not {number:g}",
+            hint=f"{name}: {spec.help}",
+        )
+    if number > spec.ceiling:
+        raise InvalidSetting(
+            f"{name} must be at most {spec.ceiling:,.0f}, not {number:g}",
+            hint=f"{name}: {spec.help}",
         )
     return int(number) if spec.kind in ("count", "priority") else float(number)
 

@@ -27,7 +27,7 @@ def parse_moment(value: object, what: str = "time") -> float:
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value <= MAX_MOMENT:
+        if not 0 <= value <= MAX_MOMENT:  # (NaN fails it too; a huge int is not converted)
             raise BadInput(
                 f"{what} must be a time (epoch seconds up to the year 9999), not {value!r}",
                 hint="or an ISO 8601 time with its zone, e.g. 2026-12-01T09:00Z",

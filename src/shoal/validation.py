@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from shoal.errors import BadInput, InvalidPriority
-from shoal.limits import MAX_BATCH
+from shoal.limits import MAX_BATCH, MAX_LEASE_TTL
 from shoal.model import Lease, NewTask
+from shoal.text import check_block, check_line, check_storable
 from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, TaskState
 
@@ -34,6 +35,7 @@ __all__ = [
     "check_max_concurrent",
     "check_n",
     "check_post",
+    "check_result",
     "check_text",
     "check_worker_times",
     "draft_of",
@@ -81,7 +83,7 @@ def parse_priority(value: object) -> int:
 
 def check_agent_id(agent_id: object) -> str:
     """An agent id: letters, digits and ``_ . : @ / -``, starting with a letter or digit."""
-    if not isinstance(agent_id, str) or not _ID_RE.match(agent_id):
+    if not isinstance(agent_id, str) or not _ID_RE.fullmatch(agent_id):
         raise BadInput(
             f"agent id {agent_id!r} is not valid",
             hint="use 1-128 letters, digits or _ . : @ / -, starting with a letter or digit",
@@ -99,9 +101,14 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
     for raw in values:
         if not isinstance(raw, str):
             raise BadInput(f"{what} must be text, not {raw!r}")
+        if not raw.replace(",", " ").strip():
+            raise BadInput(
+                f"a {what} name is empty ({raw!r})",
+                hint=f"name the {what}, or leave the option out",
+            )
         for part in raw.split(","):
             name = part.strip()
-            if name and not _NAME_RE.match(name):
+            if name and not _NAME_RE.fullmatch(name):
                 raise BadInput(
                     f"{what} name {name!r} is not valid",
                     hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
@@ -116,6 +123,8 @@ def parse_duration(value: object, what: str = "duration") -> float:
     "1h30m", "2d 4h"."""
     if isinstance(value, bool):
         raise BadInput(f"{what} must be a duration, not {value!r}")
+    if isinstance(value, int) and abs(value) > 2**53:  # float() would overflow or round
+        raise BadInput(f"{what} {value!r} is far past any duration", hint="e.g. 90s, 5m or 2h")
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
@@ -134,11 +143,13 @@ def parse_duration(value: object, what: str = "duration") -> float:
 
 
 def check_json(value: object, what: str) -> object:
-    """Make sure ``value`` can be stored as JSON; return it unchanged."""
-    if value is None or isinstance(value, str | int | bool):
+    """Make sure ``value`` can be stored as JSON on every store (``text.check_storable``);
+    return it unchanged."""
+    if value is None or isinstance(value, int | bool):
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
+    check_storable(what, value)
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -204,23 +215,23 @@ def check_post(
     retry_delay: float | str | None = None,
 ) -> NewTask:
     """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
-    title_text = check_text(title, "title", 1000).strip()
+    title_text = check_text(title, "title", 1000, line=True).strip()
     if not title_text:
         raise BadInput("a task needs a title", hint="say in a few words what is to be done")
     check_json(payload, "payload")
-    domains = normalize_names([domain] if domain else None, "domain")
+    domains = normalize_names([domain] if domain is not None else None, "domain")
     if to is not None:
         check_agent_id(to)
     if pinned and to is None:
         raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
     if parent is not None:
         (parent,) = as_task_ids([parent], "parent")
-    ttl = positive_duration(lease_ttl, "lease_ttl")
+    ttl = positive_duration(lease_ttl, "lease_ttl", MAX_LEASE_TTL)
     expected = positive_duration(expected_duration, "expected_duration")
     if max_attempts is not None:
         check_count(max_attempts, "max_attempts", 1, 1_000_000)
     if key is not None:
-        key = check_text(key, "key", 256)
+        key = check_text(key, "key", 256, line=True)
     ready = parse_moment(not_before, "not_before") if not_before is not None else None
     delay = None
     if retry_delay is not None:
@@ -307,16 +318,21 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
 YEAR = 365 * 86400.0
 
 
-def positive_duration(value: float | str | None, what: str) -> float | None:
+def positive_duration(value: float | str | None, what: str, most: float = YEAR) -> float | None:
+    """Seconds above zero and at most ``most`` (a year unless said), or None for None."""
     if value is None:
         return None
     seconds = parse_duration(value, what)
-    if not 0 < seconds <= YEAR:
+    if not 0 < seconds <= most:
         raise BadInput(
-            f"{what} must be more than zero and at most a year, not {value!r}",
+            f"{what} must be more than zero and at most {_days(most)}, not {value!r}",
             hint="e.g. 600, 10m or 2h",
         )
     return seconds
+
+
+def _days(seconds: float) -> str:
+    return "a year" if seconds == YEAR else f"{seconds / 86400:g} days"
 
 
 def check_lease(lease: Lease) -> Lease:
@@ -329,24 +345,30 @@ def check_lease(lease: Lease) -> Lease:
             "a lease token is the text `shoal claim` printed",
             hint="pass the token of your claim (--token or SHOAL_TOKEN)",
         )
+    check_line("the lease token", lease.token)
+    if lease.agent:
+        check_agent_id(lease.agent)
     return lease
 
 
-def check_text(value: object, what: str, limit: int) -> str:
+def check_result(value: object) -> object:
+    """A task's result: text is a block (line breaks kept, control characters refused),
+    anything else a JSON value every store can keep."""
+    if isinstance(value, str):
+        return check_block("result", value)
+    return check_json(value, "result")
+
+
+def check_text(value: object, what: str, limit: int, *, line: bool = False) -> str:
+    """Text from outside, at most ``limit`` characters, holding nothing ``shoal.text``
+    refuses: one line (``line``: a title, a key) or a block (a body, an error)."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise BadInput(f"{what} must be text, not {type(value).__name__}")
     if len(value) > limit:
         raise BadInput(f"{what} is too long ({len(value)} characters; the limit is {limit})")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadInput(
-            f"{what} is not valid text: it holds bytes that are not UTF-8",
-            hint="send UTF-8 text (check the terminal's or the file's encoding)",
-        ) from None
-    return value
+    return check_line(what, value) if line else check_block(what, value)
 
 
 def check_n(n: object) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,12 @@ def test_an_empty_claim_fails_the_eval_and_forgets_the_last_task(
 
 
 def test_escape_sequences_in_a_title_never_reach_the_terminal(shoal: Shoal, fleet: Fleet) -> None:
-    task = fleet.post("a\x1b]0;PWN\x07b\nc\x1b[2J")
+    task = fleet.post("placeholder")  # refused at input now; as an older shoal stored it:
+    with sqlite3.connect(fleet.url.removeprefix("sqlite://")) as db:
+        db.execute(
+            "UPDATE tasks SET title = ? WHERE id = ?", ("a\x1b]0;PWN\x07b\nc\x1b[2J", task.id)
+        )
+    db.close()
     fleet.register("ada")
     for args in (("list", "--format", "table"), ("show", str(task.id), "--format", "table"),
                  ("claim", "--agent", "ada", "--format", "table"), ("list",)):  # fmt: skip
@@ -136,4 +142,4 @@ def test_escape_sequences_in_a_title_never_reach_the_terminal(shoal: Shoal, flee
         assert "\x1b]" not in result.out and "\x07" not in result.out, (args, result.out)
         assert "\x1b[2J" not in result.out, (args, result.out)
     added = shoal("add", "x\ny\x1b[31m")
-    assert added.out.count("\n") == 1 and "\x1b" not in added.out  # one line, no escape
+    assert added.code == 2 and "\x1b" not in added.out + added.err  # refused, not echoed

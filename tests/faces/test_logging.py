@@ -99,7 +99,7 @@ def test_quiet_silences_warnings(url: str) -> None:
 
 
 def test_no_lease_token_in_any_log_line_of_a_claim_and_its_completion(url: str) -> None:
-    title = "fix it\nnow"  # untrusted text: logged as a repr, on one line
+    title = "fix it [now]"  # untrusted text (a title holds no line break: refused at input)
     assert shoal(url, "register", "ada", "--skill", "py").returncode == 0
     assert (
         shoal(

@@ -9,6 +9,7 @@ import io
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -60,7 +61,10 @@ def busy(fleet: Fleet, clock: ManualClock) -> Fleet:
     _, lease = one(fleet.claim("cy"))
     fleet.fail(lease, "boom")
     assert fleet.claim("cy").reason == "paused"
-    fleet.post(HOSTILE, to="dee")
+    hostile = fleet.post("placeholder", to="dee")  # HOSTILE is refused at input now;
+    with sqlite3.connect(fleet.url.removeprefix("sqlite://")) as db:  # as an older shoal kept it
+        db.execute("UPDATE tasks SET title = ? WHERE id = ?", (HOSTILE, hostile.id))
+    db.close()
     one(fleet.claim("dee"))
     fleet.post("later", not_before=clock.now() + 300)
     fleet.post("in the pool", skills=["rust"])

@@ -8,13 +8,13 @@ yields ids (a claim's task and token). Colour also stays off under ``NO_COLOR`` 
 it).
 
 Text from agents (titles, errors) reaches people through here too, so cells are taken as
-plain text, never as markup, and control characters are dropped.
+plain text, never as markup, and control characters are shown escaped (``shoal.text.safe``):
+``\\x1b`` on the screen, never an escape sequence the terminal would obey.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -24,12 +24,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from shoal.text import safe
+
 __all__ = ["FORMATS", "clean", "env_lines", "json_text", "one_line", "plain_lines"]
 
 #: The values of ``--format``.
 FORMATS = ("table", "tsv", "json", "env")
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def json_text(data: Any, pretty: bool) -> str:
@@ -88,13 +88,13 @@ def _cell(value: Any) -> str:
 
 
 def _clean(text: str) -> str:
-    return _CONTROL.sub("", text)
+    return safe(text)
 
 
 def clean(text: str) -> str:
-    """Text from agents, safe to show: control characters (escape sequences, bells) gone,
-    line breaks kept."""
-    return _CONTROL.sub("", text)
+    """Text from agents, safe to show: control characters (escape sequences, bells) and
+    direction controls written out as ``\\x1b`` / ``\\u202e``, line breaks kept."""
+    return safe(text)
 
 
 def one_line(text: str) -> str:

@@ -99,6 +99,12 @@ def ready_note(task: Task, now: float) -> str:
     return ""
 
 
+def _cells(*values: str | Text) -> list[Text]:
+    """Table cells as plain text: a ``str`` cell would be read as rich markup, and a role,
+    an id or a name from an older fleet could then restyle the table or break it."""
+    return [v if isinstance(v, Text) else Text(one_line(v)) for v in values]
+
+
 def _state(value: str) -> Text:
     return Text(value, style=STATE_STYLE.get(value, ""))
 
@@ -118,14 +124,16 @@ def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> 
         flags += " [stalled]" if t.stalled_at is not None else ""
         flags += f" [{note}]" if (note := ready_note(t, now)) else ""
         table.add_row(
-            str(t.id),
-            _state(t.state.value),
-            str(t.priority),
-            Text(one_line(t.title) + flags),
-            agent,
-            ",".join(t.skills) or "-",
-            t.domain or "-",
-            ago(t.created_at, now),
+            *_cells(
+                str(t.id),
+                _state(t.state.value),
+                str(t.priority),
+                Text(one_line(t.title) + flags),
+                agent,
+                ",".join(t.skills) or "-",
+                t.domain or "-",
+                ago(t.created_at, now),
+            )
         )
     return table
 
@@ -171,7 +179,7 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
     if t.payload is not None:
         rows.append(("payload", Text(shown(t.payload))))
     for name, value in rows:
-        grid.add_row(name, value)
+        grid.add_row(name, *_cells(value))
     parts: list[Table | Text] = [grid]
     if t.body:
         parts.append(Text("\n" + clean(t.body)))
@@ -194,14 +202,16 @@ def agents_table(agents: Sequence[Agent], now: float) -> Table:
             status.append(f" {ago(a.idle_since, now)}", style="dim")
         status.append(pause_note(a, now), style="dim")
         table.add_row(
-            a.id,
-            status,
-            role,
-            ",".join(a.skills) or "-",
-            ",".join(a.domains) or "-",
-            str(a.max_concurrent),
-            str(a.queued),
-            ago(a.last_seen, now),
+            *_cells(
+                a.id,
+                status,
+                role,
+                ",".join(a.skills) or "-",
+                ",".join(a.domains) or "-",
+                str(a.max_concurrent),
+                str(a.queued),
+                ago(a.last_seen, now),
+            )
         )
     return table
 
@@ -230,12 +240,14 @@ def status_view(status: FleetStatus) -> Group:
         # Titles come from agents: plain text, never read as markup.
         current = Text(", ".join(f"{t.id} {one_line(t.title)}" for t in line.held) or "-")
         table.add_row(
-            a.id + (" *" if a.manager else ""),
-            _status(a.status.value).append(pause_note(a, now), style="dim"),
-            f"{len(line.held)}/{a.max_concurrent}",
-            str(a.queued),
-            current,
-            ago(a.last_seen, now),
+            *_cells(
+                a.id + (" *" if a.manager else ""),
+                _status(a.status.value).append(pause_note(a, now), style="dim"),
+                f"{len(line.held)}/{a.max_concurrent}",
+                str(a.queued),
+                current,
+                ago(a.last_seen, now),
+            )
         )
     parts: list[Text | Table | Panel] = [header, table]
     if status.stalled:
@@ -343,12 +355,14 @@ def events_table(events: Sequence[Event], now: float, title: str | None = None) 
     for e in events:
         details = details_of(e)
         table.add_row(
-            str(e.id),
-            ago(e.at, now),
-            e.kind,
-            "-" if e.task_id is None else str(e.task_id),
-            e.agent or "-",
-            Text(details),  # error texts come from agents: never read as markup
+            *_cells(
+                str(e.id),
+                ago(e.at, now),
+                e.kind,
+                "-" if e.task_id is None else str(e.task_id),
+                e.agent or "-",
+                Text(details),  # error texts come from agents: never read as markup
+            )
         )
     return table
 
@@ -361,7 +375,9 @@ def moves_table(moves: Sequence[Move], dry_run: bool) -> Table | Text:
         table.add_column(column)
     for m in moves:
         table.add_row(
-            str(m.task_id), str(m.priority), Text(one_line(m.title)), m.from_agent, m.to_agent
+            *_cells(
+                str(m.task_id), str(m.priority), Text(one_line(m.title)), m.from_agent, m.to_agent
+            )
         )
     return table
 
@@ -386,15 +402,19 @@ def settings_table(settings: Settings) -> Table:
         default = getattr(defaults, name)
         style = "bold" if value != default else ""
         table.add_row(
-            name,
-            Text(format_setting(value, name), style=style),
-            format_setting(default, name),
-            spec.help,
+            *_cells(
+                name,
+                Text(format_setting(value, name), style=style),
+                format_setting(default, name),
+                spec.help,
+            )
         )
     return table
 
 
 def print_error(console: Console, message: str, hint: str | None) -> None:
-    console.print(Text("error: ", style="bold red") + Text(message))
+    """An error and its hint, as plain text with anything unsafe escaped: a message may
+    quote what the caller sent."""
+    console.print(Text("error: ", style="bold red") + Text(clean(message)))
     if hint:
-        console.print(Text("  hint: ", style="yellow") + Text(hint))
+        console.print(Text("  hint: ", style="yellow") + Text(clean(hint)))

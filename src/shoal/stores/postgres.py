@@ -75,6 +75,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from shoal.errors import (
+    BadInput,
     InvalidStoreURL,
     SchemaMismatch,
     StoreError,
@@ -391,6 +392,14 @@ class PostgresDialect(Dialect):
             return SchemaMismatch(
                 f"the fleet at {self.where} is missing part of its schema ({text})",
                 hint=f"run `shoal init --store {self.where}`",
+            )
+        if isinstance(exc, psycopg.DataError):
+            # A value the server cannot keep (NUL in text, a number out of range): input
+            # the checks in shoal.text and shoal.validation should have refused first.
+            return BadInput(
+                f"the fleet at {self.where} cannot store that value ({text})",
+                hint="nothing was changed; remove NUL and control characters, keep numbers "
+                "in range",
             )
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
             log.warning("lost the connection to the fleet at %s (%s)", self.where, text)

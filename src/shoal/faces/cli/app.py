@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from shoal.errors import BadInput
 from shoal.faces import output
@@ -100,7 +101,7 @@ class App:
         empty list is said in words (``empty``) on a terminal, not as a bare header."""
         shape = self.output_format()
         if empty is not None and data == [] and shape == "table":
-            self.out.print(empty, style="dim", highlight=False)
+            self.out.print(Text(output.clean(empty), style="dim"))
             return
         if shape == "json":
             click.echo(output.json_text(data, pretty=self.out.is_terminal))
@@ -113,7 +114,8 @@ class App:
             if env:
                 click.echo(output.env_lines(env))
         elif human is not None and shape == "table":
-            self.out.print(human)
+            # A message is plain text, never markup: it may quote a title an agent wrote.
+            self.out.print(Text(output.clean(human)) if isinstance(human, str) else human)
         elif human is not None:
             for line in output.plain_lines(human):
                 click.echo(line)

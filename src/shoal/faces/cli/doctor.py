@@ -37,6 +37,7 @@ from shoal.faces.cli.app import json_flag
 from shoal.faces.output import json_text
 from shoal.fleet import Fleet
 from shoal.model import AgentStatus, FleetStatus, Task
+from shoal.text import safe
 
 __all__ = ["MIN_FREE_BYTES", "MIN_FREE_SHARE", "Check", "add_doctor_commands", "doctor"]
 
@@ -531,7 +532,7 @@ def doctor(shared: _Shared) -> None:
         data = {"ok": all(c.ok for c in checks), "checks": [c.to_dict() for c in checks]}
         _echo(json_text(data, pretty=sys.stdout.isatty()))  # compact in a pipe
     else:
-        _echo("\n".join(report_lines(checks)))
+        _echo(safe("\n".join(report_lines(checks))))  # findings may quote stored text
     code = exit_code(checks)
     if code:
         sys.exit(code)

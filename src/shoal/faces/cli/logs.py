@@ -21,6 +21,7 @@ import time
 from typing import TextIO
 
 from shoal.errors import BadInput
+from shoal.text import safe
 
 __all__ = ["LOG_LEVEL_ENV", "configure_logging", "resolve_level"]
 
@@ -32,14 +33,16 @@ _DATE = "%Y-%m-%dT%H:%M:%S"
 
 
 class _OneLine(logging.Formatter):
-    """A record on one line: newlines (a traceback, a message with one) are escaped."""
+    """A record on one line: newlines (a traceback, a message with one) are escaped, and so
+    is every other control character (``shoal.text.safe``): a message may quote task text."""
 
     def __init__(self, fmt: str, datefmt: str) -> None:
         super().__init__(fmt, datefmt)
         self.converter = time.gmtime
 
     def format(self, record: logging.LogRecord) -> str:
-        return super().format(record).replace("\r", "\\r").replace("\n", "\\n")
+        line = super().format(record).replace("\r", "\\r").replace("\n", "\\n")
+        return safe(line)
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]

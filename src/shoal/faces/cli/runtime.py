@@ -27,7 +27,7 @@ from rich.text import Text
 from shoal.errors import BadInput
 from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
 from shoal.faces.cli.live import supervisor_view
-from shoal.faces.output import one_line
+from shoal.faces.output import clean, one_line
 from shoal.runtime.command import check_command
 from shoal.runtime.hub import Hub, HubAction
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
@@ -62,7 +62,7 @@ def _stamp() -> str:
 def _line(kind: str, text: str) -> Text:
     """A line for people: the time, then the words in the style of their kind."""
     line = Text(f"{_stamp()}  ", style="dim")
-    line.append(text, style=_STYLE.get(kind, ""))
+    line.append(clean(text), style=_STYLE.get(kind, ""))  # may quote a task's title
     return line
 
 
