@@ -39,11 +39,15 @@ __all__ = [
 _BIDI = "\u202a-\u202e\u2066-\u2069"
 #: Refused in one-line fields: every C0 and C1 control, DEL, bidi controls, surrogates.
 _LINE_REFUSED = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
-#: Refused in blocks: the same, but a line break or a tab is fine.
-_BLOCK_REFUSED = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+#: Refused in blocks: the same, but a line break (LF, or CRLF as a file from Windows has
+#: them) or a tab is fine. A carriage return alone moves a terminal's cursor back over the
+#: line, so it is refused.
+_BLOCK_REFUSED = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]|\r(?!\n)")
 #: Escaped on display: what is refused in a block, plus the invisible direction marks
 #: (U+200E, U+200F, U+061C), which are harmless to store but not to read.
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\u200e\u200f\u061c\ud800-\udfff]")
+_UNSAFE = re.compile(
+    f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\u200e\u200f\u061c\ud800-\udfff]|\r(?!\n)"
+)
 _UNSAFE_ONE_LINE = re.compile(
     f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}\u200e\u200f\u061c\ud800-\udfff]"
 )
@@ -85,7 +89,7 @@ def check_line(field: str, value: str) -> str:
 
 def check_block(field: str, value: str) -> str:
     """``value`` for a block of text (a body, a result, an error): like ``check_line``, but
-    line breaks and tabs are kept."""
+    line breaks (LF or CRLF) and tabs are kept."""
     match = _BLOCK_REFUSED.search(value)
     if match is not None:
         raise _refuse(field, value, match, " (line breaks and tabs are fine)")

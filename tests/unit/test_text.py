@@ -33,8 +33,11 @@ def test_a_line_and_a_block_differ_only_in_line_breaks_and_tabs() -> None:
     assert check_block("body", "a\n\tb") == "a\n\tb"
     with pytest.raises(BadInput, match=r"title holds the control character U\+000A at position 2"):
         check_line("title", "a\nb")
+    assert check_block("body", "a\r\nb\r\n") == "a\r\nb\r\n"  # a file from Windows
+    assert safe("a\r\nb") == "a\r\nb"
     with pytest.raises(BadInput, match=r"body holds the control character U\+000D at position 2"):
-        check_block("body", "a\r\nb")
+        check_block("body", "a\rb")  # a carriage return alone rewrites the line shown
+    assert safe("ok\rfake") == "ok\\x0dfake"
     with pytest.raises(BadInput, match=r"holds the bidirectional control U\+2067 at position 1"):
         check_block("body", "\u2067x")
 
