@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from shoal import Claim, Fleet, Lease, Task
@@ -53,3 +55,16 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = 20.0) -
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
+
+
+def damage_tasks_table(db: Path) -> None:
+    """Overwrite the first bytes of a SQLite fleet's tasks table root page (past offset
+    8192, so the header still reads), as a bad disk or a stray write would."""
+    raw = sqlite3.connect(db)
+    root = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tasks'").fetchone()[0]
+    page = raw.execute("PRAGMA page_size").fetchone()[0]
+    raw.close()
+    assert (root - 1) * page >= 8192
+    with open(db, "r+b") as handle:
+        handle.seek((root - 1) * page)
+        handle.write(b"\xff\xff\xff\xff")

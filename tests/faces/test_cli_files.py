@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import pytest
 
 from shoal import Fleet
 from tests.faces.cli_support import COMMAND, Shoal, base_env, shoal, url  # noqa: F401 (fixtures)
+from tests.helpers import damage_tasks_table
 
 
 def digest(path: Path) -> str:
@@ -124,18 +124,6 @@ def fleet_with_a_task(url: str) -> int:
 # ---------------------------------------------------------------------- damage
 
 
-def overwrite_tasks_root(db: Path) -> None:
-    """Four bytes of junk at the start of the tasks table's root page, past offset 8192."""
-    raw = sqlite3.connect(db)
-    root = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tasks'").fetchone()[0]
-    page = raw.execute("PRAGMA page_size").fetchone()[0]
-    raw.close()
-    assert (root - 1) * page >= 8192
-    with open(db, "r+b") as handle:
-        handle.seek((root - 1) * page)
-        handle.write(b"\x7f\x00\xff\x13")
-
-
 def test_a_damaged_database_exits_5_writes_nothing_and_recovers_from_a_backup(
     shoal: Shoal, url: str, tmp_path: Path
 ) -> None:
@@ -145,7 +133,7 @@ def test_a_damaged_database_exits_5_writes_nothing_and_recovers_from_a_backup(
         fleet.post_many([{"title": f"task {i}", "body": "x" * 200} for i in range(60)])
     backup = tmp_path / "backup.db"
     shutil.copy(db, backup)
-    overwrite_tasks_root(db)
+    damage_tasks_table(db)
 
     listed = shoal("list")
     assert listed.code == 5, listed

@@ -21,6 +21,7 @@ import pytest
 
 from shoal import Fleet, StoreError
 from shoal.errors import StoreDamaged, exit_code_for
+from tests.helpers import damage_tasks_table
 
 SECRET = b"the victim's own bytes\n"
 
@@ -199,21 +200,8 @@ def test_a_reader_works_where_nothing_can_be_written(frozen: Path) -> None:
 # ---------------------------------------------------------------------- damage
 
 
-def damage(db: Path) -> None:
-    """Overwrite the first bytes of the tasks table's root page (past offset 8192), as a
-    bad disk or a stray write would."""
-    raw = sqlite3.connect(db)
-    root = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tasks'").fetchone()[0]
-    page = raw.execute("PRAGMA page_size").fetchone()[0]
-    raw.close()
-    assert (root - 1) * page >= 8192
-    with open(db, "r+b") as handle:
-        handle.seek((root - 1) * page)
-        handle.write(b"\xff\xff\xff\xff")
-
-
 def test_damage_found_by_a_read_is_store_damaged_and_keeps_writers_away(db: Path) -> None:
-    damage(db)
+    damage_tasks_table(db)
     with (
         Fleet.open(f"sqlite://{db}", create=False, read_only=True) as reader,
         pytest.raises(StoreDamaged) as caught,
