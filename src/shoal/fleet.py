@@ -63,7 +63,6 @@ from shoal.errors import (
     UnknownTask,
 )
 from shoal.limits import (
-    MAX_DURATION,
     MAX_EVENTS,
     MAX_LISTED,
     MAX_PRUNE_BATCH,
@@ -103,10 +102,10 @@ from shoal.validation import (
     check_post,
     check_result,
     check_text,
+    check_wait,
     draft_of,
     normalize_names,
     parse_agent_status,
-    parse_duration,
     parse_state,
 )
 from shoal.vocabulary import AgentStatus, ClaimReason, EventKind, TaskState
@@ -466,10 +465,7 @@ class Fleet:
         """
         check_agent_id(agent_id)
         n = check_n(n)
-        waiting = parse_duration(wait, "wait")
-        if waiting > MAX_DURATION:
-            raise BadInput(f"wait must be at most ten years, not {wait!r}", hint="e.g. 30s or 5m")
-        deadline = monotonic(self.clock) + waiting
+        deadline = monotonic(self.clock) + check_wait(wait)
         while True:
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from shoal.errors import BadInput, InvalidPriority
-from shoal.limits import MAX_BATCH, MAX_LEASE_TTL
+from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_LEASE_TTL
 from shoal.model import Lease, NewTask
 from shoal.text import check_block, check_line, check_storable
 from shoal.times import parse_moment
@@ -37,6 +37,7 @@ __all__ = [
     "check_post",
     "check_result",
     "check_text",
+    "check_wait",
     "check_worker_times",
     "draft_of",
     "normalize_names",
@@ -316,6 +317,15 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
 
 
 YEAR = 365 * 86400.0
+
+
+def check_wait(value: float | str) -> float:
+    """How long a claim may wait for work: a duration of at most ``MAX_DURATION`` (a
+    longer one would never end, and past 2**53 seconds the deadline stops moving)."""
+    seconds = parse_duration(value, "wait")
+    if seconds > MAX_DURATION:
+        raise BadInput(f"wait must be at most ten years, not {value!r}", hint="e.g. 30s or 5m")
+    return seconds
 
 
 def positive_duration(value: float | str | None, what: str, most: float = YEAR) -> float | None:

@@ -3,7 +3,7 @@ the worker's loop so that module stays about running tasks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["WorkerReport"]
@@ -29,16 +29,4 @@ class WorkerReport:
     busy_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "reason": self.reason,
-            "why": self.why,
-            "hint": self.hint,
-            "done": self.done,
-            "failed": self.failed,
-            "released": self.released,
-            "lost": self.lost,
-            "deferred": self.deferred,
-            "stolen": self.stolen,
-            "busy_seconds": round(self.busy_seconds, 3),
-        }
+        return {**asdict(self), "busy_seconds": round(self.busy_seconds, 3)}

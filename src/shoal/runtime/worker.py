@@ -398,8 +398,9 @@ class Worker:
             try:
                 self._settle(ctx, box, finished=finished, seconds=seconds)
                 return
-            except StoreUnavailable as exc:
-                if self._done.is_set() or not self._may_hold(task_id, ctx.lease):
+            except ShoalError as exc:
+                retry = isinstance(exc, StoreUnavailable)
+                if not retry or self._done.is_set() or not self._may_hold(task_id, ctx.lease):
                     log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
                     self._say("error", task=task_id, error=exc.message)
                     return
@@ -408,10 +409,6 @@ class Worker:
                 )
                 self._say("store-unavailable", task=task_id, error=exc.message)
                 wait_for(self.clock, self._done.wait, SETTLE_RETRY)
-            except ShoalError as exc:
-                log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
-                self._say("error", task=task_id, error=exc.message)
-                return
 
     def _may_hold(self, task_id: int, lease: Lease) -> bool:
         """Whether the lease on ``task_id`` may still be ours: it has not run out since

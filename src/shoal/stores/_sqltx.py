@@ -16,6 +16,7 @@ commit.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -707,11 +708,11 @@ class SqlTx:
         ids = {"ids": self._list(task_ids)}
         events = [r[0] for r in self._all("prune_task_events", ids)]
         self._run("prune_deps", ids)
-        states = [r[0] for r in self._all("prune_tasks", ids)]
-        for state in set(states):
-            self._finished_moved(state, -states.count(state))
+        states = Counter(r[0] for r in self._all("prune_tasks", ids))
+        for state, pruned in states.items():
+            self._finished_moved(state, -pruned)
         self._pruned(events)
-        return len(states), len(events)
+        return states.total(), len(events)
 
     def prune_events(self, cutoff: float, limit: int) -> int:
         rows = self._all("prune_untasked_events", {"cutoff": cutoff, "limit": limit})
