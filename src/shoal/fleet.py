@@ -40,6 +40,7 @@ from shoal._conflicts import rerun_on_conflict
 from shoal._hub import assess_in, reap_in, status_in
 from shoal._posting import insert_task
 from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff
+from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
 from shoal._transitions import (
     after_letting_go,
     count_failure,
@@ -54,6 +55,7 @@ from shoal._transitions import (
     resume_agent,
     unknown_agent,
 )
+from shoal.access import Credential, check_token_id, parse_role
 from shoal.clock import Clock, SystemClock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import (
@@ -882,3 +884,41 @@ class Fleet:
             diff = {k: v for k, v in new.to_dict().items() if old.to_dict()[k] != v}
             tx.append_event(now, EventKind.CONFIGURED, None, None, diff)
             return new
+
+    # ------------------------------------------------------------------ access tokens
+
+    @rerun_on_conflict
+    def create_token(
+        self, role: str, *, agent: str | None = None, name: str = ""
+    ) -> tuple[Credential, str]:
+        """A new access token for ``shoal serve`` (``shoal.access``): its description, and
+        the secret, which the fleet does not keep and nobody can show again. An ``agent``
+        token names the one agent it may act as."""
+        kind = parse_role(role)
+        if (agent is None) == (kind == "agent"):
+            raise BadInput(
+                "an agent token names its agent, and only an agent token does",
+                hint="shoal token create --role agent --agent ID, or leave --agent out",
+            )
+        if agent is not None:
+            check_agent_id(agent)
+        label = check_text(name, "token name", 200, line=True)
+        with self._store.write(exclusive=True) as tx:
+            return create_token_in(tx, self.clock.now(), kind, agent, label)
+
+    def tokens(self) -> list[Credential]:
+        """The fleet's access tokens, oldest first (never their secrets)."""
+        with self._store.read() as tx:
+            return tokens_in(tx)
+
+    @rerun_on_conflict
+    def revoke_token(self, token_id: str) -> Credential:
+        """End the token ``token_id``: from the next request on, it opens nothing."""
+        check_token_id(token_id)
+        with self._store.write(exclusive=True) as tx:
+            return revoke_token_in(tx, token_id)
+
+    def authenticate(self, token: str) -> Credential | None:
+        """The credential ``token`` proves, or None if it is not one of the fleet's."""
+        with self._store.read() as tx:
+            return authenticate_in(tx, token)

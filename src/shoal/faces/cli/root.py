@@ -44,6 +44,7 @@ from shoal.faces.cli.mcp import add_mcp_commands
 from shoal.faces.cli.prime import add_prime_commands
 from shoal.faces.cli.prune import add_prune_commands
 from shoal.faces.cli.runtime import add_runtime_commands
+from shoal.faces.cli.serve import add_serve_commands
 from shoal.faces.cli.sim import add_sim_commands
 from shoal.faces.cli.tasks import add_task_commands
 
@@ -96,6 +97,7 @@ add_prune_commands(cli)  # prune
 add_doctor_commands(cli)  # doctor
 add_prime_commands(cli)  # prime
 add_mcp_commands(cli)  # mcp, mcp config
+add_serve_commands(cli)  # serve, token create|list|revoke
 add_runtime_commands(cli)  # worker, monitor, supervise
 add_demo_commands(cli)  # demo
 add_sim_commands(cli)  # sim: the scheduling simulator (shoal.sim)

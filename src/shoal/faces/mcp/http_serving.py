@@ -3,10 +3,8 @@
 Over stdio the client is whoever started the server, with the operator's own rights; over
 HTTP anyone who reaches the port is a client. So, before any session is served:
 
-- **The address is checked and bound first.** A port outside 1..65535 is bad input (exit 2);
-  an address that cannot be bound -- in use, not this machine's, a port the user may not
-  take -- is ``AddressUnavailable`` (exit 4), naming the address and what to do. The socket
-  is bound here and handed to uvicorn, so the failure is shoal's words, not a server log.
+- **The address is checked and bound first** (``shoal.faces.exposure``, shared with
+  ``shoal serve``): a bad port is exit 2, an address that cannot be bound exit 4.
 - **A non-loopback bind needs a bearer token.** ``--token-file PATH`` (a file only its owner
   can read: mode 0600 or tighter) or ``$SHOAL_MCP_TOKEN``, at least ``MIN_TOKEN`` characters.
   Without one, ``--host 0.0.0.0`` refuses to start rather than serve the fleet to the
@@ -23,15 +21,8 @@ HTTP anyone who reaches the port is a client. So, before any session is served:
 from __future__ import annotations
 
 import contextlib
-import errno
 import hmac
-import ipaddress
-import os
 import socket
-import stat
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
 from mcp.server.auth.provider import AccessToken
@@ -39,7 +30,15 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from shoal.errors import AddressUnavailable, BadInput
+from shoal.faces.exposure import (
+    MIN_TOKEN,
+    SCHEMES,
+    TOKEN_ENV,
+    WRONG_TOKEN_DELAY,
+    Exposure,
+    bind,
+    plan_exposure,
+)
 
 __all__ = [
     "MIN_TOKEN",
@@ -52,121 +51,8 @@ __all__ = [
     "run_http",
 ]
 
-#: The environment's bearer token (``--token-file`` wins).
-TOKEN_ENV = "SHOAL_MCP_TOKEN"
-#: The shortest bearer token accepted, in characters.
-MIN_TOKEN = 16
-#: Seconds a request with a wrong bearer token waits before its 401.
-WRONG_TOKEN_DELAY = 0.5
-
-_SCHEMES = ("http", "https")
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-_WILDCARDS = ("", "0.0.0.0", "::")  # every interface: not a name a client can use
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-@dataclass(frozen=True)
-class Exposure:
-    """Where an HTTP server listens and who may use it; the token is kept out of ``repr``."""
-
-    host: str
-    port: int
-    token: str | None = field(default=None, repr=False)
-    allowed: tuple[str, ...] = ()  # host names the Host/Origin check lets through
-
-    @property
-    def address(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-def check_port(port: int) -> int:
-    """``port`` if it is one a server can listen on (1..65535), else ``BadInput``."""
-    if not 1 <= port <= 65535:
-        raise BadInput(
-            f"--port {port} is not a TCP port: it must be from 1 to 65535",
-            hint="e.g. --port 8765 (the default)",
-        )
-    return port
-
-
-def read_token(token_file: Path | None, environ: Mapping[str, str]) -> str | None:
-    """The bearer token: from ``token_file`` (only its owner may read it) or ``$TOKEN_ENV``;
-    None if neither is given. Refused (``BadInput``) when unsafe or too short; the messages
-    never quote the token."""
-    if token_file is not None:
-        try:
-            with open(token_file, "rb") as handle:
-                mode = os.fstat(handle.fileno()).st_mode
-                raw = handle.read(4096)
-        except OSError as exc:
-            raise BadInput(
-                f"--token-file {token_file}: cannot read it ({exc.strerror})",
-                hint="give a file holding the bearer token, readable by you only (chmod 600)",
-            ) from None
-        if not stat.S_ISREG(mode):
-            raise BadInput(f"--token-file {token_file} is not a regular file")
-        if mode & 0o077:
-            raise BadInput(
-                f"--token-file {token_file} can be read by others (mode "
-                f"{stat.S_IMODE(mode):04o}); a bearer token must be its owner's only",
-                hint=f"chmod 600 {token_file}",
-            )
-        try:
-            token, where = raw.decode().strip(), f"--token-file {token_file}"
-        except UnicodeDecodeError:
-            raise BadInput(f"--token-file {token_file} does not hold text") from None
-    elif environ.get(TOKEN_ENV):
-        token, where = environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
-    else:
-        return None
-    if len(token) < MIN_TOKEN or any(c.isspace() or not c.isprintable() for c in token):
-        raise BadInput(
-            f"the bearer token in {where} is too weak: it must be at least {MIN_TOKEN} "
-            "printable characters with no spaces",
-            hint="make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'",
-        )
-    return token
-
-
-def plan_exposure(
-    host: str,
-    port: int,
-    *,
-    token_file: Path | None = None,
-    allow_hosts: Sequence[str] = (),
-    environ: Mapping[str, str] | None = None,
-) -> Exposure:
-    """Check how ``shoal mcp --transport http`` would listen, before anything starts: the
-    port, the token (required off loopback) and the host names let through."""
-    check_port(port)
-    token = read_token(token_file, os.environ if environ is None else environ)
-    if token is None and not is_loopback(host):
-        raise BadInput(
-            f"--host {host} would serve the fleet beyond this machine with no authentication",
-            hint=f"give a bearer token with --token-file PATH (chmod 600) or ${TOKEN_ENV}, "
-            "or serve on 127.0.0.1",
-        )
-    allowed = list(_LOOPBACK_NAMES)
-    if host not in _WILDCARDS:
-        allowed.append(host)
-    for given in allow_hosts:
-        name = given.strip()
-        if not name or any(c in name for c in "/@* \t"):
-            raise BadInput(
-                f"--allow-host {given!r} is not a host name", hint="e.g. --allow-host fleet.lan"
-            )
-        allowed.append(name)
-    return Exposure(host, port, token, tuple(dict.fromkeys(allowed)))
+# What both servers share (the address, the token file, the host names) is in
+# shoal.faces.exposure; this module adds the MCP SDK's own auth and rebinding check.
 
 
 def security_settings(exposure: Exposure) -> TransportSecuritySettings:
@@ -176,7 +62,7 @@ def security_settings(exposure: Exposure) -> TransportSecuritySettings:
     for name in exposure.allowed:
         spelled = f"[{name}]" if ":" in name and not name.startswith("[") else name
         hosts += [spelled, f"{spelled}:*"]
-        origins += [f"{scheme}://{spelled}{port}" for scheme in _SCHEMES for port in ("", ":*")]
+        origins += [f"{scheme}://{spelled}{port}" for scheme in SCHEMES for port in ("", ":*")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
@@ -209,51 +95,6 @@ def auth_settings(exposure: Exposure) -> dict[str, object]:
         "token_verifier": BearerToken(exposure.token),
         "auth": AuthSettings(issuer_url=url, resource_server_url=None),  # type: ignore[arg-type]
     }
-
-
-def bind(exposure: Exposure) -> socket.socket:
-    """A socket bound to ``exposure``'s address, or ``AddressUnavailable`` saying why not and
-    what to do (before the server takes a single request)."""
-    family = socket.AF_INET6 if ":" in exposure.host else socket.AF_INET
-    try:
-        infos = socket.getaddrinfo(exposure.host or None, exposure.port, family, socket.SOCK_STREAM)
-    except socket.gaierror:
-        raise BadInput(
-            f"--host {exposure.host}: no such address (it does not resolve)",
-            hint="give an address of this machine, e.g. 127.0.0.1",
-        ) from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(infos[0][4])
-    except OSError as exc:
-        sock.close()
-        raise _bind_error(exposure, exc) from None
-    sock.set_inheritable(True)
-    return sock
-
-
-def _bind_error(exposure: Exposure, exc: OSError) -> AddressUnavailable:
-    where = exposure.address
-    if exc.errno == errno.EADDRINUSE:
-        return AddressUnavailable(
-            f"cannot listen on {where}: the address is in use (another server listens there)",
-            hint=f"choose another --port, or stop what listens on port {exposure.port}",
-        )
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return AddressUnavailable(
-            f"cannot listen on {where}: {exposure.host} is not an address of this machine",
-            hint="give one of this machine's addresses with --host, e.g. 127.0.0.1",
-        )
-    if exc.errno == errno.EACCES:
-        return AddressUnavailable(
-            f"cannot listen on {where}: permission denied (ports below 1024 are the system's)",
-            hint="choose a --port from 1024 up",
-        )
-    return AddressUnavailable(
-        f"cannot listen on {where}: {exc.strerror or exc}",
-        hint="check --host and --port",
-    )
 
 
 def run_http(

@@ -1,0 +1,162 @@
+"""``shoal serve``: the dashboard, the HTTP API and /metrics (``shoal.faces.web``); and
+``shoal token``: the access tokens they ask for.
+
+Like ``shoal mcp --transport http``, the address is checked and bound before anything else,
+so a bad one changes nothing. Off loopback the fleet must have a token already: a server
+that would hand the fleet to the network with no sign-in does not start. On loopback a fleet
+with no token is open to this machine, as the CLI is; the first ``shoal token create``
+closes it. Kept apart from ``shoal.faces.web`` so the CLI can say which extra to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+from rich.table import Table
+
+from shoal.access import Credential
+from shoal.errors import BadInput
+from shoal.faces import output
+from shoal.faces.cli.app import App, json_option, pass_app
+from shoal.faces.exposure import allowed_hosts, bind, check_port, is_loopback
+from shoal.fleet import Fleet
+from shoal.times import iso_time
+
+__all__ = ["add_serve_commands", "run_serve"]
+
+
+def run_serve(
+    fleet: Fleet, host: str, port: int, allow_hosts: Sequence[str], app: App, log_level: str
+) -> None:
+    """Check the address and the fleet's tokens, bind, then serve until stopped."""
+    from shoal.faces.exposure import Exposure
+
+    check_port(port)
+    exposure = Exposure(host, port, None, allowed_hosts(host, allow_hosts))
+    try:
+        from shoal.faces.web import serve
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "shoal":
+            raise
+        raise BadInput(
+            f"`shoal serve` needs the web extra, which is not installed here ({exc.name})",
+            hint="pip install 'shoal[web]'",
+        ) from None
+    tokens = fleet.tokens()
+    if not tokens and not is_loopback(host):
+        raise BadInput(
+            f"--host {host} would serve the fleet beyond this machine with no sign-in",
+            hint="make a token first (shoal token create --role admin), or serve on 127.0.0.1",
+        )
+    sock = bind(exposure)
+    where = f"http://{exposure.address}/"
+    access = "open to this machine (no token made yet)" if not tokens else "tokens required"
+    app.err.print(f"shoal serve: {fleet.url} at {where} ({access})", highlight=False, markup=False)
+    app.err.print(
+        f"shoal serve: API {where}api/v1/docs · metrics {where}metrics · Ctrl-C stops",
+        highlight=False,
+        markup=False,
+    )
+    serve(fleet, exposure, sock, log_level=log_level)
+
+
+@click.command(short_help="Serve the dashboard, the HTTP API and /metrics.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, help="Port to listen on.")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name browsers and clients may use to reach this server (repeat); the "
+    "loopback names and --host are always allowed.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="warning",
+    show_default=True,
+    help="How much the server logs (requests at info).",
+)
+@pass_app
+def serve(app: App, host: str, port: int, allow_hosts: tuple[str, ...], log_level: str) -> None:
+    """Serve the fleet on the web: a live dashboard for people, a JSON API under /api/v1
+    for agents and scripts (OpenAPI at /api/v1/docs), and Prometheus metrics at /metrics.
+    Listens on 127.0.0.1:8765 by default; another --host needs a token first (`shoal token
+    create`). Needs `pip install 'shoal[web]'`."""
+    app.refuse_memory()
+    run_serve(app.fleet(), host, port, allow_hosts, app, log_level)
+
+
+@click.group(short_help="Make, list and revoke access tokens for `shoal serve`.")
+def token() -> None:
+    """Access tokens for `shoal serve`: viewer (reads), agent (acts as one agent only), admin
+    (everything). The fleet keeps only a hash; a token is shown once, when it is made. A
+    fleet with no token is open on loopback; the first token closes it."""
+
+
+@token.command("create", short_help="Make a token; it is printed once.")
+@click.option(
+    "--role",
+    type=click.Choice(["viewer", "agent", "admin"]),
+    required=True,
+    help="viewer reads; agent acts as --agent only; admin does everything.",
+)
+@click.option("--agent", help="With --role agent: the one agent the token acts as.")
+@click.option("--name", default="", help="A note on what the token is for (shown in lists).")
+@json_option
+@pass_app
+def token_create(app: App, role: str, agent: str | None, name: str) -> None:
+    """Make an access token and print it. Keep it: the fleet keeps only its hash, so it
+    cannot be shown again (revoke it and make another if lost)."""
+    credential, secret = app.fleet(create=False).create_token(role, agent=agent, name=name)
+    data = {**credential.to_dict(), "created": iso_time(credential.created), "token": secret}
+    app.emit(data, f"{secret}\n(token {credential.id}, role {credential.role}; shown once)")
+
+
+@token.command("list", short_help="The fleet's tokens (never their secrets).")
+@json_option
+@pass_app
+def token_list(app: App) -> None:
+    """The fleet's access tokens: id, role, agent, name, when made. Secrets are not kept."""
+    found = app.fleet(read_only=True).tokens()
+    app.emit(
+        [_row(c) for c in found], _table(found), empty="no tokens: the fleet is open on loopback"
+    )
+
+
+@token.command("revoke", short_help="End a token.")
+@click.argument("token_id")
+@json_option
+@pass_app
+def token_revoke(app: App, token_id: str) -> None:
+    """End the token TOKEN_ID (as `shoal token list` shows it); servers refuse it within
+    two seconds."""
+    credential = app.fleet().revoke_token(token_id)
+    app.emit(_row(credential), f"revoked token {credential.id} ({credential.role})")
+
+
+def _row(credential: Credential) -> dict[str, object]:
+    return {**credential.to_dict(), "created": iso_time(credential.created)}
+
+
+def _table(found: list[Credential]) -> Table:
+    table = Table(box=None)
+    for column in ("id", "role", "agent", "name", "created"):
+        table.add_column(column)
+    for c in found:
+        table.add_row(
+            c.id,
+            str(c.role),
+            output.clean(c.agent or ""),
+            output.clean(c.name),
+            iso_time(c.created),
+        )
+    return table
+
+
+def add_serve_commands(group: click.Group) -> None:
+    """Register ``serve`` and ``token`` on the ``shoal`` group."""
+    group.add_command(serve)
+    group.add_command(token)

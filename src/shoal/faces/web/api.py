@@ -1,0 +1,369 @@
+"""``/api/v1``: the Fleet's verbs as JSON over HTTP, for agents and scripts.
+
+Each route is one Fleet call with the same arguments, checks and errors as the CLI's
+``--json`` and the MCP tools (``errors``: the same codes, as HTTP statuses). Bodies are
+described with pydantic models, so the OpenAPI document (``/api/v1/openapi.json``) says
+exactly what each route takes; the values are still checked by the Fleet, which is the one
+judge of what is valid on every face.
+
+Who may call what (``guard``): a viewer reads; an agent token also registers its own agent,
+claims, heartbeats and settles the leases that agent holds, and posts tasks; an admin does
+all that as any agent, plus the people's actions (retry, cancel, status, settings, the hub's
+jobs). No listing shows a lease token: only the claim that makes a lease returns it, to the
+agent that claimed (and ``/agents/{id}/leases`` to that agent or an admin).
+
+Long-poll: ``POST /agents/{id}/claim`` with ``wait`` holds the request until work comes or
+``wait`` seconds pass, as ``shoal claim --wait`` does; the server runs it on a thread of its
+own pool, so a hundred waiting agents do not stall anyone else.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoal.access import Role
+from shoal.errors import BadInput, LeaseLost
+from shoal.faces.web.guard import Principal, need
+from shoal.fleet import Fleet
+from shoal.model import Lease
+from shoal.times import iso_time
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1", tags=["fleet"])
+
+Viewer = Annotated[Principal, Depends(need(Role.VIEWER))]
+AgentRole = Annotated[Principal, Depends(need(Role.AGENT))]
+Admin = Annotated[Principal, Depends(need(Role.ADMIN))]
+TaskId = Annotated[int, Field(ge=1, le=2**62)]
+
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "bad input: the error says what was wrong and how to fix it"},
+    401: {"description": "no valid token (send Authorization: Bearer TOKEN)"},
+    403: {"description": "the token's role or agent may not do this"},
+    409: {"description": "the fleet's state forbids it now (e.g. lease_lost)"},
+    503: {"description": "the store cannot be used right now; retry"},
+}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PostTask(Strict):
+    """``Fleet.post``'s arguments (``shoal add``)."""
+
+    title: str
+    body: str = ""
+    payload: Any = None
+    priority: int | str = 5
+    skills: list[str] = []
+    domain: str | None = None
+    to: str | None = None
+    after: list[int] = []
+    parent: int | None = None
+    pinned: bool = False
+    expected_duration: float | str | None = None
+    lease_ttl: float | str | None = None
+    max_attempts: int | None = None
+    key: str | None = None
+    not_before: float | str | None = None
+    retry_delay: float | str | None = None
+
+
+class Register(Strict):
+    """``Fleet.register``'s arguments (``shoal register``)."""
+
+    id: str
+    role: str = "worker"
+    skills: list[str] = []
+    domains: list[str] = []
+    max_concurrent: int = 1
+    manager: bool = False
+    ephemeral: bool = False
+
+
+class ClaimBody(Strict):
+    n: int = 1
+    wait: float | str = 0.0
+
+
+class Complete(Strict):
+    token: str
+    result: Any = None
+    then_claim: int = 0
+
+
+class Fail(Strict):
+    token: str
+    error: str = ""
+    retry: bool = True
+
+
+class Release(Strict):
+    token: str
+
+
+class SetStatus(Strict):
+    status: str
+    why: str | None = None
+    release: bool = False
+
+
+class Rebalance(Strict):
+    dry_run: bool = False
+
+
+def fleet_of(request: Request) -> Fleet:
+    fleet: Fleet = request.app.state.fleet
+    return fleet
+
+
+FleetDep = Annotated[Fleet, Depends(fleet_of)]
+
+
+def _acts_as(principal: Principal, agent_id: str) -> None:
+    """403 unless ``principal`` may act as ``agent_id`` (an agent token: only its own)."""
+    if not principal.may_act_as(agent_id):
+        raise HTTPException(
+            403,
+            detail={
+                "code": "foreign_agent",
+                "message": f"this token acts as agent {principal.agent}, not {agent_id}",
+                "hint": "use the agent's own token, or an admin token",
+            },
+        )
+
+
+def _holder_check(fleet: Fleet, principal: Principal, task_id: int) -> None:
+    """An agent token settles only its own agent's leases: the task must be held by it."""
+    if principal.role is Role.ADMIN:
+        return
+    task = fleet.get(task_id)
+    if task.agent != principal.agent:
+        raise LeaseLost(
+            f"task {task_id} is not held by agent {principal.agent}, whose token this is",
+            hint="an agent token settles only the leases its own agent holds",
+        )
+
+
+def _lease(task_id: int, token: str) -> Lease:
+    if not token:
+        raise BadInput(f"the lease token of task {task_id} is needed", hint="the claim gave it")
+    return Lease(task_id=task_id, agent="", token=token, expires=0.0)
+
+
+# ---------------------------------------------------------------- reading
+
+
+@router.get("/status", responses=_REFUSALS, summary="The fleet at a glance (shoal status)")
+def status(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.status().to_dict()
+
+
+@router.get("/tasks", responses=_REFUSALS, summary="Tasks, newest first (shoal list)")
+def tasks(
+    fleet: FleetDep,
+    _: Viewer,
+    state: str | None = None,
+    agent: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    before: Annotated[int | None, Query(ge=1)] = None,
+) -> list[dict[str, Any]]:
+    return [t.to_dict() for t in fleet.tasks(state=state, agent=agent, limit=limit, before=before)]
+
+
+@router.get("/tasks/{task_id}", responses=_REFUSALS, summary="One task and its history")
+def show(
+    task_id: TaskId,
+    fleet: FleetDep,
+    _: Viewer,
+    events: Annotated[int, Query(ge=0, le=1000)] = 50,
+) -> dict[str, Any]:
+    return fleet.show(task_id, events=events).to_dict()
+
+
+@router.get("/ready", responses=_REFUSALS, summary="Pending tasks in claim order")
+def ready(
+    fleet: FleetDep,
+    _: Viewer,
+    agent: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+) -> list[dict[str, Any]]:
+    return [t.to_dict() for t in fleet.ready(agent, limit=limit)]
+
+
+@router.get("/agents", responses=_REFUSALS, summary="Every agent (shoal agents)")
+def agents(fleet: FleetDep, _: Viewer) -> list[dict[str, Any]]:
+    return [a.to_dict() for a in fleet.agents()]
+
+
+@router.get("/agents/{agent_id}", responses=_REFUSALS, summary="One agent")
+def agent(agent_id: str, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.agent(agent_id).to_dict()
+
+
+@router.get(
+    "/agents/{agent_id}/leases",
+    responses=_REFUSALS,
+    summary="The leases an agent holds, with their tokens (that agent or an admin only)",
+)
+def leases(agent_id: str, fleet: FleetDep, who: AgentRole) -> list[dict[str, Any]]:
+    _acts_as(who, agent_id)
+    now = fleet.clock.now()
+    return [lease.to_dict(now) for lease in fleet.leases(agent_id)]
+
+
+@router.get("/events", responses=_REFUSALS, summary="The event log after a cursor")
+def events(
+    fleet: FleetDep,
+    _: Viewer,
+    since: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    task: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+    agent: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> dict[str, Any]:
+    """Events with id above ``since``, oldest first; ``cursor`` is the ``since`` of the
+    next call (the last id seen, or ``since`` again when there was nothing new)."""
+    found = fleet.events(since, task=task, agent=agent, limit=limit)
+    return {"events": [e.to_dict() for e in found], "cursor": found[-1].id if found else since}
+
+
+@router.get("/settings", responses=_REFUSALS, summary="The fleet's settings")
+def settings(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.settings().to_dict()
+
+
+# ---------------------------------------------------------------- agents acting
+
+
+@router.post("/agents", responses=_REFUSALS, summary="Register an agent (shoal register)")
+def register(body: Register, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _acts_as(who, body.id)
+    registration = fleet.register(
+        body.id,
+        role=body.role,
+        skills=body.skills,
+        domains=body.domains,
+        max_concurrent=body.max_concurrent,
+        manager=body.manager,
+        ephemeral=body.ephemeral,
+    )
+    return registration.to_dict()
+
+
+@router.post(
+    "/agents/{agent_id}/claim",
+    responses=_REFUSALS,
+    summary="Claim the best tasks for an agent: own queue, pool, then a steal",
+)
+def claim(
+    agent_id: str, fleet: FleetDep, who: AgentRole, body: ClaimBody | None = None
+) -> dict[str, Any]:
+    """Up to ``n`` tasks under leases; with ``wait`` (seconds or 30s, 5m), held until work
+    comes. An empty claim answers 200 with ``claimed: []`` and the ``reason``."""
+    _acts_as(who, agent_id)
+    asked = body or ClaimBody()
+    found = fleet.claim(agent_id, asked.n, wait=asked.wait)
+    return found.to_dict(fleet.clock.now())
+
+
+@router.post("/agents/{agent_id}/heartbeat", responses=_REFUSALS, summary="Renew every lease")
+def heartbeat(agent_id: str, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _acts_as(who, agent_id)
+    renewed = fleet.heartbeat(agent_id)
+    now = fleet.clock.now()
+    return {"renewed": [{**r.to_dict(now), "token": None} for r in renewed]}
+
+
+@router.post("/agents/{agent_id}/status", responses=_REFUSALS, summary="Set an agent's status")
+def set_status(agent_id: str, body: SetStatus, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _acts_as(who, agent_id)
+    return fleet.set_status(agent_id, body.status, why=body.why, release=body.release).to_dict()
+
+
+@router.post("/agents/{agent_id}/resume", responses=_REFUSALS, summary="Resume a paused agent")
+def resume(agent_id: str, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.resume(agent_id).to_dict()
+
+
+@router.post("/tasks", responses=_REFUSALS, status_code=201, summary="Post a task (shoal add)")
+def post(
+    body: PostTask,
+    fleet: FleetDep,
+    response: Response,
+    _: AgentRole,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    """A repeated ``key`` (or ``Idempotency-Key`` header) returns the task first posted
+    with it, with status 200, and adds nothing."""
+    fields = body.model_dump()
+    key = fields.pop("key") or idempotency_key
+    if key is not None and (existing := fleet.by_key(key)) is not None:
+        response.status_code = 200
+        return existing.to_dict()
+    return fleet.post(**fields, key=key).to_dict()
+
+
+@router.post("/tasks/{task_id}/complete", responses=_REFUSALS, summary="Complete a held task")
+def complete(task_id: TaskId, body: Complete, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _holder_check(fleet, who, task_id)
+    if body.then_claim and who.role is not Role.ADMIN and who.agent is None:
+        raise BadInput("then_claim needs an agent token")
+    done = fleet.complete(_lease(task_id, body.token), body.result, then_claim=body.then_claim)
+    return done.to_dict(fleet.clock.now())
+
+
+@router.post("/tasks/{task_id}/fail", responses=_REFUSALS, summary="Fail a held task")
+def fail(task_id: TaskId, body: Fail, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _holder_check(fleet, who, task_id)
+    return fleet.fail(_lease(task_id, body.token), body.error, retry=body.retry).to_dict()
+
+
+@router.post("/tasks/{task_id}/release", responses=_REFUSALS, summary="Give a held task back")
+def release(task_id: TaskId, body: Release, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    _holder_check(fleet, who, task_id)
+    return fleet.release(_lease(task_id, body.token)).to_dict()
+
+
+# ---------------------------------------------------------------- people and the hub
+
+
+@router.post("/tasks/{task_id}/retry", responses=_REFUSALS, summary="Retry a dead/cancelled task")
+def retry(task_id: TaskId, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.retry(task_id).to_dict()
+
+
+@router.post("/tasks/{task_id}/cancel", responses=_REFUSALS, summary="Cancel a task")
+def cancel(task_id: TaskId, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.cancel(task_id).to_dict()
+
+
+@router.post("/settings", responses=_REFUSALS, summary="Change settings (all or none apply)")
+def configure(changes: dict[str, Any], fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.configure(**changes).to_dict()
+
+
+@router.post("/assess", responses=_REFUSALS, summary="Assess the workload: spawn or retire?")
+def assess(fleet: FleetDep, _: AgentRole) -> dict[str, Any]:
+    return fleet.assess().to_dict()
+
+
+@router.post("/rebalance", responses=_REFUSALS, summary="Move queued tasks to idle agents")
+def rebalance(fleet: FleetDep, _: Admin, body: Rebalance | None = None) -> dict[str, Any]:
+    moves = fleet.rebalance(dry_run=(body or Rebalance()).dry_run)
+    return {"moves": [m.to_dict() for m in moves]}
+
+
+@router.post("/reap", responses=_REFUSALS, summary="Expire leases, mark silent agents offline")
+def reap(fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.reap().to_dict()
+
+
+@router.get("/health", summary="Whether the server can read its fleet (no token needed)")
+def health(fleet: FleetDep) -> dict[str, Any]:
+    fleet.settings()
+    return {"ok": True, "time": iso_time(fleet.clock.now())}

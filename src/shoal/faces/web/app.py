@@ -1,0 +1,62 @@
+"""The ASGI app of ``shoal serve`` and how it is served.
+
+One FastAPI app holds every route: the JSON API under ``/api/v1`` (its OpenAPI document at
+``/api/v1/openapi.json``, the browsable docs at ``/api/v1/docs``), the dashboard, the live
+stream, ``/metrics`` and the static files. ``HostCheck`` wraps the whole app, so no route
+-- static files and the live stream included -- answers a host name it was not started for.
+Fleet calls block (a store transaction), so routes are plain ``def`` functions that FastAPI
+runs on its thread pool, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+import anyio
+from fastapi import FastAPI
+
+from shoal import __version__
+from shoal.faces.exposure import Exposure
+from shoal.faces.web import errors
+from shoal.faces.web.api import router as api_router
+from shoal.faces.web.guard import Guard, HostCheck
+from shoal.fleet import Fleet
+
+__all__ = ["create_app", "serve"]
+
+
+def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
+    """The whole web face over ``fleet``, answering the host names ``exposure`` allows."""
+    app = FastAPI(
+        title="shoal",
+        version=__version__,
+        summary="A work-stealing task coordinator for fleets of agents: the HTTP API.",
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+    )
+    app.state.fleet = fleet
+    app.state.exposure = exposure
+    app.state.guard = Guard(fleet, exposure)
+    errors.install(app)
+    app.include_router(api_router)
+    app.add_middleware(HostCheck, exposure=exposure)
+    return app
+
+
+def serve(
+    fleet: Fleet, exposure: Exposure, sock: socket.socket, *, log_level: str = "warning"
+) -> None:
+    """Serve the app on the bound ``sock`` until stopped (Ctrl-C or SIGTERM)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        create_app(fleet, exposure),
+        log_level=log_level,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=3,
+    )
+    with contextlib.closing(sock):
+        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

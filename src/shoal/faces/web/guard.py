@@ -1,0 +1,320 @@
+"""Who is asking, and may they: every request to ``shoal serve`` passes here first.
+
+Three checks, in the order a request meets them:
+
+1. **Host and Origin** (``HostCheck``, plain ASGI middleware, so it also guards the live
+   stream): a request must name one of the host names the server answers to
+   (``shoal.faces.exposure.allowed_hosts``), else 421; a browser request from another
+   origin gets 403. That stops a page elsewhere that rebinds its own name to this machine
+   (DNS rebinding) from reading or driving the fleet.
+2. **Who** (``Guard.principal``): a token, ``Authorization: Bearer shoal_…`` from agents and
+   scripts, or the session cookie the sign-in page sets for people. The token is looked up
+   in the fleet (``Fleet.authenticate``; a short cache spares the store a read per request).
+   A fleet with no token at all, served on loopback only, is *open*: whoever can reach
+   127.0.0.1 acts as admin, as with the CLI. Making the first token (``shoal token
+   create``) closes it, without a restart. Off loopback a fleet with no token refuses to
+   start (``shoal serve``).
+3. **May they** (``need``): the route's role (viewer < agent < admin); an agent token acts
+   only as its own agent (``Principal.may_act_as``, checked by each agent route).
+
+Failed sign-ins are slowed (each waits ``WRONG_TOKEN_DELAY``) and counted per client
+address: past ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds the address gets 429 until the
+window passes. Forms carry a CSRF token tied to the session (``csrf_token``); the cookie is
+``HttpOnly`` and ``SameSite=Strict``. No token is ever logged, shown or put in a page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from fastapi import HTTPException, Request
+from starlette.concurrency import run_in_threadpool
+
+from shoal.access import Credential, Role
+from shoal.faces.exposure import SCHEMES, WRONG_TOKEN_DELAY, Exposure, is_loopback
+from shoal.fleet import Fleet
+
+__all__ = [
+    "COOKIE",
+    "FAILURE_WINDOW",
+    "MAX_FAILURES",
+    "Guard",
+    "HostCheck",
+    "Principal",
+    "need",
+]
+
+#: The session cookie the sign-in page sets: the token itself, HttpOnly, SameSite=Strict.
+COOKIE = "shoal_session"
+#: Failed sign-ins one client address may make per window before it gets 429.
+MAX_FAILURES = 10
+FAILURE_WINDOW = 60.0
+#: Seconds a looked-up token is trusted before the fleet is asked again (a revoked token
+#: stops working within this long).
+CACHE_SECONDS = 2.0
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for: a token's credential, or the open fleet's local user."""
+
+    role: Role
+    agent: str | None = None  # an agent token's one agent
+    token_id: str | None = None  # None when the fleet is open (loopback, no tokens)
+    name: str = ""
+
+    @classmethod
+    def of(cls, credential: Credential) -> Principal:
+        return cls(credential.role, credential.agent, credential.id, credential.name)
+
+    def allows(self, role: Role) -> bool:
+        order = list(Role)
+        return order.index(self.role) >= order.index(role)
+
+    def may_act_as(self, agent_id: str) -> bool:
+        return self.role is Role.ADMIN or (self.role is Role.AGENT and self.agent == agent_id)
+
+    @property
+    def label(self) -> str:
+        """How a page names the signed-in user (never the secret)."""
+        if self.token_id is None:
+            return "local (open fleet)"
+        who = f" {self.agent}" if self.agent else ""
+        return f"{self.role}{who} · token {self.token_id}"
+
+
+def _host_names(exposure: Exposure) -> set[str]:
+    names = set()
+    for name in exposure.allowed:
+        names.add(f"[{name}]" if ":" in name and not name.startswith("[") else name)
+    return {n.lower() for n in names}
+
+
+def _strip_port(host: str) -> str:
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class HostCheck:
+    """ASGI middleware: 421 for a Host this server does not answer to, 403 for a browser
+    request from another origin (DNS rebinding, cross-site requests)."""
+
+    def __init__(self, app: ASGIApp, exposure: Exposure) -> None:
+        self.app = app
+        self.names = _host_names(exposure)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = _strip_port(headers.get("host", "").strip().lower())
+        if host not in self.names:
+            await _refuse(send, 421, "this server does not answer to that host name")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin != "null" and not self._our_origin(origin):
+            await _refuse(send, 403, "requests from other sites are refused")
+            return
+        if origin == "null" and scope.get("method", "GET") not in ("GET", "HEAD"):
+            await _refuse(send, 403, "requests from other sites are refused")
+            return
+        await self.app(scope, receive, send)
+
+    def _our_origin(self, origin: str) -> bool:
+        scheme, sep, rest = origin.lower().partition("://")
+        return bool(sep) and scheme in SCHEMES and _strip_port(rest) in self.names
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = (
+        '{"error": {"code": "forbidden", "message": "' + message + '", "hint": '
+        '"use the address the server was started for, or add it with --allow-host"}}'
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Authentication for one server: tokens looked up in the fleet, open mode on a
+    loopback fleet with no tokens, failed sign-ins counted per address, CSRF tokens."""
+
+    def __init__(self, fleet: Fleet, exposure: Exposure) -> None:
+        self.fleet = fleet
+        self.loopback = is_loopback(exposure.host)
+        self._secret = secrets.token_bytes(32)  # signs CSRF tokens; new each start
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._open: tuple[float, bool] = (0.0, False)
+        self._failures: dict[str, deque[float]] = {}
+
+    # -- who
+
+    def is_open(self) -> bool:
+        """Whether anyone reaching the server acts as admin: loopback, and no token made."""
+        if not self.loopback:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            checked, is_open = self._open
+            if now - checked < CACHE_SECONDS:
+                return is_open
+        is_open = not self.fleet.tokens()
+        with self._lock:
+            self._open = (now, is_open)
+        return is_open
+
+    def lookup(self, token: str) -> Principal | None:
+        """The principal ``token`` proves (cached for ``CACHE_SECONDS``), or None."""
+        key = hashlib.sha256(token.encode()).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and now - hit[0] < CACHE_SECONDS:
+                return hit[1]
+        credential = self.fleet.authenticate(token)
+        found = Principal.of(credential) if credential is not None else None
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[key] = (now, found)
+        return found
+
+    def forget(self) -> None:
+        """Drop what is cached (after a token is made or revoked through this server)."""
+        with self._lock:
+            self._cache.clear()
+            self._open = (0.0, False)
+
+    @staticmethod
+    def presented(request: Request) -> str | None:
+        """The token a request carries: a bearer header first, else the session cookie."""
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+        return request.cookies.get(COOKIE) or None
+
+    async def principal(self, request: Request) -> Principal | None:
+        """Who ``request`` acts for; None if it carries no valid token (and the fleet is
+        not open). A wrong token counts as a failure for the client's address."""
+        client = request.client.host if request.client else "?"
+        self.refuse_if_throttled(client)
+        token = self.presented(request)
+        if token is None:
+            if await run_in_threadpool(self.is_open):
+                return Principal(Role.ADMIN)
+            return None
+        found = await run_in_threadpool(self.lookup, token)
+        if found is None:
+            if await run_in_threadpool(self.is_open) and request.cookies.get(COOKIE) == token:
+                return Principal(Role.ADMIN)  # a stale cookie on an open fleet
+            await self.failed(client)
+        return found
+
+    # -- failures
+
+    def refuse_if_throttled(self, client: str) -> None:
+        with self._lock:
+            seen = self._failures.get(client)
+            now = time.monotonic()
+            while seen and now - seen[0] > FAILURE_WINDOW:
+                seen.popleft()
+            if seen is not None and len(seen) >= MAX_FAILURES:
+                wait = int(FAILURE_WINDOW - (now - seen[0])) + 1
+                raise HTTPException(
+                    429,
+                    detail={
+                        "code": "too_many_failures",
+                        "message": f"too many wrong tokens from {client}",
+                        "hint": f"wait {wait} s, then use a valid token (shoal token list)",
+                    },
+                    headers={"Retry-After": str(wait)},
+                )
+
+    async def failed(self, client: str) -> None:
+        with self._lock:
+            self._failures.setdefault(client, deque()).append(time.monotonic())
+            if len(self._failures) > 10_000:
+                self._failures.clear()
+        await anyio.sleep(WRONG_TOKEN_DELAY)
+
+    # -- CSRF
+
+    def csrf_token(self, principal: Principal) -> str:
+        """The form token for ``principal``'s session: an HMAC of who they are, so a page
+        from another site cannot know it."""
+        who = principal.token_id or "open"
+        return hmac.new(self._secret, who.encode(), hashlib.sha256).hexdigest()
+
+    def check_csrf(self, principal: Principal, given: str | None) -> None:
+        if not given or not hmac.compare_digest(given, self.csrf_token(principal)):
+            raise HTTPException(
+                403,
+                detail={
+                    "code": "csrf",
+                    "message": "the form's CSRF token is missing or wrong",
+                    "hint": "reload the page and submit the form again",
+                },
+            )
+
+
+def guard_of(request: Request) -> Guard:
+    guard: Guard = request.app.state.guard
+    return guard
+
+
+def need(role: Role) -> Callable[[Request], Awaitable[Principal]]:
+    """A FastAPI dependency: the request's principal, if it may do what ``role`` may;
+    401 without a valid token, 403 with one that does not reach ``role``."""
+
+    async def dependency(request: Request) -> Principal:
+        principal = await guard_of(request).principal(request)
+        if principal is None:
+            raise HTTPException(
+                401,
+                detail={
+                    "code": "unauthorized",
+                    "message": "this fleet needs a token",
+                    "hint": "send Authorization: Bearer TOKEN (make one: shoal token create)",
+                },
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if not principal.allows(role):
+            raise HTTPException(
+                403,
+                detail={
+                    "code": "forbidden",
+                    "message": f"a {principal.role} token cannot do this; it needs {role}",
+                    "hint": f"use a token with role {role} (shoal token create --role {role})",
+                },
+            )
+        request.state.principal = principal
+        return principal
+
+    return dependency
