@@ -170,3 +170,16 @@ def test_a_token_made_by_the_fleet_is_never_stored_in_the_clear(web_fleet: Fleet
     assert web_fleet.authenticate(secret[:-1] + ("A" if secret[-1] != "A" else "B")) is None
     listed = web_fleet.tokens()
     assert listed == [credential] and secret not in repr(listed)
+
+
+def test_the_pages_cookie_reads_the_api_but_never_changes_the_fleet(
+    web_fleet: Fleet, make_client: Callable[..., TestClient]
+) -> None:
+    _, admin = web_fleet.create_token("admin")
+    browser = make_client()
+    browser.cookies.set(guard.COOKIE, admin)
+    assert browser.get("/api/v1/status").status_code == 200
+    web_fleet.post("keep me")
+    refused = browser.post("/api/v1/tasks/1/cancel")
+    assert refused.status_code == 401
+    assert web_fleet.get(1).state == "pending"
