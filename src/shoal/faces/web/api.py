@@ -22,18 +22,25 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict
 
 from shoal.access import Role
+from shoal.clock import monotonic
 from shoal.errors import BadInput, LeaseLost
 from shoal.faces.web.guard import Principal, need
 from shoal.fleet import Fleet
-from shoal.model import Lease
+from shoal.model import Claim, Lease
 from shoal.times import iso_time
+from shoal.validation import check_wait
+from shoal.vocabulary import ClaimReason
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1", tags=["fleet"])
+
+#: Seconds of a long-poll claim between two looks at whether its client is still there.
+WAIT_SLICE = 1.0
 
 Viewer = Annotated[Principal, Depends(need(Role.VIEWER))]
 AgentRole = Annotated[Principal, Depends(need(Role.AGENT))]
@@ -283,15 +290,30 @@ def register(body: Register, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
     responses=_REFUSALS,
     summary="Claim the best tasks for an agent: own queue, pool, then a steal",
 )
-def claim(
-    agent_id: AgentId, fleet: FleetDep, who: AgentRole, body: ClaimBody | None = None
+async def claim(
+    agent_id: AgentId,
+    request: Request,
+    fleet: FleetDep,
+    who: AgentRole,
+    body: ClaimBody | None = None,
 ) -> dict[str, Any]:
     """Up to ``n`` tasks under leases; with ``wait`` (seconds or 30s, 5m), held until work
-    comes. An empty claim answers 200 with ``claimed: []`` and the ``reason``."""
+    comes. An empty claim answers 200 with ``claimed: []`` and the ``reason``.
+
+    The wait runs in slices of a second, and between slices the server checks the client
+    is still there: a client that hung up is not handed a lease nobody would work on."""
     _acts_as(who, agent_id)
     asked = body or ClaimBody()
-    found = fleet.claim(agent_id, asked.n, wait=asked.wait)
-    return found.to_dict(fleet.clock.now())
+    deadline = monotonic(fleet.clock) + check_wait(asked.wait)
+    while True:
+        remaining = deadline - monotonic(fleet.clock)
+        found = await run_in_threadpool(
+            fleet.claim, agent_id, asked.n, wait=max(0.0, min(remaining, WAIT_SLICE))
+        )
+        if found or found.reason is not ClaimReason.EMPTY or remaining <= WAIT_SLICE:
+            return found.to_dict(fleet.clock.now())
+        if await request.is_disconnected():
+            return Claim(reason=ClaimReason.EMPTY).to_dict()
 
 
 @router.post("/agents/{agent_id:path}/heartbeat", responses=_REFUSALS, summary="Renew every lease")
