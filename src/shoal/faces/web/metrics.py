@@ -33,7 +33,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from shoal import __version__
@@ -118,7 +118,7 @@ class _Tally:
         )
         self.idle_wait = Histogram(
             "shoal_idle_to_claim_seconds",
-            "From the moment an agent found no work (agent.idle) to its next claim.",
+            "From the moment an agent went idle (found no work, or registered) to its next claim.",
             buckets=WAIT_BUCKETS,
             registry=None,
         )
@@ -217,7 +217,8 @@ class _Tally:
             self.ready.pop(task or 0, None)
         elif kind == EventKind.RETURNED:
             self.returned.inc()
-        elif kind == EventKind.AGENT_IDLE and event.agent is not None:
+        elif kind in (EventKind.AGENT_IDLE, EventKind.AGENT_REGISTERED) and event.agent:
+            # found no work; or (re)registered anew, which starts an agent idle
             self.idle[event.agent] = event.at
         elif kind == EventKind.AGENT_STATUS and data.get("to") != AgentStatus.IDLE:
             self.idle.pop(event.agent or "", None)
@@ -367,8 +368,11 @@ class Metrics:
         self.collector = FleetCollector(fleet, batch=batch)
         self.registry.register(self.collector)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The figures, and their media type: the classic text format (0.0.4), or OpenMetrics
+        when the ``Accept`` header asks for it (as Prometheus does)."""
+        encode, media_type = choose_encoder(accept)
+        return encode(self.registry), media_type
 
 
 @router.get(
@@ -378,4 +382,5 @@ class Metrics:
 )
 def metrics(request: Request, _: Viewer) -> Response:
     made: Metrics = request.app.state.metrics
-    return Response(made.render(), media_type=CONTENT_TYPE_LATEST)
+    body, media_type = made.render(request.headers.get("accept", ""))
+    return Response(body, media_type=media_type)
