@@ -159,6 +159,7 @@ def test_expired_leases_and_rebalance_steals_are_counted(fleet: Fleet, clock: Ma
     assert value(got, "shoal_tasks_failed_total", outcome="dead") == 0
 
 
+@pytest.mark.parametrize("shared_store", ["sqlite"], indirect=True)  # the collector's bound
 def test_cardinality_stays_bounded_with_500_agents(fleet: Fleet) -> None:
     fleet.configure(max_agents=500)
     agents = [f"agent-{i:03d}" for i in range(500)]
