@@ -16,7 +16,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from shoal import Fleet, ManualClock
+from shoal import Fleet, ManualClock, __version__
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web.app import create_app
 from shoal.faces.web.metrics import TOP_QUEUES
@@ -105,7 +105,7 @@ def test_the_figures_match_what_the_fleet_did(fleet: Fleet, clock: ManualClock) 
     assert value(got, "shoal_agents_live") == 3
     assert value(got, "shoal_leases") == 2
     assert value(got, "shoal_assessment_recommendation", recommendation="spawn") == 0
-    assert value(got, "shoal_build_info", version=__import__("shoal").__version__) == 1
+    assert value(got, "shoal_build_info", version=__version__) == 1
     assert value(got, "shoal_scrape_duration_seconds") > 0
 
 
