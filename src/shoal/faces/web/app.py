@@ -21,6 +21,8 @@ from shoal.faces.exposure import Exposure
 from shoal.faces.web import errors
 from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import Guard, HostCheck
+from shoal.faces.web.metrics import Metrics
+from shoal.faces.web.metrics import router as metrics_router
 from shoal.fleet import Fleet
 
 __all__ = ["create_app", "serve"]
@@ -41,6 +43,8 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.state.guard = Guard(fleet, exposure)
     errors.install(app)
     app.include_router(api_router)
+    app.state.metrics = Metrics(fleet)  # its counters start at the log's end
+    app.include_router(metrics_router)
     app.add_middleware(HostCheck, exposure=exposure)
     return app
 
