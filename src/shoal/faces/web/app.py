@@ -20,7 +20,7 @@ from shoal import __version__
 from shoal.faces.exposure import Exposure
 from shoal.faces.web import errors
 from shoal.faces.web.api import router as api_router
-from shoal.faces.web.guard import Guard, HostCheck
+from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
 from shoal.fleet import Fleet
@@ -45,7 +45,8 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.include_router(api_router)
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
-    app.add_middleware(HostCheck, exposure=exposure)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app
 
 
