@@ -145,9 +145,7 @@ def clone_tasks(path: str, template: int, count: int, agents: list[str]) -> None
             f"SELECT {', '.join(values)} FROM series, tasks WHERE tasks.id = :template",
             {"count": count, "template": template, "agents": json.dumps(agents)},
         )
-        conn.execute(
-            "UPDATE counters SET value = (SELECT max(seq) FROM tasks) WHERE name = 'seq'"
-        )
+        conn.execute("UPDATE counters SET value = (SELECT max(seq) FROM tasks) WHERE name = 'seq'")
         conn.commit()
     finally:
         conn.close()

@@ -22,7 +22,7 @@ from shoal.faces.web.guard import COOKIE
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE
 from shoal.model import Agent, Lease
 from shoal.vocabulary import AgentStatus
-from tests.web.dash_support import BASE, clone_tasks, client_for, csrf_of, page
+from tests.web.dash_support import client_for, clone_tasks, csrf_of, page
 
 NASTY = "<script>alert('x')</script> & \"quotes\" <b>bold</b> {{ 7*7 }}"
 PAGES = ("/", "/lanes", "/tasks", "/health", "/tasks?state=claimed", "/tasks?state=dead")
@@ -310,9 +310,7 @@ def test_release_cancel_pause_resume_and_settings_act_on_the_fleet(
     assert len(health.find_all("svg", role="img")) == 4
 
 
-def test_an_action_goes_back_only_to_a_page_of_this_site(
-    client: TestClient, fleet: Fleet
-) -> None:
+def test_an_action_goes_back_only_to_a_page_of_this_site(client: TestClient, fleet: Fleet) -> None:
     task = fleet.post("x")
     csrf = csrf_of(client.get("/health").text)
     for back in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)"):
@@ -388,7 +386,9 @@ def test_a_viewer_cannot_act_and_an_admin_can(
     assert fleet.get(dead).state == "pending"
     bearer = client_for(fleet)
     headers = {"Authorization": f"Bearer {viewer_token}"}
-    assert bearer.post("/agents/ada/pause", data={"csrf": token}, headers=headers).status_code == 403
+    assert (
+        bearer.post("/agents/ada/pause", data={"csrf": token}, headers=headers).status_code == 403
+    )
 
 
 def csrf_for(client: TestClient) -> str:
@@ -415,8 +415,13 @@ def test_the_fleet_page_of_1000_agents_and_100k_tasks_draws_in_under_a_second(
         with fleet._store.write() as tx:  # direct registration: 1000 register calls take 9 s
             for i, name in enumerate(agents):
                 tx.save_agent(
-                    Agent(name, domains=(f"d{i % 7}",), idle_since=now, last_seen=now,
-                          registered_at=now)  # fmt: skip
+                    Agent(
+                        name,
+                        domains=(f"d{i % 7}",),
+                        idle_since=now,
+                        last_seen=now,
+                        registered_at=now,
+                    )
                 )
         template = fleet.post("template").id
     clone_tasks(str(path), template, 100_000 - 1, agents)

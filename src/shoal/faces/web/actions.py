@@ -72,7 +72,9 @@ def held_lease(fleet: Fleet, task_id: int) -> Lease:
     """The live lease on ``task_id``, looked up from its holder (the token stays here)."""
     task = fleet.get(task_id)
     holder = task.agent if task.state == "claimed" else None
-    lease = next((x for x in fleet.leases(holder) if x.task_id == task_id), None) if holder else None
+    lease = (
+        next((x for x in fleet.leases(holder) if x.task_id == task_id), None) if holder else None
+    )
     if lease is None:
         raise InvalidTransition(
             f"task {task_id} is {task.state.value}; only a task held under a lease is released",

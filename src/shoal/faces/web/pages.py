@@ -212,9 +212,7 @@ def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
         for a in agents
         if a.paused(now) or a.status in (AgentStatus.OVERLOADED, AgentStatus.OFFLINE)
     ]
-    expired = [
-        t for load in status.agents for t in load.held if (t.lease_expires or now) < now
-    ]
+    expired = [t for load in status.agents for t in load.held if (t.lease_expires or now) < now]
     events = fleet.events(newest=True, limit=WINDOW_EVENTS)
     pending = status.counts.get("pending", 0)
     charts, covered = charts_of(events, now, pending, status.live)
