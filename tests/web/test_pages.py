@@ -22,7 +22,7 @@ from shoal.faces.web.guard import COOKIE
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE
 from shoal.model import Agent, Lease
 from shoal.vocabulary import AgentStatus
-from tests.web.dash_support import client_for, clone_tasks, csrf_of, page
+from tests.web.dash_support import BASE, client_for, clone_tasks, csrf_of, page
 
 NASTY = "<script>alert('x')</script> & \"quotes\" <b>bold</b> {{ 7*7 }}"
 PAGES = ("/", "/lanes", "/tasks", "/health", "/tasks?state=claimed", "/tasks?state=dead")
@@ -352,6 +352,9 @@ def test_a_fleet_with_tokens_sends_people_to_sign_in(
         response = client.get(path)
         assert response.status_code == 303, path
         assert response.headers["location"].startswith("/login?next=%2F")
+    reload = client.get("/lanes", headers={"HX-Request": "true", "HX-Current-URL": BASE + "/?a=b"})
+    assert reload.status_code == 204  # htmx sends the whole page to sign in, not the region
+    assert reload.headers["hx-redirect"] == "/login?next=%2F%3Fa%3Db"
     login = page(client.get("/login?next=/health").text)
     field = login.find("input", name="token")
     assert login.find("label", for_=str(field.attrs["id"])).text == "Access token"

@@ -159,6 +159,12 @@ def refusal(request: Request, exc: Exception) -> Response:
         from fastapi.responses import RedirectResponse
 
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.headers.get("hx-request"):  # a region reloading itself: the whole page goes
+            page = request.headers.get("hx-current-url", "")
+            base = str(request.base_url)
+            target = "/" + page[len(base) :] if page.startswith(base) else "/"
+            login = f"/login?next={quote(local_path(target), safe='')}"
+            return Response(status_code=204, headers={"HX-Redirect": login})
         return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
     headers = getattr(exc, "headers", None) or {}
     context = {"status": status, "code": code, "message": message, "hint": hint}
@@ -166,6 +172,8 @@ def refusal(request: Request, exc: Exception) -> Response:
     for name, value in headers.items():
         if name.lower() == "retry-after":
             response.headers[name] = value
+    if request.headers.get("hx-request"):
+        response.headers["HX-Push-Url"] = "false"  # the address stays the page's, not the form's
     return response
 
 
