@@ -346,6 +346,13 @@ def sign_in(client: TestClient, token: str) -> TestClient:
     return client
 
 
+def test_pages_refuse_to_be_framed_by_another_site(client: TestClient) -> None:
+    for path in ("/", "/tasks", "/health", "/login", "/tasks/12345"):
+        headers = client.get(path).headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"], path
+        assert headers["x-frame-options"] == "DENY"
+
+
 def test_a_fleet_with_tokens_sends_people_to_sign_in(
     client: TestClient, fleet: Fleet, closed: tuple[str, str]
 ) -> None:
