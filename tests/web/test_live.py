@@ -27,6 +27,7 @@ from fastapi import FastAPI
 
 from shoal import Fleet
 from shoal.faces.web import live
+from shoal.faces.web.lanes import LaneCache
 from shoal.faces.web.live import BACKLOG, Feed, Watcher, encode, feed_of
 from tests.web.dash_support import HOST, app_for
 
@@ -186,6 +187,28 @@ def test_many_watchers_share_one_poller_and_each_gets_every_change(tmp_path: obj
         finally:
             for stream in streams:
                 stream.close()
+
+
+def test_pages_reloading_for_a_change_share_one_read_of_the_fleet(tmp_path: object) -> None:
+    url = f"sqlite://{tmp_path}/fleet.db"
+    with Fleet.open(url) as fleet, Fleet.open(url) as other, serving(fleet) as server:
+        other.register("ada")
+        stream = Stream(server.url)
+        try:
+            wait_until(feed_of(server.app).following.is_set, "the poller to follow the log")
+            task = other.post("new work", to="ada")
+            message = stream.wait_for(lambda m: ("posted", task.id) in kinds(m))
+            server.app.state.lanes = cache = LaneCache(shared_for=60.0)  # a slow machine's margin
+            for _ in range(10):  # ten pages reload their lanes for the same change
+                html = httpx.get(server.url + "/lanes", timeout=DEADLINE).text
+                assert f'data-task="{task.id}"' in html
+            assert cache.reads == 1
+            assert feed_of(server.app).cursor == message["cursor"]
+            page_html = httpx.get(server.url + "/", timeout=DEADLINE).text  # a whole page: fresh
+            assert f'data-task="{task.id}"' in page_html
+            assert cache.reads == 2
+        finally:
+            stream.close()
 
 
 def test_the_stream_needs_a_token_on_a_closed_fleet(tmp_path: object) -> None:

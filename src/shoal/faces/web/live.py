@@ -110,6 +110,8 @@ class Feed:
         #: Set while the poller follows the log (it has read the high-water mark): from then
         #: on no change is missed.
         self.following = threading.Event()
+        #: The last event the poller has read (None: it is not following the log).
+        self.cursor: int | None = None
         self._watchers: set[Watcher] = set()
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -157,7 +159,7 @@ class Feed:
         while True:
             with self._cond:  # sleep while nobody watches, touching nothing
                 if not self._watchers:
-                    cursor = None  # then start from the high-water mark, not from old news
+                    cursor = self.cursor = None  # then start from the high-water mark
                     self.following.clear()
                 while not self._watchers and not self._stopping.is_set():
                     self._cond.wait()
@@ -165,7 +167,7 @@ class Feed:
                     return
             try:
                 if cursor is None:  # (re)started: only what happens from now on
-                    cursor = self._high_water()
+                    cursor = self.cursor = self._high_water()
                     self.following.set()
                 self.fleet.wait_for_change(self.wait)
                 if self._stopping.is_set():
@@ -178,7 +180,7 @@ class Feed:
                 continue
             if not new:
                 continue
-            cursor = new[-1].id
+            cursor = self.cursor = new[-1].id
             self._broadcast(encode(new, cursor))
             with self._cond:
                 self._cond.wait(self.interval)  # the debounce (a stop cuts it short)
@@ -232,4 +234,5 @@ async def live(request: Request, _: Viewer) -> EventSourceResponse:
             feed.drop(watcher)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return EventSourceResponse(stream(), ping=PING, headers=headers)
+    # A client that stops reading (its connection stalled) is dropped after two pings' time.
+    return EventSourceResponse(stream(), ping=PING, headers=headers, send_timeout=2 * PING)
