@@ -500,3 +500,17 @@ def test_the_charts_follow_the_event_log(tmp_path: Path) -> None:
     assert by_name["Idle share"] == [100.0, 50.0, 50.0]  # ada worked in minutes 1 and 2
     assert covered.startswith("3 min from 2026-01-01T00:00:00")
     assert "now 2 pending, peak 4 pending" in figures[0].text
+
+
+def test_a_task_waiting_out_its_backoff_can_be_retried_now(
+    client: TestClient, fleet: Fleet
+) -> None:
+    fleet.register("ada")
+    task = fleet.post("flaky", retry_delay="1h")
+    fleet.fail(held(fleet, "ada"), "try later")
+    assert fleet.get(task.id).waiting(fleet.clock.now())
+    form = page(client.get(f"/tasks/{task.id}").text).find("form", action=f"/tasks/{task.id}/retry")
+    assert form.find("button", data_action="retry").text == "Retry now"
+    fields = {i.attrs["name"]: i.attrs["value"] for i in form.find_all("input")}
+    assert client.post(form.attrs["action"], data=fields).status_code == 303
+    assert not fleet.get(task.id).waiting(fleet.clock.now())

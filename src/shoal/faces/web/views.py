@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -170,8 +171,6 @@ def refusal(request: Request, exc: Exception) -> Response:
     """The page for a refusal; a missing or wrong session goes to the sign-in page."""
     status, code, message, hint = _problem(exc)
     if status == 401:
-        from fastapi.responses import RedirectResponse
-
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         if request.headers.get("hx-request"):  # a region reloading itself: the whole page goes
             page = request.headers.get("hx-current-url", "")
