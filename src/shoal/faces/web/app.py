@@ -15,10 +15,11 @@ import socket
 
 import anyio
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from shoal import __version__
 from shoal.faces.exposure import Exposure
-from shoal.faces.web import errors
+from shoal.faces.web import actions, errors, live, pages
 from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
@@ -37,14 +38,19 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
         openapi_url="/api/v1/openapi.json",
         docs_url="/api/v1/docs",
         redoc_url=None,
+        lifespan=live.lifespan,
     )
     app.state.fleet = fleet
     app.state.exposure = exposure
     app.state.guard = Guard(fleet, exposure)
     errors.install(app)
     app.include_router(api_router)
+    app.include_router(pages.router)
+    app.include_router(actions.router)
+    app.include_router(live.router)
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
+    app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
     app.add_middleware(BodyLimit)
     app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app
