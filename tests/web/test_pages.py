@@ -514,3 +514,22 @@ def test_a_task_waiting_out_its_backoff_can_be_retried_now(
     fields = {i.attrs["name"]: i.attrs["value"] for i in form.find_all("input")}
     assert client.post(form.attrs["action"], data=fields).status_code == 303
     assert not fleet.get(task.id).waiting(fleet.clock.now())
+
+
+def test_a_priority_changed_from_the_task_page_changes_the_claim_order(
+    client: TestClient, fleet: Fleet
+) -> None:
+    first = fleet.post("first posted", priority=5)
+    later = fleet.post("later, but urgent now", priority=5)
+    detail = page(client.get(f"/tasks/{later.id}").text)
+    form = detail.find("form", action=f"/tasks/{later.id}/priority")
+    assert form.find("button", data_action="priority")
+    csrf = csrf_of(client.get("/health").text)
+    data = {"csrf": csrf, "priority": "critical", "back": f"/tasks/{later.id}"}
+    assert client.post(f"/tasks/{later.id}/priority", data=data).status_code == 303
+    assert fleet.get(later.id).priority == 1
+    assert [t.id for t in fleet.ready()][:2] == [later.id, first.id]
+    bad = client.post(f"/tasks/{later.id}/priority", data={**data, "priority": "soon"})
+    assert bad.status_code == 400 and fleet.get(later.id).priority == 1
+    assert client.post(f"/tasks/{first.id}/priority", data={"priority": "1"}).status_code == 403
+    assert fleet.get(first.id).priority == 5
