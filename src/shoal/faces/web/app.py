@@ -15,10 +15,11 @@ import socket
 
 import anyio
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from shoal import __version__
 from shoal.faces.exposure import Exposure
-from shoal.faces.web import errors
+from shoal.faces.web import actions, errors, live, pages
 from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import Guard, HostCheck
 from shoal.fleet import Fleet
@@ -35,12 +36,17 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
         openapi_url="/api/v1/openapi.json",
         docs_url="/api/v1/docs",
         redoc_url=None,
+        lifespan=live.lifespan,
     )
     app.state.fleet = fleet
     app.state.exposure = exposure
     app.state.guard = Guard(fleet, exposure)
     errors.install(app)
     app.include_router(api_router)
+    app.include_router(pages.router)
+    app.include_router(actions.router)
+    app.include_router(live.router)
+    app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
     app.add_middleware(HostCheck, exposure=exposure)
     return app
 

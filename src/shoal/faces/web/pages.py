@@ -1,0 +1,235 @@
+"""The dashboard's pages: the fleet's lanes, the task list and a task's history, the fleet's
+health, and signing in.
+
+Every page needs the viewer role (``need(Role.VIEWER)``); people sign in on ``/login`` by
+pasting a token, which becomes the session cookie (``guard.COOKIE``: HttpOnly,
+SameSite=Strict, Secure over https). On an open fleet (loopback, no token made) nobody needs
+to sign in. A page refused for want of a session sends its reader to ``/login`` and back
+(``views.PageRoute``).
+
+Each page is bounded whatever the fleet's size: the lanes read one status and at most
+``lanes.FULL_LANES`` queues; the task list filters a bounded listing (``SCAN`` tasks, said
+on the page); the health page reads at most ``charts.WINDOW_EVENTS`` events. The people's
+actions (retry, cancel, release, pause, resume, settings, assess) are in ``actions``; the
+live stream that reloads the lanes is ``live``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi.responses import RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from shoal.faces.web.charts import WINDOW_EVENTS, charts_of
+from shoal.faces.web.guard import COOKIE, Guard
+from shoal.faces.web.lanes import FULL_LANES, PER_LANE, lanes_of
+from shoal.faces.web.views import FleetDep, PageRoute, Viewer, local_path, render
+from shoal.model import Task
+from shoal.settings import SETTINGS
+from shoal.vocabulary import AgentStatus, TaskState, names
+
+__all__ = ["DEAD_SHOWN", "PAGE", "SCAN", "router"]
+
+router = APIRouter(route_class=PageRoute, tags=["dashboard"], include_in_schema=False)
+
+#: Tasks the task list reads at most per page before filtering by domain, priority and title.
+SCAN = 5000
+#: Rows a page of the task list shows.
+PAGE = 50
+#: Dead tasks the health page lists.
+DEAD_SHOWN = 200
+#: Events a task's page shows (the newest).
+HISTORY = 1000
+
+TaskId = Annotated[int, Query(ge=1, le=2**62)]
+
+
+# ---------------------------------------------------------------- signing in
+
+
+@router.get("/login", summary="Sign in with a token")
+async def login_page(request: Request, next: str | None = None) -> Response:
+    guard: Guard = request.app.state.guard
+    is_open = await run_in_threadpool(guard.is_open)
+    context = {"next": local_path(next), "open": is_open, "problem": None}
+    return render(request, "login.html", context)
+
+
+@router.post("/login", summary="Sign in: the token becomes the session cookie")
+async def login(
+    request: Request,
+    token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
+    guard: Guard = request.app.state.guard
+    client = request.client.host if request.client else "?"
+    guard.refuse_if_throttled(client)
+    token = token.strip()
+    found = await run_in_threadpool(guard.lookup, token) if token else None
+    if found is None:
+        if token:
+            await guard.failed(client)
+        context = {
+            "next": local_path(next),
+            "open": await run_in_threadpool(guard.is_open),
+            "problem": "That token is not one of this fleet's (or it was revoked).",
+        }
+        return render(request, "login.html", context, status=401)
+    response = RedirectResponse(local_path(next), status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.get("/logout", summary="Sign out (a form, so a link elsewhere cannot sign you out)")
+def logout_page(request: Request) -> Response:
+    return render(request, "logout.html", {})
+
+
+@router.post("/logout", summary="Sign out: the session cookie is cleared")
+def logout(request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(
+        COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
+    )
+    return response
+
+
+# ---------------------------------------------------------------- the fleet
+
+
+def _lanes_context(fleet: FleetDep, agent: str) -> dict[str, Any]:
+    return {
+        "lanes": lanes_of(fleet, agent.strip()),
+        "wanted": agent.strip(),
+        "per_lane": PER_LANE,
+        "full_lanes": FULL_LANES,
+    }
+
+
+@router.get("/", summary="The fleet: every agent's lane, and the pool")
+def fleet_page(request: Request, fleet: FleetDep, _: Viewer, agent: str = "") -> Response:
+    return render(request, "fleet.html", _lanes_context(fleet, agent))
+
+
+@router.get("/lanes", summary="The lanes region alone (reloaded when the fleet changes)")
+def lanes_fragment(request: Request, fleet: FleetDep, _: Viewer, agent: str = "") -> Response:
+    return render(request, "lanes.html", _lanes_context(fleet, agent))
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def _matches(task: Task, domain: str, priority: int | None, words: str) -> bool:
+    if domain and (task.domain or "") != domain:
+        return False
+    if priority is not None and task.priority != priority:
+        return False
+    return not words or words in task.title.casefold()
+
+
+@router.get("/tasks", summary="Tasks, newest first, filtered")
+def tasks_page(
+    request: Request,
+    fleet: FleetDep,
+    _: Viewer,
+    state: str = "",
+    domain: str = "",
+    agent: str = "",
+    priority: str = "",
+    q: str = "",
+    before: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+) -> Response:
+    level = int(priority) if priority.strip().isdigit() else None
+    scanned = fleet.tasks(
+        state=state or None, agent=agent.strip() or None, limit=SCAN, before=before
+    )
+    words = q.strip().casefold()
+    found = [t for t in scanned if _matches(t, domain.strip(), level, words)]
+    shown = found[:PAGE]
+    if len(found) > PAGE:
+        next_before: int | None = shown[-1].id
+    elif len(scanned) == SCAN:
+        next_before = scanned[-1].id  # the scan ended before the tasks did
+    else:
+        next_before = None
+    query = {"state": state, "domain": domain, "agent": agent, "priority": priority, "q": q}
+    context = {
+        "tasks": shown,
+        "scanned": len(scanned),
+        "scan": SCAN,
+        "page": PAGE,
+        "next_before": next_before,
+        "before": before,
+        "filters": query,
+        "query": {k: v for k, v in query.items() if v},
+        "states": names(TaskState),
+        "now": fleet.clock.now(),
+    }
+    return render(request, "tasks.html", context)
+
+
+@router.get("/tasks/{task_id}", summary="One task: its fields, dependencies and history")
+def task_page(request: Request, task_id: int, fleet: FleetDep, _: Viewer) -> Response:
+    detail = fleet.show(task_id, events=HISTORY)
+    task = detail.task
+    now = fleet.clock.now()
+    trouble = [
+        e for e in detail.events if e.kind in ("failed", "expired", "dead", "stalled", "stuck")
+    ]
+    context = {
+        "task": task,
+        "detail": detail,
+        "now": now,
+        "history": HISTORY,
+        "trouble": trouble,
+        "waiting": task.waiting(now),
+        "lease_live": task.state is TaskState.CLAIMED,
+        "lease_expired": task.state is TaskState.CLAIMED and (task.lease_expires or 0) < now,
+    }
+    return render(request, "task.html", context)
+
+
+# ---------------------------------------------------------------- health
+
+
+@router.get("/health", summary="Dead and stalled tasks, troubled agents, assessment, charts")
+def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
+    status = fleet.status()
+    now = status.at
+    dead = fleet.tasks(state="dead", limit=DEAD_SHOWN)
+    agents = [load.agent for load in status.agents]
+    troubled = [
+        a
+        for a in agents
+        if a.paused(now) or a.status in (AgentStatus.OVERLOADED, AgentStatus.OFFLINE)
+    ]
+    expired = [
+        t for load in status.agents for t in load.held if (t.lease_expires or now) < now
+    ]
+    events = fleet.events(newest=True, limit=WINDOW_EVENTS)
+    pending = status.counts.get("pending", 0)
+    charts, covered = charts_of(events, now, pending, status.live)
+    settings = fleet.settings().to_dict()
+    context = {
+        "status": status,
+        "now": now,
+        "dead": dead,
+        "dead_shown": DEAD_SHOWN,
+        "troubled": troubled,
+        "expired": expired,
+        "assessment": status.assessment,
+        "charts": charts,
+        "covered": covered,
+        "settings": settings,
+        "setting_help": {name: SETTINGS[name].help for name in settings if name in SETTINGS},
+    }
+    return render(request, "health.html", context)

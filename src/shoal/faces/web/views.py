@@ -1,0 +1,184 @@
+"""What every page of the dashboard shares: the templates, who is signed in, and how a page
+says no.
+
+Pages are for people, so a refusal is a page too, never the API's JSON: a request without a
+valid session is sent to ``/login`` (303), and a refusal from the guard (403, 429) or from
+the Fleet (``ShoalError``: an unknown task, a transition the fleet forbids, a bad setting)
+is drawn as a short page with the error's message and hint and the same HTTP status the API
+would give (``errors.status_for``). ``PageRoute`` does this for every route of the page
+routers, dependencies included, so a route body never needs a try block of its own.
+
+Task text comes from agents and is untrusted: the templates' environment escapes every
+value (``autoescape=True``), no template marks task text ``|safe``, and ``text`` also
+writes out control and direction-override characters (``shoal.text.safe``) so a title
+cannot disguise itself. The only markup made in Python is the charts' SVG (``charts``),
+which escapes its own labels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from shoal.access import Role
+from shoal.errors import ShoalError
+from shoal.faces.render import ago
+from shoal.faces.web.errors import status_for
+from shoal.faces.web.guard import Guard, Principal, need
+from shoal.fleet import Fleet
+from shoal.text import safe
+from shoal.times import iso_time
+
+__all__ = [
+    "TEMPLATES",
+    "Admin",
+    "PageRoute",
+    "Viewer",
+    "back_to",
+    "fleet_of",
+    "render",
+]
+
+HERE = Path(__file__).parent
+
+
+def text(value: object) -> str:
+    """Untrusted text for a page: controls and direction overrides written out (escaping
+    for HTML is the environment's job)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return safe(value)
+    return safe(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every value is escaped unless a template says otherwise
+        undefined=StrictUndefined,  # a misspelt name fails the test, not the page silently
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["text"] = text
+    env.filters["iso"] = iso_time
+    env.globals["ago"] = ago
+    return env
+
+
+TEMPLATES = Jinja2Templates(env=_env())
+
+
+def fleet_of(request: Request) -> Fleet:
+    fleet: Fleet = request.app.state.fleet
+    return fleet
+
+
+def guard_of(request: Request) -> Guard:
+    guard: Guard = request.app.state.guard
+    return guard
+
+
+FleetDep = Annotated[Fleet, Depends(fleet_of)]
+Viewer = Annotated[Principal, Depends(need(Role.VIEWER))]
+Admin = Annotated[Principal, Depends(need(Role.ADMIN))]
+
+
+def render(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any],
+    *,
+    status: int = 200,
+) -> Response:
+    """``template`` with what every page shows: who is signed in, whether they may act, and
+    the CSRF token their forms carry."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    guard = guard_of(request)
+    full = {
+        "principal": principal,
+        "admin": principal is not None and principal.allows(Role.ADMIN),
+        "csrf": guard.csrf_token(principal) if principal is not None else "",
+        "signed_in": principal is not None and principal.token_id is not None,
+        "path": request.url.path,
+        **context,
+    }
+    return TEMPLATES.TemplateResponse(request, template, full, status_code=status)
+
+
+def back_to(request: Request, fallback: str = "/") -> str:
+    """Where an action returns to: the page it came from (``Referer``) when that is one of
+    ours, else ``fallback``. Only a local path is ever used, so an action cannot be made to
+    send its user to another site."""
+    referer = request.headers.get("referer", "")
+    base = str(request.base_url)
+    if referer.startswith(base):
+        path = "/" + referer[len(base) :]
+        if not path.startswith("//"):
+            return path
+    return fallback
+
+
+def local_path(value: str | None, fallback: str = "/") -> str:
+    """``value`` if it is a path on this site (``/tasks?state=dead``), else ``fallback``."""
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return fallback
+
+
+def _problem(exc: Exception) -> tuple[int, str, str, str | None]:
+    """(status, code, message, hint) of a refusal."""
+    if isinstance(exc, ShoalError):
+        data = exc.to_dict()
+        return status_for(exc), str(data.get("code")), exc.message, exc.hint
+    if isinstance(exc, RequestValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
+            for e in exc.errors()[:5]
+        ]
+        return 400, "bad_input", "; ".join(parts), "check the address or the form and try again"
+    assert isinstance(exc, HTTPException)
+    detail = exc.detail if isinstance(exc.detail, dict) else {"message": str(exc.detail)}
+    code = str(detail.get("code", f"http_{exc.status_code}"))
+    return exc.status_code, code, str(detail.get("message", "")), detail.get("hint")
+
+
+def refusal(request: Request, exc: Exception) -> Response:
+    """The page for a refusal; a missing or wrong session goes to the sign-in page."""
+    status, code, message, hint = _problem(exc)
+    if status == 401:
+        from fastapi.responses import RedirectResponse
+
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
+    headers = getattr(exc, "headers", None) or {}
+    context = {"status": status, "code": code, "message": message, "hint": hint}
+    response = render(request, "error.html", context, status=status)
+    for name, value in headers.items():
+        if name.lower() == "retry-after":
+            response.headers[name] = value
+    return response
+
+
+class PageRoute(APIRoute):
+    """A route whose refusals are pages (module docstring), for the dashboard's routers."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def page_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (ShoalError, HTTPException, RequestValidationError) as exc:
+                return refusal(request, exc)
+
+        return page_handler
