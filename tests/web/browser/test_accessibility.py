@@ -21,6 +21,7 @@ from tests.web.browser.conftest import VIEWPORT, Served, serving, sign_in
 pytestmark = pytest.mark.slow
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+AXE_VERSION = "4.14.1"  # vendor/README.md
 #: The impacts that fail the scan; "moderate" and "minor" ones are printed, not failed.
 BLOCKING = ("serious", "critical")
 
@@ -60,11 +61,14 @@ def admin(browser: Browser, busy: tuple[Served, str, int]) -> Iterator[BrowserCo
 
 
 def scan(page: Page) -> list[dict[str, Any]]:
-    """Run axe on the loaded page; its violations."""
+    """Run axe on the loaded page; its violations. A scan that checked nothing (axe not
+    loaded, or no rule applied) fails rather than passing empty."""
     page.add_script_tag(path=str(AXE))
     result: dict[str, Any] = page.evaluate(
         "async () => await axe.run(document, { resultTypes: ['violations'] })"
     )
+    assert result["testEngine"]["version"] == AXE_VERSION
+    assert len(result["passes"]) > 10, "axe checked (almost) nothing on the page"
     return list(result["violations"])
 
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
-from shoal import AgentStatus, Fleet, TaskState
+from shoal import Fleet, TaskState
 from tests.web.browser.conftest import Served, act, lane_task, serving, sign_in
 
 pytestmark = pytest.mark.slow
@@ -70,6 +70,7 @@ def test_signing_in_with_a_viewer_token_shows_the_fleet_but_no_way_to_change_it(
         dead = make_dead(fleet)
         queued = fleet.post("for ada", to="ada").id
         _, secret = fleet.create_token("viewer", name="browser test")
+        ada = fleet.agent("ada")
     with serving(tmp_path) as served:
         page.goto(served.at("/"))
         assert urlsplit(page.url).path == "/login", f"a closed fleet sent / to {page.url}"
@@ -95,7 +96,8 @@ def test_signing_in_with_a_viewer_token_shows_the_fleet_but_no_way_to_change_it(
         with served.fleet() as fleet:
             assert fleet.get(dead).state is TaskState.DEAD, "a viewer's action went through"
             assert fleet.get(queued).state is TaskState.PENDING
-            assert fleet.agent("ada").status is not AgentStatus.PAUSED
+            now = fleet.agent("ada")
+            assert (now.status, now.paused_until) == (ada.status, ada.paused_until)
 
 
 def test_an_open_fleet_needs_no_sign_in(served: Served, page: Page) -> None:
