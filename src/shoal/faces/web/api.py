@@ -19,33 +19,63 @@ own pool, so a hundred waiting agents do not stall anyone else.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict
 
 from shoal.access import Role
+from shoal.clock import monotonic
 from shoal.errors import BadInput, LeaseLost
 from shoal.faces.web.guard import Principal, need
 from shoal.fleet import Fleet
-from shoal.model import Lease
+from shoal.model import Claim, Lease
 from shoal.times import iso_time
+from shoal.validation import check_wait
+from shoal.vocabulary import ClaimReason
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1", tags=["fleet"])
 
+#: Seconds of a long-poll claim between two looks at whether its client is still there.
+WAIT_SLICE = 1.0
+
 Viewer = Annotated[Principal, Depends(need(Role.VIEWER))]
 AgentRole = Annotated[Principal, Depends(need(Role.AGENT))]
 Admin = Annotated[Principal, Depends(need(Role.ADMIN))]
-TaskId = Annotated[int, Field(ge=1, le=2**62)]
+TaskId = Annotated[int, Path(ge=1, le=2**62)]
+#: An agent id as ``shoal.validation.check_agent_id`` takes it ("/" included).
+AgentId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")]
+State = Literal["blocked", "pending", "claimed", "done", "dead", "cancelled"]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: the CLI's ``--json`` error shape."""
+
+    error: ErrorDetail
+
+
+def _refusal(description: str) -> dict[str, Any]:
+    return {"description": description, "model": ErrorBody}
+
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "bad input: the error says what was wrong and how to fix it"},
-    401: {"description": "no valid token (send Authorization: Bearer TOKEN)"},
-    403: {"description": "the token's role or agent may not do this"},
-    409: {"description": "the fleet's state forbids it now (e.g. lease_lost)"},
-    503: {"description": "the store cannot be used right now; retry"},
+    400: _refusal("bad input: the error says what was wrong and how to fix it"),
+    401: _refusal("no valid token (send Authorization: Bearer TOKEN)"),
+    403: _refusal("the token's role or agent may not do this, or another site asked"),
+    404: _refusal("no such task or agent"),
+    409: _refusal("the fleet's state forbids it now (e.g. lease_lost, fleet_full)"),
+    421: _refusal("the request named a host this server does not answer to"),
+    429: _refusal("too many wrong tokens from this address; wait Retry-After seconds"),
+    503: _refusal("the store cannot be used right now; retry"),
 }
 
 
@@ -168,7 +198,7 @@ def status(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
 def tasks(
     fleet: FleetDep,
     _: Viewer,
-    state: str | None = None,
+    state: State | None = None,
     agent: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     before: Annotated[int | None, Query(ge=1)] = None,
@@ -201,20 +231,20 @@ def agents(fleet: FleetDep, _: Viewer) -> list[dict[str, Any]]:
     return [a.to_dict() for a in fleet.agents()]
 
 
-@router.get("/agents/{agent_id}", responses=_REFUSALS, summary="One agent")
-def agent(agent_id: str, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
-    return fleet.agent(agent_id).to_dict()
-
-
 @router.get(
-    "/agents/{agent_id}/leases",
+    "/agents/{agent_id:path}/leases",
     responses=_REFUSALS,
     summary="The leases an agent holds, with their tokens (that agent or an admin only)",
 )
-def leases(agent_id: str, fleet: FleetDep, who: AgentRole) -> list[dict[str, Any]]:
+def leases(agent_id: AgentId, fleet: FleetDep, who: AgentRole) -> list[dict[str, Any]]:
     _acts_as(who, agent_id)
     now = fleet.clock.now()
     return [lease.to_dict(now) for lease in fleet.leases(agent_id)]
+
+
+@router.get("/agents/{agent_id:path}", responses=_REFUSALS, summary="One agent")
+def agent(agent_id: AgentId, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.agent(agent_id).to_dict()
 
 
 @router.get("/events", responses=_REFUSALS, summary="The event log after a cursor")
@@ -256,37 +286,54 @@ def register(body: Register, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
 
 
 @router.post(
-    "/agents/{agent_id}/claim",
+    "/agents/{agent_id:path}/claim",
     responses=_REFUSALS,
     summary="Claim the best tasks for an agent: own queue, pool, then a steal",
 )
-def claim(
-    agent_id: str, fleet: FleetDep, who: AgentRole, body: ClaimBody | None = None
+async def claim(
+    agent_id: AgentId,
+    request: Request,
+    fleet: FleetDep,
+    who: AgentRole,
+    body: ClaimBody | None = None,
 ) -> dict[str, Any]:
     """Up to ``n`` tasks under leases; with ``wait`` (seconds or 30s, 5m), held until work
-    comes. An empty claim answers 200 with ``claimed: []`` and the ``reason``."""
+    comes. An empty claim answers 200 with ``claimed: []`` and the ``reason``.
+
+    The wait runs in slices of a second, and between slices the server checks the client
+    is still there: a client that hung up is not handed a lease nobody would work on."""
     _acts_as(who, agent_id)
     asked = body or ClaimBody()
-    found = fleet.claim(agent_id, asked.n, wait=asked.wait)
-    return found.to_dict(fleet.clock.now())
+    deadline = monotonic(fleet.clock) + check_wait(asked.wait)
+    while True:
+        remaining = deadline - monotonic(fleet.clock)
+        found = await run_in_threadpool(
+            fleet.claim, agent_id, asked.n, wait=max(0.0, min(remaining, WAIT_SLICE))
+        )
+        if found or found.reason is not ClaimReason.EMPTY or remaining <= WAIT_SLICE:
+            return found.to_dict(fleet.clock.now())
+        if await request.is_disconnected():
+            return Claim(reason=ClaimReason.EMPTY).to_dict()
 
 
-@router.post("/agents/{agent_id}/heartbeat", responses=_REFUSALS, summary="Renew every lease")
-def heartbeat(agent_id: str, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+@router.post("/agents/{agent_id:path}/heartbeat", responses=_REFUSALS, summary="Renew every lease")
+def heartbeat(agent_id: AgentId, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
     _acts_as(who, agent_id)
     renewed = fleet.heartbeat(agent_id)
     now = fleet.clock.now()
     return {"renewed": [{**r.to_dict(now), "token": None} for r in renewed]}
 
 
-@router.post("/agents/{agent_id}/status", responses=_REFUSALS, summary="Set an agent's status")
-def set_status(agent_id: str, body: SetStatus, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+@router.post("/agents/{agent_id:path}/status", responses=_REFUSALS, summary="Set an agent's status")
+def set_status(
+    agent_id: AgentId, body: SetStatus, fleet: FleetDep, who: AgentRole
+) -> dict[str, Any]:
     _acts_as(who, agent_id)
     return fleet.set_status(agent_id, body.status, why=body.why, release=body.release).to_dict()
 
 
-@router.post("/agents/{agent_id}/resume", responses=_REFUSALS, summary="Resume a paused agent")
-def resume(agent_id: str, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+@router.post("/agents/{agent_id:path}/resume", responses=_REFUSALS, summary="Resume a paused agent")
+def resume(agent_id: AgentId, fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.resume(agent_id).to_dict()
 
 

@@ -22,6 +22,8 @@ from shoal.faces.exposure import Exposure
 from shoal.faces.web import actions, errors, live, pages
 from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import Guard, HostCheck
+from shoal.faces.web.metrics import Metrics
+from shoal.faces.web.metrics import router as metrics_router
 from shoal.fleet import Fleet
 
 __all__ = ["create_app", "serve"]
@@ -47,6 +49,8 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.include_router(actions.router)
     app.include_router(live.router)
     app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
+    app.state.metrics = Metrics(fleet)  # its counters start at the log's end
+    app.include_router(metrics_router)
     app.add_middleware(HostCheck, exposure=exposure)
     return app
 

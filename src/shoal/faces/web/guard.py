@@ -55,6 +55,8 @@ __all__ = [
 
 #: The session cookie the sign-in page sets: the token itself, HttpOnly, SameSite=Strict.
 COOKIE = "shoal_session"
+#: Methods that change nothing: the only ones the API takes on the session cookie alone.
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 #: Failed sign-ins one client address may make per window before it gets 429.
 MAX_FAILURES = 10
 FAILURE_WINDOW = 60.0
@@ -213,11 +215,15 @@ class Guard:
 
     @staticmethod
     def presented(request: Request) -> str | None:
-        """The token a request carries: a bearer header first, else the session cookie."""
+        """The token a request carries: a bearer header first, else the session cookie --
+        but not for a change made through the API: the cookie is the pages' (whose forms
+        carry a CSRF token), and an API write must say who it is in its header."""
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
+        if request.url.path.startswith("/api/") and request.method not in SAFE_METHODS:
+            return None
         return request.cookies.get(COOKIE) or None
 
     async def principal(self, request: Request) -> Principal | None:

@@ -1,0 +1,48 @@
+"""Fixtures of the web face's tests: a fleet on each shared store, and the app over it
+through a real HTTP client (Starlette's TestClient speaks HTTP to the ASGI app)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from shoal import Fleet, ManualClock
+from shoal.faces.exposure import Exposure, allowed_hosts
+from shoal.faces.web import create_app
+
+LOOPBACK = Exposure("127.0.0.1", 8765, None, allowed_hosts("127.0.0.1", ()))
+
+
+@pytest.fixture
+def web_fleet(shared_store: tuple[str, str], clock: ManualClock) -> Iterator[Fleet]:
+    """A new fleet on SQLite and on PostgreSQL, on the manual clock."""
+    fleet = Fleet.open(shared_store[1], create=True, clock=clock)
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def make_client(web_fleet: Fleet) -> Iterator[Callable[..., TestClient]]:
+    """Clients of one app over ``web_fleet``; ``make_client(token)`` sends that token."""
+    app = create_app(web_fleet, LOOPBACK)
+    made: list[TestClient] = []
+
+    def make(token: str | None = None, exposure: Exposure = LOOPBACK) -> TestClient:
+        served = app if exposure is LOOPBACK else create_app(web_fleet, exposure)
+        client = TestClient(served, base_url="http://127.0.0.1:8765")
+        if token is not None:
+            client.headers["Authorization"] = f"Bearer {token}"
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    """A client of an open fleet (no token made: loopback acts as admin)."""
+    return make_client()
