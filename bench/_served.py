@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 SCRIPT = Path(sys.executable).with_name("shoal")
@@ -43,11 +44,23 @@ def environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
 
 
+@dataclass(frozen=True)
+class Served:
+    """A running server: where it answers, and its process (for its CPU time)."""
+
+    base: str  # http://127.0.0.1:PORT
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """The server process's CPU time so far, user and system (Linux's /proc)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def serving(store: str, log: Path) -> Iterator[str]:
-    """``shoal serve`` on ``store`` at a free port, its output in ``log``; yields the base
-    URL (``http://127.0.0.1:PORT``) once it answers. A port taken between the probe and the
-    bind is retried on another."""
+def serving(store: str, log: Path) -> Iterator[Served]:
+    """``shoal serve`` on ``store`` at a free port, its output in ``log``; yielded once it
+    answers. A port taken between the probe and the bind is retried on another."""
     for attempt in range(3):
         port = free_port()
         with log.open("w") as sink:
@@ -65,7 +78,7 @@ def serving(store: str, log: Path) -> Iterator[str]:
                     raise TimeoutError(f"shoal serve did not answer: {log.read_text()}")
                 time.sleep(0.05)
             if proc.poll() is None:
-                yield base
+                yield Served(base, proc.pid)
                 return
             if attempt == 2:
                 raise RuntimeError(f"shoal serve exited {proc.returncode}: {log.read_text()}")

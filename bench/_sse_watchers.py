@@ -77,7 +77,8 @@ def watch(
 ) -> None:  # pragma: no cover - runs in a child process
     """The watcher process: ``count`` streams on ``base``/live until ``stop``."""
     try:
-        results.put({"watchers": asyncio.run(_watch(base, count, ready, race, stop))})
+        reports = asyncio.run(_watch(base, count, ready, race, stop))
+        results.put({"watchers": reports, "cpu": time.process_time()})
     except BaseException:
         ready.set()
         results.put({"error": f"watchers:\n{traceback.format_exc()}"})

@@ -179,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = f"sqlite://{Path(folder) / 'fleet.db'}"
         Fleet.init(store).close()
         stolen, dead, secret = build(store)
-        with serving(store, Path(folder) / "serve.log") as base, sync_playwright() as pw:
+        with serving(store, Path(folder) / "serve.log") as served, sync_playwright() as pw:
+            base = served.base
             browser = pw.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS)
             fresh = browser.new_context(viewport=VIEWPORT)
             shoot(fresh.new_page(), f"{base}/login", args.out / "login.png")
