@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request, Response
+from fastapi import APIRouter, Form, Path, Request, Response
 from fastapi.responses import RedirectResponse
 
 from shoal.errors import InvalidTransition
@@ -36,6 +36,7 @@ __all__ = ["router"]
 
 router = APIRouter(route_class=PageRoute, tags=["dashboard"], include_in_schema=False)
 
+TaskId = Annotated[int, Path(ge=1, le=2**62)]
 Csrf = Annotated[str, Form()]
 Back = Annotated[str, Form()]
 
@@ -52,7 +53,7 @@ def _done(request: Request, back: str, fallback: str) -> Response:
 
 @router.post("/tasks/{task_id}/retry")
 def retry(
-    request: Request, task_id: int, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
+    request: Request, task_id: TaskId, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:
     _checked(request, who, csrf)
     fleet.retry(task_id)
@@ -61,7 +62,7 @@ def retry(
 
 @router.post("/tasks/{task_id}/cancel")
 def cancel(
-    request: Request, task_id: int, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
+    request: Request, task_id: TaskId, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:
     _checked(request, who, csrf)
     fleet.cancel(task_id)
@@ -72,7 +73,9 @@ def held_lease(fleet: Fleet, task_id: int) -> Lease:
     """The live lease on ``task_id``, looked up from its holder (the token stays here)."""
     task = fleet.get(task_id)
     holder = task.agent if task.state == "claimed" else None
-    lease = next((x for x in fleet.leases(holder) if x.task_id == task_id), None) if holder else None
+    lease = (
+        next((x for x in fleet.leases(holder) if x.task_id == task_id), None) if holder else None
+    )
     if lease is None:
         raise InvalidTransition(
             f"task {task_id} is {task.state.value}; only a task held under a lease is released",
@@ -83,7 +86,7 @@ def held_lease(fleet: Fleet, task_id: int) -> Lease:
 
 @router.post("/tasks/{task_id}/release")
 def release(
-    request: Request, task_id: int, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
+    request: Request, task_id: TaskId, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:
     _checked(request, who, csrf)
     fleet.release(held_lease(fleet, task_id))

@@ -149,7 +149,9 @@ def charts_of(
         for event in reversed(by_minute.get(minute, [])):
             pending -= pending_delta(event)
 
-    done = {m: float(sum(1 for e in by_minute.get(m, []) if e.kind == "completed")) for m in minutes}
+    done = {
+        m: float(sum(1 for e in by_minute.get(m, []) if e.kind == "completed")) for m in minutes
+    }
 
     ready_at: dict[int, float] = {}
     waits: dict[float, list[float]] = defaultdict(list)

@@ -57,7 +57,9 @@ LISTED = 50
 #: Events the poller reads per round.
 READ = 1000
 
-router = APIRouter(tags=["dashboard"])
+# Not in the OpenAPI document: a stream that never ends is no API call (and a fuzzer
+# following the document would wait on it for ever).
+router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
 
 def encode(events: list[Event], cursor: int) -> str:
@@ -67,9 +69,7 @@ def encode(events: list[Event], cursor: int) -> str:
     if len(events) > LISTED:
         body = {"cursor": cursor, "refresh": True, "count": len(events)}
     else:
-        listed = [
-            {"id": e.id, "kind": e.kind, "task": e.task_id, "agent": e.agent} for e in events
-        ]
+        listed = [{"id": e.id, "kind": e.kind, "task": e.task_id, "agent": e.agent} for e in events]
         body = {"cursor": cursor, "events": listed}
     text = json.dumps(body, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -107,9 +107,12 @@ class Feed:
         self.interval = interval
         self.wait = wait
         self.pushes = 0  # messages broadcast, for tests and curious people
+        #: Set while the poller follows the log (it has read the high-water mark): from then
+        #: on no change is missed.
+        self.following = threading.Event()
         self._watchers: set[Watcher] = set()
         self._cond = threading.Condition()
-        self._stopping = False
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
@@ -122,7 +125,7 @@ class Feed:
         watcher = Watcher(asyncio.get_running_loop())
         with self._cond:
             self._watchers.add(watcher)
-            if self._thread is None and not self._stopping:
+            if self._thread is None and not self._stopping.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="shoal-live-feed", daemon=True
                 )
@@ -137,7 +140,7 @@ class Feed:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the poller (the app is shutting down) and wait for it."""
         with self._cond:
-            self._stopping = True
+            self._stopping.set()
             thread, self._thread = self._thread, None
             self._cond.notify_all()
         if thread is not None:
@@ -155,15 +158,17 @@ class Feed:
             with self._cond:  # sleep while nobody watches, touching nothing
                 if not self._watchers:
                     cursor = None  # then start from the high-water mark, not from old news
-                while not self._watchers and not self._stopping:
+                    self.following.clear()
+                while not self._watchers and not self._stopping.is_set():
                     self._cond.wait()
-                if self._stopping:
+                if self._stopping.is_set():
                     return
             try:
                 if cursor is None:  # (re)started: only what happens from now on
                     cursor = self._high_water()
+                    self.following.set()
                 self.fleet.wait_for_change(self.wait)
-                if self._stopping:
+                if self._stopping.is_set():
                     break
                 new = self.fleet.events(since=cursor, limit=READ)
             except Exception:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi import APIRouter, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -43,7 +43,7 @@ DEAD_SHOWN = 200
 #: Events a task's page shows (the newest).
 HISTORY = 1000
 
-TaskId = Annotated[int, Query(ge=1, le=2**62)]
+TaskId = Annotated[int, Path(ge=1, le=2**62)]
 
 
 # ---------------------------------------------------------------- signing in
@@ -178,7 +178,7 @@ def tasks_page(
 
 
 @router.get("/tasks/{task_id}", summary="One task: its fields, dependencies and history")
-def task_page(request: Request, task_id: int, fleet: FleetDep, _: Viewer) -> Response:
+def task_page(request: Request, task_id: TaskId, fleet: FleetDep, _: Viewer) -> Response:
     detail = fleet.show(task_id, events=HISTORY)
     task = detail.task
     now = fleet.clock.now()
@@ -212,9 +212,7 @@ def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
         for a in agents
         if a.paused(now) or a.status in (AgentStatus.OVERLOADED, AgentStatus.OFFLINE)
     ]
-    expired = [
-        t for load in status.agents for t in load.held if (t.lease_expires or now) < now
-    ]
+    expired = [t for load in status.agents for t in load.held if (t.lease_expires or now) < now]
     events = fleet.events(newest=True, limit=WINDOW_EVENTS)
     pending = status.counts.get("pending", 0)
     charts, covered = charts_of(events, now, pending, status.live)

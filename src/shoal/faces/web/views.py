@@ -18,7 +18,7 @@ which escapes its own labels.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -138,8 +138,7 @@ def local_path(value: str | None, fallback: str = "/") -> str:
 def _problem(exc: Exception) -> tuple[int, str, str, str | None]:
     """(status, code, message, hint) of a refusal."""
     if isinstance(exc, ShoalError):
-        data = exc.to_dict()
-        return status_for(exc), str(data.get("code")), exc.message, exc.hint
+        return status_for(exc), exc.code, exc.message, exc.hint
     if isinstance(exc, RequestValidationError):
         parts = [
             f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
@@ -147,7 +146,8 @@ def _problem(exc: Exception) -> tuple[int, str, str, str | None]:
         ]
         return 400, "bad_input", "; ".join(parts), "check the address or the form and try again"
     assert isinstance(exc, HTTPException)
-    detail = exc.detail if isinstance(exc.detail, dict) else {"message": str(exc.detail)}
+    given: object = exc.detail
+    detail: dict[str, Any] = given if isinstance(given, dict) else {"message": str(given)}
     code = str(detail.get("code", f"http_{exc.status_code}"))
     return exc.status_code, code, str(detail.get("message", "")), detail.get("hint")
 
@@ -159,6 +159,12 @@ def refusal(request: Request, exc: Exception) -> Response:
         from fastapi.responses import RedirectResponse
 
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.headers.get("hx-request"):  # a region reloading itself: the whole page goes
+            page = request.headers.get("hx-current-url", "")
+            base = str(request.base_url)
+            target = "/" + page[len(base) :] if page.startswith(base) else "/"
+            login = f"/login?next={quote(local_path(target), safe='')}"
+            return Response(status_code=204, headers={"HX-Redirect": login})
         return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
     headers = getattr(exc, "headers", None) or {}
     context = {"status": status, "code": code, "message": message, "hint": hint}
@@ -166,13 +172,15 @@ def refusal(request: Request, exc: Exception) -> Response:
     for name, value in headers.items():
         if name.lower() == "retry-after":
             response.headers[name] = value
+    if request.headers.get("hx-request"):
+        response.headers["HX-Push-Url"] = "false"  # the address stays the page's, not the form's
     return response
 
 
 class PageRoute(APIRoute):
     """A route whose refusals are pages (module docstring), for the dashboard's routers."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def page_handler(request: Request) -> Response:
