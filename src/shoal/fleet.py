@@ -835,6 +835,11 @@ class Fleet:
             now = self.clock.now()
             return status_in(tx, now)
 
+    def pending_by_domain(self) -> dict[str | None, int]:
+        """Pending tasks counted by domain (None: of no domain), for dashboards and metrics."""
+        with self._store.read() as tx:
+            return tx.pending_by_domain()
+
     def events(
         self,
         since: int = 0,

@@ -305,3 +305,15 @@ def test_work_waiting_on_dead_or_cancelled_tasks_is_flagged_not_hidden(fleet: Fl
     fleet.complete(one(fleet.claim("ada"))[1])
     assert fleet.get(waits_a.id).state is TaskState.PENDING
     assert fleet.status().stuck == (waits_b.id,)
+
+
+def test_pending_tasks_are_counted_by_domain(fleet: Fleet) -> None:
+    fleet.post_many(
+        [{"title": "a", "domain": "web"}, {"title": "b", "domain": "web"}, {"title": "c"}]
+    )
+    fleet.register("ann", domains="web")
+    fleet.post("queued", domain="db", to="ann")
+    assert fleet.pending_by_domain() == {"web": 2, None: 1, "db": 1}
+    fleet.claim("ann")
+    counts = fleet.pending_by_domain()
+    assert sum(counts.values()) == 3 and counts.get(None) == 1

@@ -170,3 +170,15 @@ def test_a_long_poll_claim_returns_when_work_arrives(
     waiting.join(timeout=20)
     assert not waiting.is_alive(), "the long poll did not return when work came"
     assert answers[0]["claimed"][0]["task"]["title"] == "arrives later"
+
+
+def test_a_hostile_body_is_refused_in_the_error_shape(client: TestClient) -> None:
+    deep = '{"title": "x", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    _error(client.post("/api/v1/tasks", content=deep, headers=JSON), 400, "bad_input")
+    nested = '{"title": "x", "payload": ' + "[" * 900 + "]" * 900 + "}"
+    _error(client.post("/api/v1/tasks", content=nested, headers=JSON), 400, "bad_input")
+    huge = client.post("/api/v1/tasks", json={"title": "x", "payload": "a" * 9_000_000})
+    _error(huge, 413, "too_large")
+    _error(client.get("/api/v1/no-such-route"), 404, "not_found")
+    _error(client.delete("/api/v1/tasks"), 405, "method_not_allowed")
+    assert client.get("/api/v1/tasks").json() == []

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shoal import Fleet, ManualClock, __version__
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web.app import create_app
-from shoal.faces.web.metrics import TOP_QUEUES
+from shoal.faces.web.metrics import TOP_DOMAINS, TOP_QUEUES
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -203,3 +203,24 @@ def test_a_viewer_token_is_enough_and_none_is_refused_once_tokens_exist(fleet: F
     assert refused.headers["www-authenticate"] == "Bearer"
     assert "shoal_tasks" not in refused.text
     assert value(scrape(client, secret), "shoal_tasks", state="pending") == 0
+
+
+def test_pending_tasks_are_counted_by_domain_with_the_long_tail_summed(fleet: Fleet) -> None:
+    domains = [f"d{i:02d}" for i in range(TOP_DOMAINS + 10)]
+    fleet.post_many(
+        [{"title": "t", "domain": d} for i, d in enumerate(domains) for _ in range(i + 1)]
+        + [{"title": "no domain"}, {"title": "no domain either"}]
+    )
+    fleet.register("ann")
+    fleet.claim("ann")  # a claimed task is no longer pending
+    got = scrape(client_of(fleet))
+    by_domain = {
+        dict(labels)["domain"]: v
+        for (name, labels), v in got.items()
+        if name == "shoal_pending_tasks"
+    }
+    pending = value(got, "shoal_tasks", state="pending")
+    assert sum(by_domain.values()) == pending
+    assert len(by_domain) == TOP_DOMAINS + 1  # the largest named, the rest as "other"
+    assert by_domain["d59"] == 60 and "d00" not in by_domain
+    assert "" not in by_domain or by_domain[""] <= 2

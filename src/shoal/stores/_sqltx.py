@@ -380,6 +380,9 @@ class SqlTx:
     def pending_demand(self) -> dict[tuple[str, ...], int]:
         return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
 
+    def pending_by_domain(self) -> dict[str | None, int]:
+        return {domain: int(n) for domain, n in self._all("pending_by_domain")}
+
     # the claim cascade's candidate queries (the steps of _claiming.claim_in) -------------------
 
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:

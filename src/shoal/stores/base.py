@@ -192,6 +192,10 @@ class StoreTx(Protocol):
         """Pending tasks counted by the skill set they require."""
         ...
 
+    def pending_by_domain(self) -> dict[str | None, int]:
+        """Pending tasks counted by domain (None: tasks of no domain)."""
+        ...
+
     # the claim cascade's candidate queries (the steps of _claiming.claim_in)
     # Every candidate query leaves out tasks not ready by ``now`` (``ready_at`` later: a
     # retry backoff or a not_before still running).

@@ -21,6 +21,7 @@ import copy
 import functools
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -334,6 +335,9 @@ class _MemoryTx:
         for row in self._rows(self.d.index.in_state(PENDING)):
             demand[row.task.skills] = demand.get(row.task.skills, 0) + 1
         return demand
+
+    def pending_by_domain(self) -> dict[str | None, int]:
+        return dict(Counter(r.task.domain for r in self._rows(self.d.index.in_state(PENDING))))
 
     # candidate queries -----------------------------------------------------------------
 

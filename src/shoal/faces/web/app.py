@@ -21,7 +21,7 @@ from shoal import __version__
 from shoal.faces.exposure import Exposure
 from shoal.faces.web import actions, errors, live, pages
 from shoal.faces.web.api import router as api_router
-from shoal.faces.web.guard import Guard, HostCheck
+from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
 from shoal.fleet import Fleet
@@ -51,7 +51,8 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
-    app.add_middleware(HostCheck, exposure=exposure)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from shoal.errors import (
     AddressUnavailable,
@@ -44,6 +45,15 @@ STATUS: dict[type[ShoalError], int] = {
     StoreError: 500,
     AddressUnavailable: 500,
     ShoalError: 500,
+}
+
+
+#: Codes for the refusals the web library makes itself (no route, wrong method, bad body).
+_HTTP_CODES = {
+    400: "bad_input",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
 }
 
 
@@ -79,7 +89,7 @@ def install(app: FastAPI) -> None:
         if isinstance(detail, dict):
             body = {"error": detail}
         else:
-            body = error_body("http_" + str(exc.status_code), str(detail))
+            body = error_body(_HTTP_CODES.get(exc.status_code, "bad_request"), str(detail))
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)

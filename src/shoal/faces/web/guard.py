@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import threading
 import time
@@ -46,7 +47,9 @@ from shoal.fleet import Fleet
 __all__ = [
     "COOKIE",
     "FAILURE_WINDOW",
+    "MAX_BODY",
     "MAX_FAILURES",
+    "BodyLimit",
     "Guard",
     "HostCheck",
     "Principal",
@@ -144,22 +147,65 @@ class HostCheck:
         return bool(sep) and scheme in SCHEMES and _strip_port(rest) in self.names
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
-    body = (
-        '{"error": {"code": "forbidden", "message": "' + message + '", "hint": '
-        '"use the address the server was started for, or add it with --allow-host"}}'
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ],
-        }
-    )
+async def _refuse(
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    code: str = "forbidden",
+    hint: str = "use the address the server was started for, or add it with --allow-host",
+) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "hint": hint}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+#: The largest request body the server reads (a task's body may be 1,000,000 characters).
+MAX_BODY = 8 * 1024 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``MAX_BODY`` bytes gets 413 before it is read
+    into memory (by its Content-Length), or is cut off where it passes the limit (a chunked
+    one), so no client can make the server hold gigabytes."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name.lower() == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = True
+                if too_big:
+                    await _refuse(
+                        send,
+                        413,
+                        f"the request body is over {self.limit // 1024 // 1024} MiB",
+                        code="too_large",
+                        hint="send less: a task's body and payload are for instructions, "
+                        "not data (put data where the agent can fetch it)",
+                    )
+                    return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    return {"type": "http.disconnect"}
+            return message
+
+        await self.app(scope, counted, send)
 
 
 class Guard:

@@ -16,7 +16,8 @@ Two kinds of figure, from two sources (every name, type and label: docs/metrics.
 
 Cardinality is bounded whatever the fleet's size: every label takes a closed set of words
 (the ``vocabulary`` enums), except ``agent`` on the queue depth, which names at most
-``TOP_QUEUES`` agents (the deepest queues) and sums the rest under ``agent="other"``.
+``TOP_QUEUES`` agents (the deepest queues) and sums the rest under ``agent="other"``, and
+``domain`` on the pending tasks, at most ``TOP_DOMAINS`` likewise.
 
 Each app has its own ``CollectorRegistry`` (``Metrics``), never the process's global one:
 several apps live in one test process, and the fleet's figures are the app's, not the
@@ -45,12 +46,14 @@ from shoal.model import Event, FleetStatus
 from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, ClaimSource, EventKind, Recommendation, TaskState
 
-__all__ = ["EVENTS_PER_SCRAPE", "TOP_QUEUES", "Metrics", "router"]
+__all__ = ["EVENTS_PER_SCRAPE", "TOP_DOMAINS", "TOP_QUEUES", "Metrics", "router"]
 
 #: The most events one scrape adds up; a backlog is read over the following scrapes.
 EVENTS_PER_SCRAPE = 10_000
 #: Agents named by ``shoal_queue_depth``: the deepest queues; the rest are one "other" line.
 TOP_QUEUES = 100
+#: Domains named by ``shoal_pending_tasks``: those with the most; the rest are one "other".
+TOP_DOMAINS = 50
 #: Tasks whose ready moment the collector remembers, to time their claim; past this (a
 #: backlog of millions of pending tasks) the oldest are forgotten and their claims untimed.
 MAX_TRACKED = 1_000_000
@@ -267,8 +270,10 @@ class FleetCollector:
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         status = self.fleet.status()
+        by_domain = self.fleet.pending_by_domain()
         self.follow()
         yield from _gauges(status)
+        yield _domains(by_domain)
         yield from self.tally.metrics()
         info = GaugeMetricFamily(
             "shoal_build_info", "The shoal serving: always 1.", labels=["version"]
@@ -339,6 +344,23 @@ def _gauges(status: FleetStatus) -> Iterator[Metric]:
         "When the last assessment was made (epoch seconds; 0 before any).",
         value=status.assessment.at if status.assessment else 0,
     )
+
+
+def _domains(counts: Mapping[str | None, int]) -> GaugeMetricFamily:
+    """Pending tasks per domain: the ``TOP_DOMAINS`` largest by name, the rest summed under
+    domain="other"; tasks of no domain under domain="" (a domain is never empty)."""
+    family = GaugeMetricFamily(
+        "shoal_pending_tasks",
+        f"Pending tasks by domain: the {TOP_DOMAINS} domains with the most by name, the rest "
+        'summed under domain="other", tasks of no domain under domain="".',
+        labels=["domain"],
+    )
+    ranked = sorted(((n, d or "") for d, n in counts.items() if n), key=lambda p: (-p[0], p[1]))
+    for n, domain in ranked[:TOP_DOMAINS]:
+        family.add_metric([domain], n)
+    if len(ranked) > TOP_DOMAINS:
+        family.add_metric(["other"], sum(n for n, _ in ranked[TOP_DOMAINS:]))
+    return family
 
 
 def _queue_depths(status: FleetStatus) -> GaugeMetricFamily:

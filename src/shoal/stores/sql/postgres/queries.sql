@@ -311,6 +311,18 @@ SELECT s.skills, sum(p.n)::bigint FROM (
 ) AS p JOIN skillsets AS s ON s.id = p.skillset
 GROUP BY s.skills;
 
+-- name: pending_by_domain
+-- Pending tasks by domain (for /metrics), counted in the pool and in the queues apart, each
+-- on its partial index, as pending_demand is.
+SELECT domain, sum(n)::bigint FROM (
+    SELECT domain, count(*) AS n FROM tasks
+    WHERE state = 'pending' AND agent_id IS NULL GROUP BY domain
+    UNION ALL
+    SELECT domain, count(*) FROM tasks
+    WHERE state = 'pending' AND agent_id IS NOT NULL GROUP BY domain
+) AS p
+GROUP BY domain;
+
 
 -- ============================================================ the claim cascade
 
