@@ -8,15 +8,14 @@ fleet has an admin token, so the pages are the ones an operator signed in sees.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page
+from playwright.sync_api import Browser, Page
 
 from shoal import Fleet
-from tests.web.browser.conftest import VIEWPORT, Served, serving, sign_in
+from tests.web.browser.conftest import VIEWPORT, serving, sign_in
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +25,10 @@ AXE_VERSION = "4.14.1"  # vendor/README.md
 BLOCKING = ("serious", "critical")
 
 
-@pytest.fixture(scope="module")
-def busy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, str, int]]:
-    """A served fleet with some of everything a page can draw, an admin token, and the id
-    of its dead task: (the server, the token, the task)."""
-    folder = tmp_path_factory.mktemp("axe")
-    with Fleet.init(f"sqlite://{folder / 'fleet.db'}") as fleet:
+def busy_fleet(store: str) -> tuple[str, int]:
+    """A fleet with some of everything a page can draw and an admin token: (the token, the
+    id of its dead task)."""
+    with Fleet.init(store) as fleet:
         for agent in ("ada", "bob", "cy"):
             fleet.register(agent, domains=["code"], skills=["python"], max_concurrent=2)
         fleet.post("ada's running task", to="ada", priority="high")
@@ -43,21 +40,8 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, str
         fleet.post("flaky", max_attempts=1, to="cy")
         claim = fleet.claim("cy")
         fleet.fail(claim.leases[0], "it broke", retry=False)
-        dead = claim.tasks[0].id
         _, secret = fleet.create_token("admin", name="axe")
-    with serving(folder) as served:
-        yield served, secret, dead
-
-
-@pytest.fixture(scope="module")
-def admin(browser: Browser, busy: tuple[Served, str, int]) -> Iterator[BrowserContext]:
-    """A browser profile signed in as admin (so the action buttons are drawn)."""
-    served, secret, _ = busy
-    context = browser.new_context(viewport=VIEWPORT, bypass_csp=True)
-    context.set_default_timeout(10_000)
-    sign_in(context.new_page(), served.base, secret)
-    yield context
-    context.close()
+    return secret, claim.tasks[0].id
 
 
 def scan(page: Page) -> list[dict[str, Any]]:
@@ -72,36 +56,39 @@ def scan(page: Page) -> list[dict[str, Any]]:
     return list(result["violations"])
 
 
-def verdict(path: str, violations: list[dict[str, Any]]) -> None:
+def blocking(path: str, violations: list[dict[str, Any]]) -> list[str]:
+    """The serious and critical violations, one line each; the others are printed."""
     for found in violations:
         print(f"{path}: {found['impact']}: {found['id']}: {found['help']}")
-    blocking = [v for v in violations if v["impact"] in BLOCKING]
-    assert not blocking, "\n".join(
+    return [
         f"{path}: {v['impact']} {v['id']}: {v['help']} ({v['helpUrl']}) at "
         + "; ".join(" ".join(node["target"]) for node in v["nodes"][:5])
-        for v in blocking
-    )
+        for v in violations
+        if v["impact"] in BLOCKING
+    ]
 
 
-@pytest.mark.parametrize("path", ["/", "/tasks", "/tasks?state=dead", "/tasks/{dead}", "/health"])
-def test_a_signed_in_page_has_no_serious_accessibility_violation(
-    busy: tuple[Served, str, int], admin: BrowserContext, path: str
+def test_every_page_has_no_serious_accessibility_violation(
+    tmp_path: Path, browser: Browser, page: Page
 ) -> None:
-    served, _, dead = busy
-    path = path.format(dead=dead)
-    page = admin.new_page()
-    try:
-        answer = page.goto(served.at(path))
-        assert answer is not None and answer.status == 200, f"{path}: {answer}"
-        verdict(path, scan(page))
-    finally:
-        page.close()
-
-
-def test_the_sign_in_page_has_no_serious_accessibility_violation(
-    busy: tuple[Served, str, int], page: Page
-) -> None:
-    served, _, _ = busy
-    answer = page.goto(served.at("/login"))
-    assert answer is not None and answer.status == 200
-    verdict("/login", scan(page))
+    """One server for every page (each page is scanned, and every violation of every page
+    is reported together). The sign-in page is scanned from a fresh profile, the others
+    signed in as admin, so the action buttons are drawn."""
+    secret, dead = busy_fleet(f"sqlite://{tmp_path / 'fleet.db'}")
+    found: list[str] = []
+    with serving(tmp_path) as served:
+        answer = page.goto(served.at("/login"))
+        assert answer is not None and answer.status == 200
+        found += blocking("/login", scan(page))
+        admin = browser.new_context(viewport=VIEWPORT, bypass_csp=True)
+        try:
+            admin.set_default_timeout(10_000)
+            signed_in = admin.new_page()
+            sign_in(signed_in, served.base, secret)
+            for path in ("/", "/tasks", "/tasks?state=dead", f"/tasks/{dead}", "/health"):
+                answer = signed_in.goto(served.at(path))
+                assert answer is not None and answer.status == 200, f"{path}: {answer}"
+                found += blocking(path, scan(signed_in))
+        finally:
+            admin.close()
+    assert not found, "\n".join(found)

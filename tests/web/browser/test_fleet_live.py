@@ -9,6 +9,7 @@ the update (a reload or a navigation would wipe it).
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.slow
 LIVE_WITHIN_MS = 2_000
 
 
-def test_the_fleet_page_shows_a_lane_for_each_registered_agent(served: Served, page: Page) -> None:
+def test_the_fleet_page_shows_a_lane_for_each_registered_agent_without_sign_in(
+    served: Served, page: Page
+) -> None:
     agents = ["ada", "bob", "cy-reviewer"]
     with served.fleet() as fleet:
         for agent in agents:
@@ -35,6 +38,7 @@ def test_the_fleet_page_shows_a_lane_for_each_registered_agent(served: Served, p
         waiting = fleet.post("in the pool").id
         queued = fleet.post("for bob", to="bob").id
     page.goto(served.at("/"))
+    assert urlsplit(page.url).path == "/", "an open fleet (no token made) needs no sign-in"
     lanes = page.locator("#lanes section.lane")
     expect(lanes.first).to_be_visible()
     drawn = lanes.evaluate_all("(found) => found.map((lane) => lane.dataset.lane)")
