@@ -37,6 +37,31 @@ class Watcher:
     error: str | None = None
     events: Counter[str] = field(default_factory=Counter)
     in_race: int = 0  # events received while the race ran (or just after it)
+    reload: bool = False  # fetch /lanes on each event, as the fleet page does
+    reloads: int = 0
+    reloading: asyncio.Task[None] | None = None
+    again: bool = False  # an event came while a reload was in flight
+
+    def changed(self, client: httpx.AsyncClient) -> None:
+        """A ``fleet`` event: reload the lanes like the page (one request in flight, the
+        last change queued behind it: htmx's ``hx-sync="this:queue last"``)."""
+        if self.reloading is None or self.reloading.done():
+            self.reloading = asyncio.create_task(self.reload_lanes(client))
+        else:
+            self.again = True
+
+    async def reload_lanes(self, client: httpx.AsyncClient) -> None:
+        while True:
+            self.again = False
+            try:
+                answer = await client.get("/lanes")
+                if answer.status_code != 200:
+                    self.error = f"/lanes answered {answer.status_code}"
+                self.reloads += 1
+            except httpx.HTTPError as exc:
+                self.error = f"/lanes: {type(exc).__name__}: {exc}"
+            if not self.again:
+                return
 
     async def run(self, client: httpx.AsyncClient, race: Any) -> None:
         try:
@@ -52,6 +77,8 @@ class Watcher:
                         if has_data:
                             self.events[name] += 1
                             self.in_race += race.is_set()
+                            if self.reload and name == "fleet":
+                                self.changed(client)
                         name, has_data = "message", False
                     elif line.startswith("event:"):
                         name = line[6:].strip()
@@ -69,24 +96,28 @@ class Watcher:
             "error": self.error,
             "events": dict(self.events),
             "in_race": self.in_race,
+            "reloads": self.reloads,
         }
 
 
 def watch(
-    base: str, count: int, ready: Any, race: Any, stop: Any, results: Any
+    base: str, count: int, reload: bool, ready: Any, race: Any, stop: Any, results: Any
 ) -> None:  # pragma: no cover - runs in a child process
-    """The watcher process: ``count`` streams on ``base``/live until ``stop``."""
+    """The watcher process: ``count`` streams on ``base``/live until ``stop`` (each also
+    reloading the lanes on every event with ``reload``)."""
     try:
-        reports = asyncio.run(_watch(base, count, ready, race, stop))
+        reports = asyncio.run(_watch(base, count, reload, ready, race, stop))
         results.put({"watchers": reports, "cpu": time.process_time()})
     except BaseException:
         ready.set()
         results.put({"error": f"watchers:\n{traceback.format_exc()}"})
 
 
-async def _watch(base: str, count: int, ready: Any, race: Any, stop: Any) -> list[dict[str, Any]]:
-    watchers = [Watcher(n) for n in range(count)]
-    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+async def _watch(
+    base: str, count: int, reload: bool, ready: Any, race: Any, stop: Any
+) -> list[dict[str, Any]]:
+    watchers = [Watcher(n, reload=reload) for n in range(count)]
+    limits = httpx.Limits(max_connections=2 * count, max_keepalive_connections=count)
     timeout = httpx.Timeout(30.0, read=None)  # a quiet stream is not an error
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as client:
         streams = [asyncio.create_task(w.run(client, race)) for w in watchers]
@@ -103,9 +134,10 @@ async def _watch(base: str, count: int, ready: Any, race: Any, stop: Any) -> lis
             if time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.05)
-        for stream in streams:
-            stream.cancel()
-        await asyncio.gather(*streams, return_exceptions=True)
+        tasks = [*streams, *(w.reloading for w in watchers if w.reloading is not None)]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     for w in watchers:
         if not w.connected and w.error is None:
             w.error = f"not connected within {CONNECT_DEADLINE:.0f} s"

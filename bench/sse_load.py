@@ -27,6 +27,11 @@ each claimed and completed once (the workers' reports, the state counts and the 
 log); after every watched race: every watcher connected, none lost its stream, every one
 received at least one event while the race ran.
 
+The watchers only read the stream by default, as the issue's target has it. A fleet page
+does more: on each event it fetches the lanes again (``/lanes``). ``--reload-lanes`` makes
+each watcher do the same (one request in flight, the last change queued behind it, as the
+page's htmx does), which measures fifty open dashboards rather than fifty open streams.
+
 Run ``make bench-sse`` (SQLite, the figures into bench/results/sqlite_sse.json), or
 ``.venv/bin/python bench/sse_load.py --quick`` for a smoke run of about a minute; exits 1
 when something was lost (not on a missed latency target: the machine is shared and noisy).
@@ -71,6 +76,7 @@ class Plan:
     watchers: int
     repeat: int
     folder: Path
+    reload: bool = False  # each watcher also reloads the lanes on every event
 
 
 @dataclass
@@ -109,6 +115,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of one race of each kind, taking turns (default 3; --quick 2)",
+    )
+    parser.add_argument(
+        "--reload-lanes",
+        action="store_true",
+        help="each watcher also fetches /lanes on every fleet event, as the fleet page does "
+        "(one request in flight, the last change queued), instead of only reading the stream",
     )
     parser.add_argument("--quick", action="store_true", help="small counts for a smoke run")
     parser.add_argument(
@@ -176,11 +188,12 @@ class Watching:
         return list(got["watchers"]), float(got["cpu"])
 
 
-def start_watchers(base: str, count: int) -> Watching:
+def start_watchers(base: str, count: int, reload: bool) -> Watching:
     """Spawn the watcher process and wait until all its streams are open."""
     ctx = mp.get_context("spawn")
     ready, race, stop, results = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
-    proc = ctx.Process(target=watch, args=(base, count, ready, race, stop, results), daemon=True)
+    args = (base, count, reload, ready, race, stop, results)
+    proc = ctx.Process(target=watch, args=args, daemon=True)
     proc.start()
     if not ready.wait(CONNECT_DEADLINE + 30):
         proc.terminate()
@@ -197,7 +210,7 @@ def check_watchers(reports: list[dict[str, Any]], count: int) -> list[str]:
         if not got["connected"]:
             problems.append(f"watcher {n} never connected: {got['error']}")
         elif got["error"]:
-            problems.append(f"watcher {n} lost its stream: {got['error']}")
+            problems.append(f"watcher {n}: {got['error']}")
         elif not got["in_race"]:
             problems.append(f"watcher {n} received no event from the race ({got['events']})")
     return problems
@@ -211,7 +224,7 @@ def race(plan: Plan, watched: bool, into: Kind) -> None:
             fill_shoal(fleet, plan.tasks, "pre-fill")
         log = plan.folder / f"serve-{next(_serial)}.log"
         with serving(url, log) as server:
-            watching = start_watchers(server.base, plan.watchers) if watched else None
+            watching = start_watchers(server.base, plan.watchers, plan.reload) if watched else None
             if watching is not None:
                 watching.race.set()
             cpu = server.cpu_seconds()
@@ -237,6 +250,8 @@ def race(plan: Plan, watched: bool, into: Kind) -> None:
             f"the race per watcher min {min(counts, default=0)} median "
             f"{statistics.median(counts) if counts else 0:g} ({', '.join(kinds) or 'none'})"
         )
+        if plan.reload:
+            line += f"; {sum(r['reloads'] for r in reports)} lane reloads"
     say(line)
     for problem in run.problems:
         say(f"    WARNING: {problem}")
@@ -249,7 +264,7 @@ def name_of(plan: Plan, kind: Kind, quiet: Kind) -> Callable[[str], str]:
     """How a kind's figures are named: ``sqlite.race.procs16.p99_ms`` without watchers,
     ``sqlite.watched_race.procs16.waiters50.p99_ms`` with them."""
     watched = kind is not quiet
-    measurement = "watched_race" if watched else "race"
+    measurement = ("reloaded_race" if plan.reload else "watched_race") if watched else "race"
     waiters = plan.watchers if watched else None
     return lambda quantity: figure_name(
         plan.store, measurement, procs=plan.procs, waiters=waiters, quantity=quantity
@@ -326,7 +341,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         folder = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         folder.mkdir(parents=True, exist_ok=True)
-        plan = Plan(args.store, args.pg_url, tasks, args.procs, args.watchers, repeat, folder)
+        plan = Plan(
+            args.store,
+            args.pg_url,
+            tasks,
+            args.procs,
+            args.watchers,
+            repeat,
+            folder,
+            args.reload_lanes,
+        )
         return measure(plan, args.json)
 
 
@@ -336,6 +360,7 @@ def measure(plan: Plan, json_path: Path | None) -> int:
         "procs": plan.procs,
         "watchers": plan.watchers,
         "repeat": plan.repeat,
+        "watchers_reload_lanes": plan.reload,
     }
     header = meta(
         plan.store, setup, {}, {"httpx": version("httpx")}, {"uvicorn": version("uvicorn")}
