@@ -1,11 +1,14 @@
 """The watchers of ``sse_load``: one process holding many open ``/live`` streams, as that
 many dashboards would, each counting the server-sent events it receives.
 
-They run in a process of their own (spawned, like the claim workers), so reading 50
-streams costs the claim race what 50 browsers on the same machine would cost it, and not
-the harness's own time. Each watcher is one httpx stream with its own connection; the
-stream is read line by line and an event counted when its blank line arrives (the SSE
-framing: ``event:`` and ``data:`` lines, ``:`` comments for keep-alives).
+They run in a process of their own (spawned, like the claim workers), at the lowest CPU
+priority (nice 19): fifty dashboards are browsers on other machines, so the CPU this
+process spends reading streams is the harness's, not the server's, and on a two-core box
+it would otherwise be taken straight from the claim race. What the server spends on its
+watchers (its poller, one write per watcher per push) stays in the measurement whole.
+Each watcher is one httpx stream with its own connection, read line by line, an event
+counted when its blank line arrives (the SSE framing: ``event:`` and ``data:`` lines, ``:``
+comments for keep-alives).
 
 The protocol with the harness: ``ready`` is set once every watcher has its 200 (or one
 failed), events are counted as "in the race" once ``race`` is set, and after ``stop`` each
@@ -16,6 +19,7 @@ its events) before all streams are closed and the report is sent.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import traceback
 from collections import Counter
@@ -26,6 +30,7 @@ import httpx
 
 CONNECT_DEADLINE = 60.0  # seconds for every watcher to have its stream open
 GRACE = 10.0  # seconds after the race for a watcher still waiting for its first event
+NICE = 19  # the watcher process's CPU priority: the lowest (see above)
 
 
 @dataclass
@@ -106,6 +111,7 @@ def watch(
     """The watcher process: ``count`` streams on ``base``/live until ``stop`` (each also
     reloading the lanes on every event with ``reload``)."""
     try:
+        os.nice(NICE)
         reports = asyncio.run(_watch(base, count, reload, ready, race, stop))
         results.put({"watchers": reports, "cpu": time.process_time()})
     except BaseException:

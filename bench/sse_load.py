@@ -19,8 +19,10 @@ serve`` process; then ``--procs`` worker processes, each its own agent with its 
 claim and complete until the fleet is empty (``_fleet_work``: batch 1, each call a
 ``complete(lease, then_claim=1)`` timed by the worker, the first claim too). The server
 runs in both kinds of race, so the only difference is the watchers: ``--watchers``
-streams held open by one spawned process (``_sse_watchers``), all connected before the
-race starts and read until every one has had an event from the race. The two kinds take
+streams held open by one spawned process (``_sse_watchers``, at nice 19: the watchers
+stand in for browsers on other machines, so their own CPU should not be taken from the
+race), all connected before the race starts and read until every one has had an event from
+the race. The two kinds take
 turns over ``--repeat`` rounds (the order reversed every other round) and latencies are
 pooled per kind; p50, p99 and max are nearest-rank. After every race: every task done,
 each claimed and completed once (the workers' reports, the state counts and the event
