@@ -35,26 +35,20 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Locator,
+    Page,
+    sync_playwright,
+)
 
 from shoal import Fleet
-
-try:
-    from playwright.sync_api import (
-        Browser,
-        BrowserContext,
-        Dialog,
-        Locator,
-        Page,
-        sync_playwright,
-    )
-except ImportError:  # the dev extra brings it; say so instead of failing to collect
-    sync_playwright = None  # type: ignore[assignment]
-
-pytestmark = pytest.mark.slow
 
 ENV_REQUIRE = "SHOAL_REQUIRE_BROWSER"
 #: Flags that keep Debian's Chromium quiet and offline on these machines; Playwright's
@@ -81,7 +75,7 @@ def required() -> bool:
     return os.environ.get(ENV_REQUIRE, "") not in ("", "0")
 
 
-def no_browser(reason: str) -> None:
+def no_browser(reason: str) -> NoReturn:
     """Skip for want of a browser, or fail where one is required."""
     if required():
         pytest.fail(f"{reason} ({ENV_REQUIRE} is set: CI must run the browser tests)")
@@ -94,8 +88,6 @@ def browser() -> Iterator[Browser]:
     chromium = shutil.which("chromium")
     if chromium is None:
         no_browser("no Chromium here (`chromium` is not on the PATH)")
-    if sync_playwright is None:
-        no_browser("Playwright for Python is not installed (pip install -e '.[dev]')")
     with sync_playwright() as playwright:
         found = playwright.chromium.launch(
             executable_path=chromium, headless=True, args=LAUNCH_ARGS
