@@ -45,6 +45,7 @@ from playwright.sync_api import (
     Dialog,
     Locator,
     Page,
+    Request,
     sync_playwright,
 )
 
@@ -234,27 +235,39 @@ def assert_not_reloaded(page: Page) -> None:
 def act(page: Page, button: Locator, action: str) -> list[str]:
     """Press an action button and confirm it as a person would: accept the browser's
     confirm dialog (``hx-confirm``), or, where the button leads to a confirm page, press
-    that page's button for the same action. Returns the dialogs' messages (empty for a
-    confirm page). Waits until the page settles after the 303 back."""
+    that page's button for the same action. Returns once the action's POST has been
+    answered (so the fleet has changed, or refused), with the dialogs' messages (none for
+    a confirm page). The page may still be following the 303 back: wait on what it shows."""
     asked: list[str] = []
+    posted: list[Request] = []
 
     def accept(dialog: Dialog) -> None:
         asked.append(dialog.message)
         dialog.accept()
 
+    def answered(request: Request) -> None:
+        if request.method == "POST":
+            posted.append(request)
+
     page.on("dialog", accept)
+    page.on("requestfinished", answered)
     try:
         before = page.url
         button.click()
-        page.wait_for_load_state()
-        if not asked and page.url != before:  # a confirm page
-            confirm = page.locator(f'form[method="post" i] button[data-action="{action}"]')
-            if confirm.count() == 0:
-                confirm = page.locator('form[method="post" i] button[type="submit"]')
-            confirm.first.click()
-            page.wait_for_load_state()
+        deadline = time.monotonic() + 10
+        while not posted:
+            assert time.monotonic() < deadline, f"pressing {action!r} posted nothing"
+            if not asked and page.url != before:  # a confirm page: press its button
+                page.wait_for_load_state()
+                confirm = page.locator(f'form[method="post" i] button[data-action="{action}"]')
+                if confirm.count() == 0:
+                    confirm = page.locator('form[method="post" i] button[type="submit"]')
+                before = page.url
+                confirm.first.click()
+            page.wait_for_timeout(20)
     finally:
         page.remove_listener("dialog", accept)
+        page.remove_listener("requestfinished", answered)
     return asked
 
 

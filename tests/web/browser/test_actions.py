@@ -48,7 +48,8 @@ def test_retry_from_the_dead_letter_view_brings_the_task_back(served: Served, pa
     with served.fleet() as fleet:
         assert fleet.get(dead).state is TaskState.PENDING
         assert fleet.get(alive).state is TaskState.PENDING
-    assert urlsplit(page.url).path == "/health", "the action sends the person back"
+    page.wait_for_url(lambda url: urlsplit(url).path == "/health")  # sent back (303)
+    expect(page.locator("section#dead")).to_have_count(1)
     expect(page.locator(f'section#dead tr[data-task="{dead}"]')).to_have_count(0)
     page.goto(served.at(f"/tasks/{dead}"))
     expect(page.locator("body")).to_contain_text(re.compile(r"\bpending\b", re.IGNORECASE))
