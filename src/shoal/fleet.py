@@ -108,6 +108,7 @@ from shoal.validation import (
     draft_of,
     normalize_names,
     parse_agent_status,
+    parse_priority,
     parse_state,
 )
 from shoal.vocabulary import AgentStatus, ClaimReason, EventKind, TaskState
@@ -707,6 +708,32 @@ class Fleet:
             flag_stuck(tx, task_id, TaskState.CANCELLED, now)
             if task.state is TaskState.CLAIMED:
                 after_letting_go(tx, task.agent, now)
+            return need_task(tx, task_id)
+
+    @rerun_on_conflict
+    def set_priority(self, task_id: int, priority: int | str) -> Task:
+        """Give a task that is not finished a new priority (1..9 or a name); claims rank it
+        by the new one from now on, with the age it already had."""
+        number = parse_priority(priority)
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; its priority no longer matters",
+                    hint="`shoal retry` brings back a dead or cancelled task first",
+                )
+            if task.priority == number:
+                return task
+            key = policy.pool_key(number, task.created_at, tx.load_settings().aging)
+            tx.set_priority(task_id, number, key, now)
+            tx.append_event(
+                now,
+                EventKind.REPRIORITIZED,
+                task_id,
+                task.agent,
+                {"from": task.priority, "to": number},
+            )
             return need_task(tx, task_id)
 
     @rerun_on_conflict

@@ -101,6 +101,7 @@ class EventKind(StrEnum):
     STUCK = "stuck"  # a dependency died or was cancelled
     RETURNED = "returned"  # its agent went away; back to the pool
     STALLED = "stalled"  # running well past its expected duration
+    REPRIORITIZED = "reprioritized"  # its priority changed (by a person or a manager)
     # agents
     AGENT_REGISTERED = "agent.registered"
     AGENT_UPDATED = "agent.updated"

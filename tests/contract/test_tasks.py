@@ -317,3 +317,34 @@ def test_pending_tasks_are_counted_by_domain(fleet: Fleet) -> None:
     fleet.claim("ann")
     counts = fleet.pending_by_domain()
     assert sum(counts.values()) == 3 and counts.get(None) == 1
+
+
+def test_a_new_priority_reorders_the_pool_and_is_logged(fleet: Fleet, clock: ManualClock) -> None:
+    old = fleet.post("old, low", priority="low")
+    clock.advance(60)
+    new = fleet.post("new, medium")
+    assert [t.id for t in fleet.ready()] == [new.id, old.id]
+    raised = fleet.set_priority(old.id, "critical")
+    assert raised.priority == 1 and raised.state == "pending"
+    assert [t.id for t in fleet.ready()] == [old.id, new.id]
+    (event,) = [e for e in fleet.events(task=old.id) if e.kind == "reprioritized"]
+    assert event.data == {"from": 8, "to": 1}
+    same = len(fleet.events())
+    assert fleet.set_priority(old.id, 1).priority == 1 and len(fleet.events()) == same
+    fleet.register("ann")
+    assert fleet.claim("ann").tasks[0].id == old.id
+
+
+def test_a_priority_change_is_refused_for_bad_input_or_a_finished_task(fleet: Fleet) -> None:
+    task = fleet.post("x")
+    before = snapshot(fleet)
+    with pytest.raises(InvalidPriority):
+        fleet.set_priority(task.id, "soon")
+    with pytest.raises(UnknownTask):
+        fleet.set_priority(999, 1)
+    assert snapshot(fleet) == before
+    fleet.cancel(task.id)
+    before = snapshot(fleet)
+    with pytest.raises(InvalidTransition):
+        fleet.set_priority(task.id, 1)
+    assert snapshot(fleet) == before

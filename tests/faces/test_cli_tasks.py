@@ -200,3 +200,20 @@ def test_cancel_and_retry(shoal: Shoal, fleet: Fleet) -> None:
     assert revoked.code == 3, revoked
     assert "lease lost" in revoked.text
     assert fleet.get(task_id).state is TaskState.CANCELLED
+
+
+def test_set_priority_changes_it_and_refuses_what_it_cannot(shoal: Shoal, fleet: Fleet) -> None:
+    task = fleet.post("reorder me")
+    done = shoal("set-priority", str(task.id), "critical", "--json")
+    assert done.code == 0, done
+    assert done.data["priority"] == 1 and fleet.get(task.id).priority == 1
+    before = snapshot(fleet)
+    bad = shoal("set-priority", str(task.id), "soonish")
+    assert bad.code == 2 and "soonish" in bad.text and "critical" in bad.text
+    assert shoal("set-priority", "999", "1").code == 2
+    assert snapshot(fleet) == before
+    fleet.cancel(task.id)
+    before = snapshot(fleet)
+    finished = shoal("set-priority", str(task.id), "1")
+    assert finished.code == 3 and "already cancelled" in finished.text
+    assert snapshot(fleet) == before

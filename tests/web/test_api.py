@@ -73,6 +73,13 @@ def test_fail_release_retry_and_cancel(client: TestClient) -> None:
     token = _claim(client, "ann")["claimed"][0]["lease"]["token"]
     released = client.post(f"/api/v1/tasks/{first}/release", json={"token": token})
     assert released.json()["state"] == "pending"
+    raised = client.post(f"/api/v1/tasks/{first}/priority", json={"priority": "high"})
+    assert raised.status_code == 200 and raised.json()["priority"] == 2
+    _error(
+        client.post(f"/api/v1/tasks/{first}/priority", json={"priority": 0}),
+        400,
+        "invalid_priority",
+    )
     assert client.post(f"/api/v1/tasks/{first}/cancel").json()["state"] == "cancelled"
     # Cancelling twice: the fleet's state forbids it.
     _error(client.post(f"/api/v1/tasks/{first}/cancel"), 409, "invalid_transition")

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +28,9 @@ from fastapi import FastAPI
 
 from shoal import Fleet
 from shoal.faces.web import live
+from shoal.faces.web.lanes import LaneCache
 from shoal.faces.web.live import BACKLOG, Feed, Watcher, encode, feed_of
+from shoal.model import Event
 from tests.web.dash_support import HOST, app_for
 
 pytestmark = pytest.mark.slow
@@ -171,21 +174,60 @@ def test_a_watcher_that_disconnects_is_dropped_at_once(tmp_path: object) -> None
         wait_until(lambda: feed.watching == 0, "the last watcher to be dropped", 3.0)
 
 
-def test_many_watchers_share_one_poller_and_each_gets_every_change(tmp_path: object) -> None:
-    with Fleet.open(f"sqlite://{tmp_path}/fleet.db") as fleet, serving(fleet) as server:
-        streams = [Stream(server.url) for _ in range(12)]
+class CountingFleet(Fleet):
+    """A fleet that counts its reads of the event log (the store is the real one)."""
+
+    reads = 0
+
+    def events(self, *args: Any, **kwargs: Any) -> list[Event]:
+        self.reads += 1
+        return super().events(*args, **kwargs)
+
+
+def test_fifty_watchers_share_one_poller_and_each_gets_every_change(tmp_path: object) -> None:
+    with CountingFleet.open(f"sqlite://{tmp_path}/fleet.db") as fleet, serving(fleet) as server:
+        assert isinstance(fleet, CountingFleet)
+        streams = [Stream(server.url) for _ in range(50)]
         try:
             feed = feed_of(server.app)
-            wait_until(lambda: feed.watching == 12, "every watcher to be counted")
+            wait_until(lambda: feed.watching == 50, "every watcher to be counted")
             wait_until(feed.following.is_set, "the poller to follow the log")
-            task = fleet.post("for everyone")
+            reads, started = fleet.reads, time.monotonic()
+            tasks = [fleet.post(f"for everyone {i}").id for i in range(5)]
             for stream in streams:
-                stream.wait_for(lambda m: ("posted", task.id) in kinds(m))
+                seen: set[object] = set()
+                while not set(tasks) <= seen:
+                    seen |= {task for kind, task in kinds(stream.next_fleet()) if kind == "posted"}
+            elapsed = time.monotonic() - started
             pollers = [t for t in threading.enumerate() if t.name == "shoal-live-feed"]
             assert len(pollers) == 1
+            # One read per change or per wait, whatever the number of watchers.
+            assert fleet.reads - reads <= len(tasks) + elapsed / live.WAIT + 2
         finally:
             for stream in streams:
                 stream.close()
+
+
+def test_pages_reloading_for_a_change_share_one_read_of_the_fleet(tmp_path: object) -> None:
+    url = f"sqlite://{tmp_path}/fleet.db"
+    with Fleet.open(url) as fleet, Fleet.open(url) as other, serving(fleet) as server:
+        other.register("ada")
+        stream = Stream(server.url)
+        try:
+            wait_until(feed_of(server.app).following.is_set, "the poller to follow the log")
+            task = other.post("new work", to="ada")
+            message = stream.wait_for(lambda m: ("posted", task.id) in kinds(m))
+            server.app.state.lanes = cache = LaneCache(shared_for=60.0)  # a slow machine's margin
+            for _ in range(10):  # ten pages reload their lanes for the same change
+                html = httpx.get(server.url + "/lanes", timeout=DEADLINE).text
+                assert f'data-task="{task.id}"' in html
+            assert cache.reads == 1
+            assert feed_of(server.app).cursor == message["cursor"]
+            page_html = httpx.get(server.url + "/", timeout=DEADLINE).text  # a whole page: fresh
+            assert f'data-task="{task.id}"' in page_html
+            assert cache.reads == 2
+        finally:
+            stream.close()
 
 
 def test_the_stream_needs_a_token_on_a_closed_fleet(tmp_path: object) -> None:
@@ -289,8 +331,6 @@ def test_pushes_are_debounced(tmp_path: object) -> None:
 
 
 def test_a_message_names_ids_and_kinds_only_and_is_escaped() -> None:
-    from shoal.model import Event
-
     events = [Event(7, 0.0, "claimed", 3, "ada<script>", {"token": "secret-lease"})]
     data = encode(events, 7)
     assert "secret-lease" not in data and "<" not in data

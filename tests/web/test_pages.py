@@ -346,6 +346,13 @@ def sign_in(client: TestClient, token: str) -> TestClient:
     return client
 
 
+def test_pages_refuse_to_be_framed_by_another_site(client: TestClient) -> None:
+    for path in ("/", "/tasks", "/health", "/login", "/tasks/12345"):
+        headers = client.get(path).headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"], path
+        assert headers["x-frame-options"] == "DENY"
+
+
 def test_a_fleet_with_tokens_sends_people_to_sign_in(
     client: TestClient, fleet: Fleet, closed: tuple[str, str]
 ) -> None:
@@ -493,3 +500,36 @@ def test_the_charts_follow_the_event_log(tmp_path: Path) -> None:
     assert by_name["Idle share"] == [100.0, 50.0, 50.0]  # ada worked in minutes 1 and 2
     assert covered.startswith("3 min from 2026-01-01T00:00:00")
     assert "now 2 pending, peak 4 pending" in figures[0].text
+
+
+def test_a_task_waiting_out_its_backoff_can_be_retried_now(
+    client: TestClient, fleet: Fleet
+) -> None:
+    fleet.register("ada")
+    task = fleet.post("flaky", retry_delay="1h")
+    fleet.fail(held(fleet, "ada"), "try later")
+    assert fleet.get(task.id).waiting(fleet.clock.now())
+    form = page(client.get(f"/tasks/{task.id}").text).find("form", action=f"/tasks/{task.id}/retry")
+    assert form.find("button", data_action="retry").text == "Retry now"
+    fields = {i.attrs["name"]: i.attrs["value"] for i in form.find_all("input")}
+    assert client.post(form.attrs["action"], data=fields).status_code == 303
+    assert not fleet.get(task.id).waiting(fleet.clock.now())
+
+
+def test_a_priority_changed_from_the_task_page_changes_the_claim_order(
+    client: TestClient, fleet: Fleet
+) -> None:
+    first = fleet.post("first posted", priority=5)
+    later = fleet.post("later, but urgent now", priority=5)
+    detail = page(client.get(f"/tasks/{later.id}").text)
+    form = detail.find("form", action=f"/tasks/{later.id}/priority")
+    assert form.find("button", data_action="priority")
+    csrf = csrf_of(client.get("/health").text)
+    data = {"csrf": csrf, "priority": "critical", "back": f"/tasks/{later.id}"}
+    assert client.post(f"/tasks/{later.id}/priority", data=data).status_code == 303
+    assert fleet.get(later.id).priority == 1
+    assert [t.id for t in fleet.ready()][:2] == [later.id, first.id]
+    bad = client.post(f"/tasks/{later.id}/priority", data={**data, "priority": "soon"})
+    assert bad.status_code == 400 and fleet.get(later.id).priority == 1
+    assert client.post(f"/tasks/{first.id}/priority", data={"priority": "1"}).status_code == 403
+    assert fleet.get(first.id).priority == 5

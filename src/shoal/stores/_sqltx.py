@@ -656,6 +656,10 @@ class SqlTx:
     def mark_stalled(self, task_id: int, now: float) -> None:
         self._run("mark_stalled", {"id": task_id, "now": now})
 
+    def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
+        args = {"id": task_id, "priority": priority, "pool_key": pool_key, "now": now}
+        self._run("set_priority", args)
+
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         self._many("set_pool_keys", {}, ("id", "pool_key"), list(keys.items()))
 

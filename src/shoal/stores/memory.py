@@ -639,6 +639,9 @@ class _MemoryTx:
     def mark_stalled(self, task_id: int, now: float) -> None:
         self._task(task_id, stalled_at=now)
 
+    def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
+        self._task(task_id, priority=priority, pool_key=pool_key, updated_at=now)
+
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         for task_id, key in keys.items():
             self._task(task_id, pool_key=key)

@@ -84,7 +84,12 @@ def serve(app: App, host: str, port: int, allow_hosts: tuple[str, ...], log_leve
     """Serve the fleet on the web: a live dashboard for people, a JSON API under /api/v1
     for agents and scripts (OpenAPI at /api/v1/docs), and Prometheus metrics at /metrics.
     Listens on 127.0.0.1:8765 by default; another --host needs a token first (`shoal token
-    create`). Needs `pip install 'shoal[web]'`."""
+    create`). Needs `pip install 'shoal[web]'`.
+
+    \b
+    e.g. shoal serve
+         shoal serve --host 0.0.0.0 --allow-host fleet.lan
+    """
     app.refuse_memory()
     run_serve(app.fleet(), host, port, allow_hosts, app, log_level)
 
@@ -93,7 +98,12 @@ def serve(app: App, host: str, port: int, allow_hosts: tuple[str, ...], log_leve
 def token() -> None:
     """Access tokens for `shoal serve`: viewer (reads), agent (acts as one agent only), admin
     (everything). The fleet keeps only a hash; a token is shown once, when it is made. A
-    fleet with no token is open on loopback; the first token closes it."""
+    fleet with no token is open on loopback; the first token closes it.
+
+    \b
+    e.g. shoal token create --role viewer --name grafana
+         shoal token list
+    """
 
 
 @token.command("create", short_help="Make a token; it is printed once.")
@@ -109,7 +119,12 @@ def token() -> None:
 @pass_app
 def token_create(app: App, role: str, agent: str | None, name: str) -> None:
     """Make an access token and print it. Keep it: the fleet keeps only its hash, so it
-    cannot be shown again (revoke it and make another if lost)."""
+    cannot be shown again (revoke it and make another if lost).
+
+    \b
+    e.g. shoal token create --role admin --name me
+         shoal token create --role agent --agent ann --json
+    """
     credential, secret = app.fleet(create=False).create_token(role, agent=agent, name=name)
     data = {**credential.to_dict(), "created": iso_time(credential.created), "token": secret}
     app.emit(data, f"{secret}\n(token {credential.id}, role {credential.role}; shown once)")
@@ -119,7 +134,11 @@ def token_create(app: App, role: str, agent: str | None, name: str) -> None:
 @json_option
 @pass_app
 def token_list(app: App) -> None:
-    """The fleet's access tokens: id, role, agent, name, when made. Secrets are not kept."""
+    """The fleet's access tokens: id, role, agent, name, when made. Secrets are not kept.
+
+    \b
+    e.g. shoal token list --json
+    """
     found = app.fleet(read_only=True).tokens()
     app.emit(
         [_row(c) for c in found], _table(found), empty="no tokens: the fleet is open on loopback"
@@ -132,7 +151,11 @@ def token_list(app: App) -> None:
 @pass_app
 def token_revoke(app: App, token_id: str) -> None:
     """End the token TOKEN_ID (as `shoal token list` shows it); servers refuse it within
-    two seconds."""
+    two seconds.
+
+    \b
+    e.g. shoal token revoke 3f2a9c1e
+    """
     credential = app.fleet().revoke_token(token_id)
     app.emit(_row(credential), f"revoked token {credential.id} ({credential.role})")
 

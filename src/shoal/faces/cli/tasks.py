@@ -383,7 +383,24 @@ def _retry(fleet: Fleet, state: str | None, task_id: int) -> Task:
         raise
 
 
+@click.command("set-priority", short_help="Change a task's priority.")
+@click.argument("task_id", type=int)
+@click.argument("priority")
+@json_option
+@click.pass_obj
+def set_priority(app: App, task_id: int, priority: str) -> None:
+    """Give a task that has not finished a new PRIORITY: 1 (most urgent) to 9, or critical,
+    high, medium, low. Claims rank it by the new one from now on, with the age it had.
+
+    \b
+    e.g. shoal set-priority 12 critical
+    """
+    task = app.fleet().set_priority(task_id, priority)
+    app.emit(task.to_dict(), f"task {task.id} now has priority {task.priority}")
+
+
 def add_task_commands(group: click.Group) -> None:
-    """Register add, list, show, ready, cancel and retry on the ``shoal`` group."""
-    for command in (add, list_tasks, show, ready, cancel, retry):
+    """Register add, list, show, ready, cancel, retry and set-priority on the ``shoal``
+    group."""
+    for command in (add, list_tasks, show, ready, cancel, retry, set_priority):
         group.add_command(command)

@@ -5,7 +5,9 @@ as every other face (needs ``pip install 'shoal[web]'``).
 - ``app``: the app, its routes and how it is served;
 - ``guard``: who is asking and may they (Host/Origin, tokens, CSRF, throttling);
 - ``errors``: shoal's errors as HTTP answers;
-- ``api``: ``/api/v1``, the Fleet's verbs as JSON, with an OpenAPI document.
+- ``api``: ``/api/v1``, the Fleet's verbs as JSON, with an OpenAPI document;
+- ``pages``, ``actions``, ``live``: the dashboard (with ``views``, ``lanes``, ``charts``,
+  ``templates/`` and ``static/``) and its live stream of changes.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What people may do from the dashboard: retry, cancel, release, pause, resume, set a
-setting, assess.
+"""What people may do from the dashboard: retry, cancel, release, change a priority, pause,
+resume, set a setting, assess.
 
 Each action is a POST form, for admins only (``need(Role.ADMIN)``), and carries the CSRF
 token of the session (hidden field ``csrf``, checked with ``Guard.check_csrf`` before the
@@ -15,7 +15,7 @@ Releasing a task someone holds needs its lease token: the server looks it up
 holds run on), the one status a person may set that stops it being given work queued for
 it; the agent comes back when it next heartbeats or claims. Resuming lifts a
 circuit-breaker pause (``Fleet.resume``) or sets an offline agent back to idle or working.
-A task's priority cannot be changed: the Fleet has no verb for it.
+A priority is changed with ``Fleet.set_priority`` (1..9 or a name).
 """
 
 from __future__ import annotations
@@ -82,6 +82,21 @@ def held_lease(fleet: Fleet, task_id: int) -> Lease:
             hint="reload the page: the task may have been finished or released meanwhile",
         )
     return lease
+
+
+@router.post("/tasks/{task_id}/priority")
+def set_priority(
+    request: Request,
+    task_id: TaskId,
+    fleet: FleetDep,
+    who: Admin,
+    priority: Annotated[str, Form()] = "",
+    csrf: Csrf = "",
+    back: Back = "",
+) -> Response:
+    _checked(request, who, csrf)
+    fleet.set_priority(task_id, priority)
+    return _done(request, back, f"/tasks/{task_id}")
 
 
 @router.post("/tasks/{task_id}/release")

@@ -389,6 +389,15 @@ def cancel(task_id: TaskId, fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.cancel(task_id).to_dict()
 
 
+class SetPriority(Strict):
+    priority: int | str
+
+
+@router.post("/tasks/{task_id}/priority", responses=_REFUSALS, summary="Change a priority")
+def set_priority(task_id: TaskId, body: SetPriority, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.set_priority(task_id, body.priority).to_dict()
+
+
 @router.post("/settings", responses=_REFUSALS, summary="Change settings (all or none apply)")
 def configure(changes: dict[str, Any], fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.configure(**changes).to_dict()

@@ -48,9 +48,9 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(actions.router)
     app.include_router(live.router)
-    app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
+    app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
     app.add_middleware(BodyLimit)
     app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app

@@ -17,13 +17,15 @@ Bounded, so a fleet of 1,000 agents and 100k tasks draws in well under a second:
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 
 from shoal.fleet import Fleet
 from shoal.model import Agent, Task
 from shoal.vocabulary import AgentStatus
 
-__all__ = ["FULL_LANES", "PER_LANE", "Lane", "Lanes", "lanes_of"]
+__all__ = ["FULL_LANES", "PER_LANE", "Lane", "LaneCache", "Lanes", "lanes_of"]
 
 #: Queued tasks a lane draws at most.
 PER_LANE = 20
@@ -31,6 +33,8 @@ PER_LANE = 20
 FULL_LANES = 100
 #: Seconds a task stays marked as just changed (the page highlights it as it arrives).
 RECENT = 3.0
+#: Seconds a snapshot of the lanes is shared at most (the ages it shows stay this fresh).
+SHARED_FOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -126,3 +130,41 @@ def lanes_of(fleet: Fleet, wanted: str = "") -> Lanes:
         matched=len(shown),
         recent=frozenset(recent),
     )
+
+
+class LaneCache:
+    """One read of the lanes per change, shared by every page that reloads them.
+
+    Every open fleet page reloads its lanes when the live stream says the fleet changed, so
+    fifty pages would read the fleet fifty times per change. A snapshot is kept under the
+    live feed's cursor (the last event the feed has read): a page reloading for event N
+    finds the feed at N or later, and a snapshot taken at that cursor was read after N was
+    committed, so it shows the change. Without a cursor (nobody watching live) or after
+    ``SHARED_FOR`` seconds, the lanes are read afresh. One read at a time: pages that ask
+    together wait for the first and share what it read.
+    """
+
+    def __init__(self, shared_for: float = SHARED_FOR) -> None:
+        self.shared_for = shared_for
+        self.reads = 0  # reads of the fleet, for tests
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[int, float, Lanes]] = {}
+
+    def lanes(self, fleet: Fleet, wanted: str, cursor: int | None) -> Lanes:
+        if cursor is None:
+            self.reads += 1
+            return lanes_of(fleet, wanted)
+        with self._lock:
+            kept = self._kept.get(wanted)
+            if (
+                kept is not None
+                and kept[0] == cursor
+                and time.monotonic() - kept[1] < self.shared_for
+            ):
+                return kept[2]
+            read = lanes_of(fleet, wanted)
+            self.reads += 1
+            if len(self._kept) >= 64:  # a few filters in use at once; never grows unbounded
+                self._kept.clear()
+            self._kept[wanted] = (cursor, time.monotonic(), read)
+            return read

@@ -24,7 +24,8 @@ from starlette.concurrency import run_in_threadpool
 
 from shoal.faces.web.charts import WINDOW_EVENTS, charts_of
 from shoal.faces.web.guard import COOKIE, Guard
-from shoal.faces.web.lanes import FULL_LANES, PER_LANE, lanes_of
+from shoal.faces.web.lanes import FULL_LANES, PER_LANE, LaneCache
+from shoal.faces.web.live import feed_of
 from shoal.faces.web.views import FleetDep, PageRoute, Viewer, local_path, render
 from shoal.model import Task
 from shoal.settings import SETTINGS
@@ -106,9 +107,18 @@ def logout(request: Request) -> Response:
 # ---------------------------------------------------------------- the fleet
 
 
-def _lanes_context(fleet: FleetDep, agent: str) -> dict[str, Any]:
+def _lanes_context(
+    request: Request, fleet: FleetDep, agent: str, *, shared: bool
+) -> dict[str, Any]:
+    """The lanes; ``shared`` (a live reload): read once per change of the fleet for every
+    page watching it (``LaneCache``). A page loaded whole (after an action, say) reads them
+    afresh, so it shows what it just did even before the live feed has seen it."""
+    cache: LaneCache | None = getattr(request.app.state, "lanes", None)
+    if cache is None:
+        cache = request.app.state.lanes = LaneCache()
+    cursor = feed_of(request.app).cursor if shared else None
     return {
-        "lanes": lanes_of(fleet, agent.strip()),
+        "lanes": cache.lanes(fleet, agent.strip(), cursor),
         "wanted": agent.strip(),
         "per_lane": PER_LANE,
         "full_lanes": FULL_LANES,
@@ -117,12 +127,12 @@ def _lanes_context(fleet: FleetDep, agent: str) -> dict[str, Any]:
 
 @router.get("/", summary="The fleet: every agent's lane, and the pool")
 def fleet_page(request: Request, fleet: FleetDep, _: Viewer, agent: str = "") -> Response:
-    return render(request, "fleet.html", _lanes_context(fleet, agent))
+    return render(request, "fleet.html", _lanes_context(request, fleet, agent, shared=False))
 
 
 @router.get("/lanes", summary="The lanes region alone (reloaded when the fleet changes)")
 def lanes_fragment(request: Request, fleet: FleetDep, _: Viewer, agent: str = "") -> Response:
-    return render(request, "lanes.html", _lanes_context(fleet, agent))
+    return render(request, "lanes.html", _lanes_context(request, fleet, agent, shared=True))
 
 
 # ---------------------------------------------------------------- tasks

@@ -593,6 +593,10 @@ WHERE id = %(id)s;
 -- name: mark_stalled
 UPDATE tasks SET stalled_at = %(now)s WHERE id = %(id)s;
 
+-- name: set_priority
+UPDATE tasks SET priority = %(priority)s, pool_key = %(pool_key)s, updated_at = %(now)s
+WHERE id = %(id)s;
+
 -- name: keyed_tasks
 SELECT id, priority, created_at FROM tasks
 WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;

@@ -517,6 +517,9 @@ WHERE id = :id;
 -- name: mark_stalled
 UPDATE tasks SET stalled_at = :now WHERE id = :id;
 
+-- name: set_priority
+UPDATE tasks SET priority = :priority, pool_key = :pool_key, updated_at = :now WHERE id = :id;
+
 -- name: keyed_tasks
 -- Unfinished tasks, to recompute pool keys after the aging setting changes.
 SELECT id, priority, created_at FROM tasks
