@@ -90,6 +90,23 @@ bench-scale-pg: $(VENV)/.dev
 	$(BIN)/python bench/scale.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
 		--json bench/results/postgres_scale.json
 
+## 50 SSE watchers on /live while 16 processes race to claim (SQLite): claim p99 against the
+## same race without watchers, and nothing lost; into bench/results/sqlite_sse.json.
+## `make bench-sse BENCH_ARGS=--quick` for a smoke run; bench-sse-pg on PostgreSQL (PG_URL).
+.PHONY: bench-sse bench-sse-pg
+bench-sse: $(VENV)/.dev
+	$(BIN)/python bench/sse_load.py $(BENCH_ARGS) --json bench/results/sqlite_sse.json
+
+bench-sse-pg: $(VENV)/.dev
+	$(BIN)/python bench/sse_load.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
+		--json bench/results/postgres_sse.json
+
+## The screenshots of each dashboard page in docs/screenshots/ (headless Chromium, a
+## small realistic fleet); not part of `make test`.
+.PHONY: screenshots
+screenshots: $(VENV)/.dev
+	$(BIN)/python bench/screenshots.py --out docs/screenshots
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
