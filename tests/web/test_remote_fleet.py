@@ -154,6 +154,7 @@ def test_refusals_raise_the_errors_of_the_local_fleet(pair: Pair) -> None:
         ada.defer(lease, [task.id])
     with pytest.raises(NotOverHTTP):
         ada.prune("1d")
+    assert not ada.prune()  # nothing asked (no history_retention): nothing to refuse
     with pytest.raises(NotOverHTTP):
         pair.admin.tokens()
     assert local.events() == before
