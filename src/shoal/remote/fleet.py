@@ -146,9 +146,6 @@ class RemoteFleet(Fleet):
     def __repr__(self) -> str:
         return f"RemoteFleet({self._api.shown!r})"
 
-    def _refuse(self, what: str, instead: str) -> NoReturn:
-        raise NotOverHTTP(f"{what} is not available over the HTTP API", hint=instead)
-
     # ------------------------------------------------------------------ posting work
 
     def post(
@@ -193,7 +190,7 @@ class RemoteFleet(Fleet):
         return self._decode(decode.task, self._api.post("/tasks", fields), "post")
 
     def post_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
-        self._refuse(
+        raise _not_here(
             "posting many tasks in one transaction (all or none)",
             "run the import on a host that reaches the fleet's store, or post the tasks one "
             "by one with shoal add",
@@ -278,7 +275,7 @@ class RemoteFleet(Fleet):
         return self._decode(decode.agent, found, "resume")
 
     def probe(self) -> Probe:
-        self._refuse("probing the store", "run shoal doctor on the hub's host")
+        raise _not_here("probing the store", "run shoal doctor on the hub's host")
 
     def leases(self, agent_id: str) -> list[Lease]:
         found = self._api.get(_path("agents", agent_id, "leases"))
@@ -318,7 +315,7 @@ class RemoteFleet(Fleet):
     def complete_many(
         self, outcomes: Sequence[tuple[Lease, Any]], *, then_claim: int = 0
     ) -> BatchCompletion:
-        self._refuse(
+        raise _not_here(
             "completing many tasks in one transaction",
             "complete them one by one (Fleet.complete)",
         )
@@ -333,7 +330,7 @@ class RemoteFleet(Fleet):
         return self._decode(decode.task, found, "release")
 
     def defer(self, lease: Lease, after: Sequence[int]) -> Task:
-        self._refuse(
+        raise _not_here(
             "deferring a task",
             "finish or release it here, or defer it on a host that reaches the fleet's store",
         )
@@ -371,7 +368,9 @@ class RemoteFleet(Fleet):
         Pruning itself is refused: it is the hub's host's job."""
         if older_than is None and not self.settings().history_retention:
             return PruneReport(dry_run=dry_run)
-        self._refuse("pruning history", "run shoal prune on a host that reaches the fleet's store")
+        raise _not_here(
+            "pruning history", "run shoal prune on a host that reaches the fleet's store"
+        )
 
     def status(self) -> FleetStatus:
         return self._decode(decode.fleet_status, self._api.get("/status"), "status")
@@ -442,21 +441,25 @@ class RemoteFleet(Fleet):
     def create_token(
         self, role: str, *, agent: str | None = None, name: str = ""
     ) -> tuple[Credential, str]:
-        self._refuse("making access tokens", _TOKENS_THERE)
+        raise _not_here("making access tokens", _TOKENS_THERE)
 
     def tokens(self) -> list[Credential]:
-        self._refuse("listing access tokens", _TOKENS_THERE)
+        raise _not_here("listing access tokens", _TOKENS_THERE)
 
     def revoke_token(self, token_id: str) -> Credential:
-        self._refuse("revoking access tokens", _TOKENS_THERE)
+        raise _not_here("revoking access tokens", _TOKENS_THERE)
 
     def authenticate(self, token: str) -> Credential | None:
-        self._refuse("checking access tokens", _TOKENS_THERE)
+        raise _not_here("checking access tokens", _TOKENS_THERE)
 
     # ------------------------------------------------------------------ decoding
 
     def _decode(self, how: Callable[[Any], T], data: Any, verb: str) -> T:
         return decode.checked(how, data, f"{verb} ({self._api.shown})")
+
+
+def _not_here(what: str, instead: str) -> NotOverHTTP:
+    return NotOverHTTP(f"{what} is not available over the HTTP API", hint=instead)
 
 
 _TOKENS_THERE = (
