@@ -163,13 +163,13 @@ def test_refusals_raise_the_errors_of_the_local_fleet(pair: Pair) -> None:
 
 def test_a_long_poll_claim_outlasts_the_read_timeout_and_takes_new_work(pair: Pair) -> None:
     pair.local.register("ada")
-    # A read timeout of a quarter second: the claim's own wait must be added to it.
-    impatient = RemoteFleet(ApiClient(pair.url, pair.tokens.ada, timeout=0.25))
+    # A read timeout of two seconds, a wait of three: the claim's wait must be added to it.
+    impatient = RemoteFleet(ApiClient(pair.url, pair.tokens.ada, timeout=2.0))
     began = time.monotonic()
-    empty = impatient.claim("ada", wait=0.75)
+    empty = impatient.claim("ada", wait=3.0)
     assert not empty
     assert empty.reason == "empty"
-    assert time.monotonic() - began >= 0.7
+    assert time.monotonic() - began >= 2.9
     got: list[Any] = []
     waiting = threading.Thread(target=lambda: got.append(impatient.claim("ada", wait=30)))
     waiting.start()
