@@ -204,8 +204,6 @@ def test_on_postgresql_and_then_with_the_hub_stopped(postgres_url: str, tmp_path
             shoal = elsewhere(hub, tmp_path, agents["pg"])
             work_one_task(shoal, fleet, "pg")
             stop(proc)
-            down = shoal("list")
-            assert down.code == 4, down
-            assert url in down.err
-            assert "shoal serve" in down.err
-            refused(shoal("--json", "claim", "--agent", "pg"), 4, "store_unavailable")
+            down = refused(shoal("--json", "claim", "--agent", "pg"), 4, "store_unavailable")
+            assert url in down["message"]
+            assert "shoal serve" in down["hint"]

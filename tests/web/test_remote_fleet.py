@@ -161,6 +161,7 @@ def test_refusals_raise_the_errors_of_the_local_fleet(pair: Pair) -> None:
     assert local.get(task.id).state is TaskState.CLAIMED
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # the waiting is the hub's Fleet.claim
 def test_a_long_poll_claim_outlasts_the_read_timeout_and_takes_new_work(pair: Pair) -> None:
     pair.local.register("ada")
     # A read timeout of two seconds, a wait of three: the claim's wait must be added to it.
