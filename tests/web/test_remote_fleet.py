@@ -39,6 +39,7 @@ from shoal.remote.client import (
     base_url,
 )
 from shoal.remote.fleet import RemoteFleet
+from shoal.runtime import Worker
 from tests.helpers import wait_until
 from tests.web.remote_support import Tokens, free_port, hub_thread, make_tokens
 
@@ -212,3 +213,26 @@ def test_import_shoal_does_not_load_httpx() -> None:
         "assert 'httpx' not in sys.modules, 'httpx was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_python_worker_works_through_the_hub_and_fails_a_dead_workers_leftover(
+    pair: Pair,
+) -> None:
+    """The runtime's Worker on a RemoteFleet: a lease ada still holds from a worker of hers
+    that died is failed at start (its token comes from the heartbeat), then the pool's
+    tasks are run to done, and the worker leaves once idle."""
+    local = pair.local
+    local.configure(idle_timeout="1s")
+    local.register("ada")
+    leftover = local.post("left by a dead worker")
+    local.claim("ada")
+    todo = [local.post(f"job {i}", payload=i).id for i in range(3)]
+    worker = Worker(pair.ada, "ada", lambda ctx: ctx.task.payload * 10, ephemeral=True)
+    report = worker.run()
+    assert report.reason == "idle"
+    assert report.done == 3
+    assert local.get(leftover.id).attempts == 1
+    assert local.get(leftover.id).error is not None
+    assert [local.get(i).result for i in todo] == [0, 10, 20]
+    assert local.agent("ada").status.value == "terminated"
