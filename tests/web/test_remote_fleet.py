@@ -25,6 +25,7 @@ from shoal.errors import (
     InvalidPriority,
     InvalidStoreURL,
     LeaseLost,
+    StoreError,
     StoreUnavailable,
     UnknownAgent,
     UnknownTask,
@@ -236,3 +237,12 @@ def test_a_python_worker_works_through_the_hub_and_fails_a_dead_workers_leftover
     assert local.get(leftover.id).error is not None
     assert [local.get(i).result for i in todo] == [0, 10, 20]
     assert local.agent("ada").status.value == "terminated"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_route_the_hub_lacks_says_to_match_versions(pair: Pair) -> None:
+    client = ApiClient(pair.url, pair.tokens.admin)
+    with pytest.raises(StoreError, match="/api/v1/no-such-route") as lacking:
+        client.get("/no-such-route")
+    assert "shoal --version" in (lacking.value.hint or "")
+    client.close()

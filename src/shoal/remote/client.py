@@ -91,9 +91,14 @@ BY_STATUS: dict[int, type[ShoalError]] = {
     400: BadInput,
     404: BadInput,
     409: errors.Conflict,
+    413: BadInput,
     422: BadInput,
     503: StoreUnavailable,
 }
+
+
+#: The codes of a request no route of the hub takes (a hub of another version).
+_NO_ROUTE = ("not_found", "method_not_allowed")
 
 
 def base_url(url: str) -> str:
@@ -238,7 +243,7 @@ class ApiClient:
             )
         if status == 429:
             return Unauthorized(message, hint=hint or _TOKEN_HINT)
-        if code.startswith("http_"):  # no such route here: another version, or not shoal
+        if code in _NO_ROUTE or code.startswith("http_"):  # another version, or not shoal
             asked = response.request
             return StoreError(
                 f"the hub at {self.shown} answered {status} ({message}) to {asked.method} "
