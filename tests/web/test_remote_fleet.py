@@ -113,6 +113,10 @@ def test_the_verbs_give_the_values_of_the_local_fleet(pair: Pair) -> None:
     assert failed.state is TaskState.DEAD
     assert failed.to_dict() == local.get(second.id).to_dict()
     assert admin.retry(second.id).state is TaskState.PENDING
+    again = ada.claim("ada")
+    assert ada.release(again.leases[0]).to_dict() == local.get(second.id).to_dict()
+    assert local.get(second.id).state is TaskState.PENDING
+    assert ada.leases("ada") == []
     assert admin.cancel(second.id).state is TaskState.CANCELLED
 
     assert ada.settings() == local.settings()
