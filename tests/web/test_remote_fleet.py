@@ -127,6 +127,8 @@ def test_the_verbs_give_the_values_of_the_local_fleet(pair: Pair) -> None:
     assert ada.assess().workload == local.status().assessment.workload  # type: ignore[union-attr]
     assert admin.reap().to_dict() == local.reap().to_dict()
     assert admin.rebalance(dry_run=True) == []
+    # An agent id with a slash travels in the path, quoted.
+    assert admin.register("team/cy").agent.id == admin.agent("team/cy").id == "team/cy"
     assert ada.set_status("ada", "offline").status.value == "offline"
     assert admin.resume("ada").id == "ada"
 
