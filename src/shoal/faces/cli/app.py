@@ -23,6 +23,7 @@ from rich.text import Text
 from shoal.errors import BadInput
 from shoal.faces import output
 from shoal.fleet import Fleet
+from shoal.remote import is_remote
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -65,7 +66,10 @@ class App:
         `status`, and they work on a read-only disk."""
         if self._fleet is None:
             self.refuse_memory()
-            self._fleet = Fleet.open(self.store, create=create, read_only=read_only)
+            if is_remote(self.store):
+                self._fleet = _remote_fleet(self.store or "")
+            else:
+                self._fleet = Fleet.open(self.store, create=create, read_only=read_only)
         return self._fleet
 
     def refuse_memory(self) -> None:
@@ -125,6 +129,21 @@ class App:
             self._fleet.close()
 
 
+def _remote_fleet(url: str) -> Fleet:
+    """The fleet a hub serves at ``url`` (``shoal serve``), through its HTTP API; httpx is
+    loaded only now, so a local fleet never needs it."""
+    try:
+        from shoal.remote.fleet import RemoteFleet
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "shoal":
+            raise
+        raise BadInput(
+            f"an http(s):// fleet needs the remote extra, which is not installed here ({exc.name})",
+            hint="pip install 'shoal[remote]'",
+        ) from None
+    return RemoteFleet.open(url)
+
+
 #: The help of ``--json`` wherever it prints one JSON document.
 JSON_HELP = "Print JSON (for agents and scripts)."
 
@@ -141,8 +160,9 @@ def store_option(fn: F) -> F:
         metavar="URL",
         expose_value=False,
         callback=keep,
-        help="The fleet: sqlite:///path/fleet.db or memory:// (default: $SHOAL_STORE, else the "
-        "nearest .shoal/fleet.db).",
+        help="The fleet: sqlite:///path/fleet.db or memory://, or a hub's https://HOST:PORT "
+        "(shoal serve; token in $SHOAL_API_TOKEN) (default: $SHOAL_STORE, else the nearest "
+        ".shoal/fleet.db).",
     )(fn)
 
 

@@ -202,7 +202,11 @@ def tasks(
     agent: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     before: Annotated[int | None, Query(ge=1)] = None,
+    key: str | None = None,
 ) -> list[dict[str, Any]]:
+    """With ``key``: the task posted with that idempotency key, if any (a list of one)."""
+    if key is not None:
+        return [t.to_dict() for t in [fleet.by_key(key)] if t is not None]
     return [t.to_dict() for t in fleet.tasks(state=state, agent=agent, limit=limit, before=before)]
 
 
@@ -255,10 +259,12 @@ def events(
     task: Annotated[int | None, Query(ge=1, le=2**62)] = None,
     agent: str | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    newest: bool = False,
 ) -> dict[str, Any]:
-    """Events with id above ``since``, oldest first; ``cursor`` is the ``since`` of the
-    next call (the last id seen, or ``since`` again when there was nothing new)."""
-    found = fleet.events(since, task=task, agent=agent, limit=limit)
+    """Events with id above ``since``, oldest first (with ``newest``: the last ``limit`` of
+    them, a tail); ``cursor`` is the ``since`` of the next call (the last id seen, or
+    ``since`` again when there was nothing new)."""
+    found = fleet.events(since, task=task, agent=agent, limit=limit, newest=newest)
     return {"events": [e.to_dict() for e in found], "cursor": found[-1].id if found else since}
 
 
