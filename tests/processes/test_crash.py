@@ -7,8 +7,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import time
 import sqlite3
+import time
 from collections import Counter
 from pathlib import Path
 
