@@ -13,7 +13,7 @@ Each change is broadcast to every watcher through a bounded asyncio queue of its
 watcher that falls behind (its queue full) is not allowed to grow memory: what it had not
 read is dropped for one ``refresh`` message, which makes its page reload the lanes as any
 message does. Pushes are debounced: after one, the poller waits ``INTERVAL`` before reading
-again, so a busy fleet sends at most about four messages a second, each naming what
+again, so a busy fleet sends at most about two messages a second, each naming what
 changed since the last.
 
 The wire format: event ``fleet`` whose data is JSON ``{"cursor": N, "events": [{"id",
@@ -47,7 +47,7 @@ __all__ = ["INTERVAL", "PING", "Feed", "feed_of", "lifespan", "router"]
 log = logging.getLogger("shoal.web.live")
 
 #: Seconds the poller waits after a push before it reads again (the debounce).
-INTERVAL = 0.25
+INTERVAL = 0.5
 #: Seconds the poller blocks in ``wait_for_change`` before it reads the log anyway (a wake-up
 #: another thread of this process consumed is never missed for longer than this).
 WAIT = 0.5
@@ -57,9 +57,6 @@ PING = 15
 BACKLOG = 16
 #: Events one message names at most; past that it says ``refresh``.
 LISTED = 50
-#: Events the poller reads per round.
-READ = 1000
-
 # Not in the OpenAPI document: a stream that never ends is no API call (and a fuzzer
 # following the document would wait on it for ever).
 router = APIRouter(tags=["dashboard"], include_in_schema=False)
@@ -76,6 +73,11 @@ def encode(events: list[Event], cursor: int) -> str:
         body = {"cursor": cursor, "events": listed}
     text = json.dumps(body, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def encode_many(count: int, cursor: int) -> str:
+    """The message for more new events than one message lists: refresh, up to ``cursor``."""
+    return json.dumps({"cursor": cursor, "refresh": True, "count": count})
 
 
 def refresh(cursor: int) -> str:
@@ -175,7 +177,17 @@ class Feed:
                 self.fleet.wait_for_change(self.wait)
                 if self._stopping.is_set():
                     break
-                new = self.fleet.events(since=cursor, limit=READ)
+                # A message names at most LISTED events, so no more are read: past that
+                # it says "refresh" with the log's high-water mark (one row), and a busy
+                # fleet costs the poller the same small read each round.
+                new = self.fleet.events(since=cursor, limit=LISTED + 1)
+                if len(new) > LISTED:
+                    top = self._high_water()
+                    message = encode_many(top - cursor, top)
+                    cursor = self.cursor = top
+                elif new:
+                    cursor = self.cursor = new[-1].id
+                    message = encode(new, cursor)
             except Exception:
                 log.exception("the live feed could not read the fleet; trying again")
                 with self._cond:
@@ -183,8 +195,7 @@ class Feed:
                 continue
             if not new:
                 continue
-            cursor = self.cursor = new[-1].id
-            self._broadcast(encode(new, cursor))
+            self._broadcast(message)
             with self._cond:
                 self._cond.wait(self.interval)  # the debounce (a stop cuts it short)
 
