@@ -9,8 +9,10 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
 from shoal import Fleet
 from tests.faces.cli_support import Shoal, shoal, url  # noqa: F401 (fixtures)
@@ -112,3 +114,46 @@ def test_serve_answers_with_a_token_and_stops_on_sigterm(shoal: Shoal, url: str)
     assert "Shutting down" in err and "Traceback" not in err
     assert f"{base}/" in err and "tokens required" in err
     assert secret not in out + err, "the server logged a token"
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    cert, key = folder / "fleet.pem", folder / "fleet.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_serve_speaks_https_with_a_certificate_and_refuses_a_bad_one(
+    shoal: Shoal, url: str, tmp_path: Path
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    half = shoal("serve", "--certfile", str(cert))
+    assert half.code == 2 and "go together" in half.text
+    wrong = shoal("serve", "--certfile", str(key), "--keyfile", str(key))
+    assert wrong.code == 2 and "cannot serve https" in wrong.text
+    port = _free_port()
+    server = shoal.popen(
+        "serve", "--port", str(port), "--certfile", str(cert), "--keyfile", str(key)
+    )
+    base = f"https://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, server.communicate()
+            try:
+                answer = httpx.get(f"{base}/api/v1/health", verify=str(cert), timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < end, "shoal serve did not come up over HTTPS"
+                time.sleep(0.05)  # polling a server coming up
+        assert answer.status_code == 200
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=20)
+    assert f"{base}/" in err

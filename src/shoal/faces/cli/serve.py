@@ -10,7 +10,9 @@ closes it. Kept apart from ``shoal.faces.web`` so the CLI can say which extra to
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -26,8 +28,35 @@ from shoal.times import iso_time
 __all__ = ["add_serve_commands", "run_serve"]
 
 
+def check_tls(certfile: Path | None, keyfile: Path | None) -> tuple[Path, Path] | None:
+    """The certificate and key to serve HTTPS with, loaded once here so that a wrong file is
+    a clear refusal (exit 2) before anything listens; None for plain HTTP."""
+    if certfile is None and keyfile is None:
+        return None
+    if certfile is None or keyfile is None:
+        raise BadInput(
+            "--certfile and --keyfile go together",
+            hint="give the certificate chain's file and the private key's file",
+        )
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise BadInput(
+            f"cannot serve HTTPS with --certfile {certfile} --keyfile {keyfile}: "
+            f"{getattr(exc, 'strerror', None) or exc}",
+            hint="give a PEM certificate chain and its unencrypted PEM private key",
+        ) from None
+    return certfile, keyfile
+
+
 def run_serve(
-    fleet: Fleet, host: str, port: int, allow_hosts: Sequence[str], app: App, log_level: str
+    fleet: Fleet,
+    host: str,
+    port: int,
+    allow_hosts: Sequence[str],
+    app: App,
+    log_level: str,
+    tls: tuple[Path, Path] | None = None,
 ) -> None:
     """Check the address and the fleet's tokens, bind, then serve until stopped."""
     from shoal.faces.exposure import Exposure
@@ -50,7 +79,7 @@ def run_serve(
             hint="make a token first (shoal token create --role admin), or serve on 127.0.0.1",
         )
     sock = bind(exposure)
-    where = f"http://{exposure.address}/"
+    where = f"{'https' if tls else 'http'}://{exposure.address}/"
     access = "open to this machine (no token made yet)" if not tokens else "tokens required"
     app.err.print(f"shoal serve: {fleet.url} at {where} ({access})", highlight=False, markup=False)
     app.err.print(
@@ -58,7 +87,14 @@ def run_serve(
         highlight=False,
         markup=False,
     )
-    serve(fleet, exposure, sock, log_level=log_level)
+    if tls is None and not is_loopback(host):
+        app.err.print(
+            "shoal serve: warning: plain HTTP off this machine -- tokens cross the network "
+            "in the clear; serve with --certfile/--keyfile or behind a TLS proxy",
+            highlight=False,
+            markup=False,
+        )
+    serve(fleet, exposure, sock, log_level=log_level, tls=tls)
 
 
 @click.command(short_help="Serve the dashboard, the HTTP API and /metrics.")
@@ -73,6 +109,16 @@ def run_serve(
     "loopback names and --host are always allowed.",
 )
 @click.option(
+    "--certfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this PEM certificate chain (with --keyfile).",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The PEM private key of --certfile.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="warning",
@@ -80,7 +126,15 @@ def run_serve(
     help="How much the server logs (requests at info).",
 )
 @pass_app
-def serve(app: App, host: str, port: int, allow_hosts: tuple[str, ...], log_level: str) -> None:
+def serve(
+    app: App,
+    host: str,
+    port: int,
+    allow_hosts: tuple[str, ...],
+    certfile: Path | None,
+    keyfile: Path | None,
+    log_level: str,
+) -> None:
     """Serve the fleet on the web: a live dashboard for people, a JSON API under /api/v1
     for agents and scripts (OpenAPI at /api/v1/docs), and Prometheus metrics at /metrics.
     Listens on 127.0.0.1:8765 by default; another --host needs a token first (`shoal token
@@ -88,10 +142,12 @@ def serve(app: App, host: str, port: int, allow_hosts: tuple[str, ...], log_leve
 
     \b
     e.g. shoal serve
-         shoal serve --host 0.0.0.0 --allow-host fleet.lan
+         shoal serve --host 0.0.0.0 --allow-host fleet.lan \\
+             --certfile fleet.pem --keyfile fleet.key
     """
     app.refuse_memory()
-    run_serve(app.fleet(), host, port, allow_hosts, app, log_level)
+    tls = check_tls(certfile, keyfile)
+    run_serve(app.fleet(), host, port, allow_hosts, app, log_level, tls)
 
 
 @click.group(short_help="Make, list and revoke access tokens for `shoal serve`.")

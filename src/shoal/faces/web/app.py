@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
@@ -57,17 +58,26 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
 
 
 def serve(
-    fleet: Fleet, exposure: Exposure, sock: socket.socket, *, log_level: str = "warning"
+    fleet: Fleet,
+    exposure: Exposure,
+    sock: socket.socket,
+    *,
+    log_level: str = "warning",
+    tls: tuple[Path, Path] | None = None,
 ) -> None:
-    """Serve the app on the bound ``sock`` until stopped (Ctrl-C or SIGTERM)."""
+    """Serve the app on the bound ``sock`` until stopped (Ctrl-C or SIGTERM); over HTTPS
+    with ``tls`` (the certificate chain's file, the private key's file)."""
     import uvicorn
 
+    certfile, keyfile = tls if tls is not None else (None, None)
     config = uvicorn.Config(
         create_app(fleet, exposure),
         log_level=log_level,
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=3,
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
     )
     with contextlib.closing(sock):
         anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
