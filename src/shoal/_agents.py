@@ -27,6 +27,7 @@ from shoal.errors import FleetFull, InvalidTransition
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Lease, Registration
 from shoal.stores.base import StoreTx
+from shoal.times import iso_time
 from shoal.vocabulary import AgentStatus, EventKind
 
 __all__ = ["heartbeat_in", "register_in", "set_status_in"]
@@ -110,8 +111,9 @@ def set_status_in(
     going = new_status in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
     if agent.paused(now) and not going:
         raise InvalidTransition(
-            f"agent {agent_id!r} is paused by the circuit breaker after failing task "
-            f"after task (for {wait_words((agent.paused_until or now) - now)} more)",
+            f"agent {agent_id!r} is paused -- by the circuit breaker after failing task "
+            "after task, or by `shoal agent pause` -- for "
+            f"{wait_words((agent.paused_until or now) - now)} more",
             hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
         )
     if new_status is AgentStatus.IDLE and not release:
@@ -163,3 +165,17 @@ def heartbeat_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> 
         tx.set_lease_expiry(task.id, expires)
         leases.append(Lease(task.id, agent_id, token, expires))
     return leases
+
+
+def pause_in(tx: StoreTx, now: float, agent_id: str, seconds: float) -> Agent:
+    """A person's pause (``Fleet.pause``): the circuit breaker's hold, asked for. The agent
+    claims nothing until ``now + seconds`` or a resume; its queue goes back to the pool (but
+    for pinned work); the leases it holds run on, so work in hand can still be finished."""
+    agent = live_agent(tx, agent_id)
+    until = now + seconds
+    paused = replace(agent, status=AgentStatus.OVERLOADED, paused_until=until, idle_since=None)
+    tx.save_agent(paused)
+    data = {"by": "request", "until": iso_time(until), "from": agent.status.value}
+    tx.append_event(now, EventKind.AGENT_PAUSED, None, agent_id, data)
+    return_queue(tx, agent, now, "agent paused")
+    return paused

@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from shoal import policy
-from shoal._agents import heartbeat_in, register_in, set_status_in
+from shoal._agents import heartbeat_in, pause_in, register_in, set_status_in
 from shoal._claiming import claim_direct, claim_in, preview_in, rebalance_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._hub import assess_in, reap_in, status_in
@@ -65,6 +65,7 @@ from shoal.errors import (
     UnknownTask,
 )
 from shoal.limits import (
+    MAX_DURATION,
     MAX_EVENTS,
     MAX_LISTED,
     MAX_PRUNE_BATCH,
@@ -108,6 +109,7 @@ from shoal.validation import (
     draft_of,
     normalize_names,
     parse_agent_status,
+    parse_duration,
     parse_priority,
     parse_state,
 )
@@ -410,6 +412,22 @@ class Fleet:
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             return set_status_in(tx, now, agent_id, new_status, reason, release)
+
+    @rerun_on_conflict
+    def pause(self, agent_id: str, *, for_: float | str = 3600.0) -> Agent:
+        """Hold an agent for ``for_`` (seconds or 30m, 2h) or until ``resume``: its claims
+        get nothing (reason ``paused``), its queue goes back to the pool, and the leases it
+        holds run on. The circuit breaker's own hold, asked for by a person (status
+        ``overloaded``, event ``agent.paused`` with ``by: request``)."""
+        check_agent_id(agent_id)
+        seconds = parse_duration(for_, "for")
+        if not 0 < seconds <= MAX_DURATION:
+            raise BadInput(
+                f"a pause must last more than 0 and at most 10 years, not {for_!r}",
+                hint="e.g. 30m, 2h, 1d; resume sooner with `shoal agent resume`",
+            )
+        with self._store.write(exclusive=True) as tx:
+            return pause_in(tx, self.clock.now(), agent_id, seconds)
 
     @rerun_on_conflict
     def resume(self, agent_id: str) -> Agent:

@@ -225,7 +225,8 @@ class Agent:
     paused_until: float | None = None  # the breaker's pause ends then (None: not paused)
 
     def paused(self, now: float) -> bool:
-        """The circuit breaker holds it: it may claim nothing until its cooldown ends."""
+        """It is held -- by the circuit breaker, or a person's pause -- and may claim nothing
+        until ``paused_until`` (or a resume)."""
         return self.paused_until is not None and now < self.paused_until
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal import AgentStatus, Fleet, InvalidTransition, ManualClock, TaskState
+from shoal import AgentStatus, Fleet, InvalidTransition, ManualClock, TaskState, UnknownAgent
 from shoal.errors import BadInput
 from shoal.runtime.hub import Hub
 from tests.helpers import kinds, one, post_many, snapshot
@@ -113,7 +113,7 @@ def test_a_paused_agent_cannot_report_itself_back_to_work(broken: Fleet) -> None
         fail_next(broken)
     before = snapshot(broken)
     for status in ("idle", "working", "waiting"):
-        with pytest.raises(InvalidTransition, match="paused by the circuit breaker"):
+        with pytest.raises(InvalidTransition, match="is paused -- by the circuit breaker"):
             broken.set_status("ada", status)
     with pytest.raises(BadInput, match="circuit breaker"):
         broken.set_status("bob", "overloaded")
@@ -208,3 +208,43 @@ def test_a_completion_while_paused_keeps_the_count(fleet: Fleet) -> None:
     fleet.complete(held.leases[1], "ok")  # the other task still finished
     ada = fleet.agent("ada")
     assert ada.status is AgentStatus.OVERLOADED and ada.failures == 1
+
+
+def test_a_person_pauses_an_agent_and_its_work_in_hand_runs_on(
+    fleet: Fleet, clock: ManualClock
+) -> None:
+    fleet.register("ann", max_concurrent=2)
+    held = fleet.post("in hand", to="ann")
+    lease = fleet.claim("ann").leases[0]
+    assert lease.task_id == held.id
+    queued = fleet.post("queued for ann", to="ann")
+    paused = fleet.pause("ann", for_="30m")
+    assert paused.paused_until == clock.now() + 1800
+    assert fleet.get(queued.id).agent is None  # back to the pool
+    refused = fleet.claim("ann")
+    assert refused.reason == "paused" and refused.retry_at == clock.now() + 1800
+    assert fleet.complete(lease).task.state == "done"  # work in hand still finishes
+    (event,) = [e for e in fleet.events(agent="ann") if e.kind == "agent.paused"]
+    assert event.data["by"] == "request"
+    fleet.resume("ann")
+    assert fleet.claim("ann").tasks[0].id == queued.id
+
+
+def test_a_pause_ends_by_itself(fleet: Fleet, clock: ManualClock) -> None:
+    fleet.register("ann")
+    fleet.pause("ann", for_=60)
+    fleet.post("later")
+    assert fleet.claim("ann").reason == "paused"
+    clock.advance(61)
+    assert fleet.claim("ann").tasks[0].title == "later"
+
+
+def test_a_bad_pause_is_refused_and_changes_nothing(fleet: Fleet) -> None:
+    fleet.register("ann")
+    before = snapshot(fleet)
+    for bad in (0, -5, "soon", "20y"):
+        with pytest.raises(BadInput):
+            fleet.pause("ann", for_=bad)
+    with pytest.raises(UnknownAgent):
+        fleet.pause("nobody")
+    assert snapshot(fleet) == before

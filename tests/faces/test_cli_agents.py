@@ -90,3 +90,19 @@ def test_set_status_changes_an_agent_and_terminated_gives_its_work_back(
     gone = shoal("claim", "--agent", "ada")
     assert gone.code == 2, gone
     assert "terminated" in gone.text
+
+
+def test_agent_pause_holds_an_agent_until_resume(shoal: Shoal, fleet: Fleet) -> None:
+    fleet.register("ada")
+    fleet.post("waits for ada")
+    paused = shoal("agent", "pause", "ada", "--for", "2h", "--json")
+    assert paused.code == 0, paused
+    assert paused.data["paused_until"] is not None
+    assert shoal("claim", "--agent", "ada").code == 1  # nothing claimed: paused
+    before = snapshot(fleet)
+    bad = shoal("agent", "pause", "ada", "--for", "forever")
+    assert bad.code == 2 and "forever" in bad.text
+    assert shoal("agent", "pause", "nobody").code == 2
+    assert snapshot(fleet) == before
+    assert shoal("agent", "resume", "ada").code == 0
+    assert claim_one(shoal, "ada")[0] == 1

@@ -189,3 +189,14 @@ def test_a_hostile_body_is_refused_in_the_error_shape(client: TestClient) -> Non
     _error(client.get("/api/v1/no-such-route"), 404, "not_found")
     _error(client.delete("/api/v1/tasks"), 405, "method_not_allowed")
     assert client.get("/api/v1/tasks").json() == []
+
+
+def test_an_admin_pauses_and_resumes_an_agent(client: TestClient) -> None:
+    client.post("/api/v1/agents", json={"id": "ann"})
+    paused = client.post("/api/v1/agents/ann/pause", json={"for": "2h"})
+    assert paused.status_code == 200 and paused.json()["paused_until"]
+    client.post("/api/v1/tasks", json={"title": "x"})
+    assert _claim(client, "ann")["reason"] == "paused"
+    _error(client.post("/api/v1/agents/ann/pause", json={"for": "soon"}), 400, "bad_input")
+    assert client.post("/api/v1/agents/ann/resume").json()["paused_until"] is None
+    assert _claim(client, "ann")["claimed"][0]["task"]["title"] == "x"

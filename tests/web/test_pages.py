@@ -22,7 +22,6 @@ from shoal.faces.web.charts import charts_of
 from shoal.faces.web.guard import COOKIE
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE
 from shoal.model import Agent, Lease
-from shoal.vocabulary import AgentStatus
 from tests.web.dash_support import BASE, client_for, clone_tasks, csrf_of, page
 
 NASTY = "<script>alert('x')</script> & \"quotes\" <b>bold</b> {{ 7*7 }}"
@@ -257,7 +256,7 @@ def test_an_action_without_the_csrf_token_is_refused_and_changes_nothing(
     assert fleet.get(dead).state == "dead"
     response = client.post("/agents/ada/pause", data={})
     assert response.status_code == 403
-    assert fleet.agent("ada").status is not AgentStatus.OFFLINE
+    assert not fleet.agent("ada").paused(fleet.clock.now())
 
 
 def test_a_refusal_from_the_fleet_is_a_readable_page(client: TestClient, fleet: Fleet) -> None:
@@ -296,11 +295,14 @@ def test_release_cancel_pause_resume_and_settings_act_on_the_fleet(
     lane = page(client.get("/").text).find("section", data_lane="ada")
     assert lane.find("form", action="/agents/ada/pause").find("button", data_action="pause")
     assert client.post("/agents/ada/pause", data={"csrf": csrf}).status_code == 303
-    assert fleet.agent("ada").status is AgentStatus.OFFLINE
+    assert fleet.agent("ada").paused(fleet.clock.now())
+    fleet.post("while paused")
+    assert fleet.claim("ada").reason == "paused"
     lane = page(client.get("/").text).find("section", data_lane="ada")
     assert lane.find("form", action="/agents/ada/resume").find("button", data_action="resume")
     assert client.post("/agents/ada/resume", data={"csrf": csrf}).status_code == 303
-    assert fleet.agent("ada").status is AgentStatus.IDLE
+    assert fleet.agent("ada").paused_until is None
+    assert fleet.claim("ada").tasks[0].title == "while paused"
     data = {"csrf": csrf, "name": "lease_ttl", "value": "90s"}
     assert client.post("/settings", data=data).status_code == 303
     assert fleet.settings().lease_ttl == 90

@@ -8,6 +8,7 @@ import click
 
 from shoal.faces import render
 from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
+from shoal.times import iso_time
 from shoal.vocabulary import REPORTED_STATUSES, names
 
 __all__ = ["add_agent_commands"]
@@ -57,19 +58,43 @@ def agents(app: App) -> None:
     app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
 
 
-@click.group(short_help="Act on an agent: resume it, set its status.")
+@click.group(short_help="Act on an agent: pause or resume it, set its status.")
 def agent() -> None:
-    """Act on one agent: `shoal agent resume AGENT`, `shoal agent set-status AGENT idle`."""
+    """Act on one agent: `shoal agent pause AGENT`, `shoal agent resume AGENT`, `shoal agent
+    set-status AGENT idle`."""
 
 
-@agent.command(short_help="Let an agent the circuit breaker paused claim again.")
+@agent.command(short_help="Hold an agent: it claims nothing until resumed.")
+@agent_argument("agent_id", from_env=False)
+@click.option(
+    "--for",
+    "for_",
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="How long the pause lasts at most: 30m, 2h, 1d.",
+)
+@json_option
+@click.pass_obj
+def pause(app: App, agent_id: str, for_: str) -> None:
+    """Hold AGENT for --for (or until `shoal agent resume`): its claims get nothing, its
+    queue goes back to the pool, and the tasks it holds run on -- to take an agent out of
+    the fleet for a while without losing its work in hand, e.g. `shoal agent pause ada
+    --for 2h`."""
+    paused = app.fleet().pause(agent_id, for_=for_)
+    until = iso_time(paused.paused_until)
+    app.emit(paused.to_dict(), f"agent {agent_id} paused until {until}: it claims nothing")
+
+
+@agent.command(short_help="Let a paused agent claim again.")
 @agent_argument("agent_id", from_env=False)
 @json_option
 @click.pass_obj
 def resume(app: App, agent_id: str) -> None:
     """Let AGENT claim again now. The circuit breaker pauses an agent that failed
-    failure_streak tasks in a row (status overloaded) for pause_cooldown; resume it once
-    whatever made it fail is fixed, e.g. `shoal agent resume ada`."""
+    failure_streak tasks in a row (status overloaded) for pause_cooldown, and `shoal agent
+    pause` for as long as asked; resume it once whatever made it fail is fixed, e.g.
+    `shoal agent resume ada`."""
     fleet = app.fleet()
     before = fleet.agent(agent_id)
     updated = fleet.resume(agent_id)

@@ -10,11 +10,10 @@ saying why with the API's status (``views.PageRoute``); success sends the reader
 to the page the form was on.
 
 Releasing a task someone holds needs its lease token: the server looks it up
-(``Fleet.leases(holder)``), so it never reaches a page. Pausing an agent sets it
-``offline`` (``Fleet.set_status``: its queue goes back to the pool at once; the leases it
-holds run on), the one status a person may set that stops it being given work queued for
-it; the agent comes back when it next heartbeats or claims. Resuming lifts a
-circuit-breaker pause (``Fleet.resume``) or sets an offline agent back to idle or working.
+(``Fleet.leases(holder)``), so it never reaches a page. Pausing an agent holds it for
+``PAUSE`` (``Fleet.pause``: it claims nothing, its queue goes back to the pool at once, the
+leases it holds run on). Resuming lifts a pause, the dashboard's or the circuit breaker's
+(``Fleet.resume``), or sets an offline agent back to idle or working.
 A priority is changed with ``Fleet.set_priority`` (1..9 or a name).
 """
 
@@ -37,6 +36,8 @@ __all__ = ["router"]
 router = APIRouter(route_class=PageRoute, tags=["dashboard"], include_in_schema=False)
 
 TaskId = Annotated[int, Path(ge=1, le=2**62)]
+#: How long the dashboard's Pause holds an agent (Resume ends it sooner).
+PAUSE = "1h"
 Csrf = Annotated[str, Form()]
 Back = Annotated[str, Form()]
 
@@ -113,7 +114,7 @@ def pause(
     request: Request, agent_id: str, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:
     _checked(request, who, csrf)
-    fleet.set_status(agent_id, AgentStatus.OFFLINE, why="paused from the dashboard")
+    fleet.pause(agent_id, for_=PAUSE)
     return _done(request, back, "/")
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from shoal.access import Role
 from shoal.clock import monotonic
@@ -336,6 +336,19 @@ def set_status(
 ) -> dict[str, Any]:
     _acts_as(who, agent_id)
     return fleet.set_status(agent_id, body.status, why=body.why, release=body.release).to_dict()
+
+
+class Pause(Strict):
+    for_: float | str = Field(default="1h", alias="for")
+
+
+@router.post("/agents/{agent_id:path}/pause", responses=_REFUSALS, summary="Pause an agent")
+def pause(
+    agent_id: AgentId, fleet: FleetDep, _: Admin, body: Pause | None = None
+) -> dict[str, Any]:
+    """Hold the agent for ``for`` (default 1h) or until resumed: its claims get nothing,
+    its queue goes back to the pool, the tasks it holds run on."""
+    return fleet.pause(agent_id, for_=(body or Pause()).for_).to_dict()
 
 
 @router.post("/agents/{agent_id:path}/resume", responses=_REFUSALS, summary="Resume a paused agent")
