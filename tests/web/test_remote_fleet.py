@@ -131,6 +131,12 @@ def test_the_verbs_give_the_values_of_the_local_fleet(pair: Pair) -> None:
     assert admin.register("team/cy").agent.id == admin.agent("team/cy").id == "team/cy"
     assert ada.set_status("ada", "offline").status.value == "offline"
     assert admin.resume("ada").id == "ada"
+    paused = admin.pause("ada", for_="2h")
+    assert paused.to_dict() == local.agent("ada").to_dict() and paused.paused_until
+    assert admin.resume("ada").paused_until is None
+    third = admin.post("third", priority="low")
+    assert admin.set_priority(third.id, "critical").to_dict() == local.get(third.id).to_dict()
+    assert local.get(third.id).priority == 1
 
 
 def test_refusals_raise_the_errors_of_the_local_fleet(pair: Pair) -> None:

@@ -274,6 +274,10 @@ class RemoteFleet(Fleet):
         found = self._api.post(_path("agents", agent_id, "resume"))
         return self._decode(decode.agent, found, "resume")
 
+    def pause(self, agent_id: str, *, for_: float | str = 3600.0) -> Agent:
+        found = self._api.post(_path("agents", agent_id, "pause"), {"for": for_})
+        return self._decode(decode.agent, found, "pause")
+
     def probe(self) -> Probe:
         raise _not_here("probing the store", "run shoal doctor on the hub's host")
 
@@ -342,6 +346,10 @@ class RemoteFleet(Fleet):
     def retry(self, task_id: int) -> Task:
         found = self._api.post(_path("tasks", task_id, "retry"))
         return self._decode(decode.task, found, "retry")
+
+    def set_priority(self, task_id: int, priority: int | str) -> Task:
+        found = self._api.post(_path("tasks", task_id, "priority"), {"priority": priority})
+        return self._decode(decode.task, found, "set_priority")
 
     # ------------------------------------------------------------------ the hub's jobs
 
