@@ -26,7 +26,11 @@ from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
 from shoal.fleet import Fleet
 
-__all__ = ["create_app", "serve"]
+__all__ = ["MAX_HEADERS", "create_app", "serve"]
+
+#: The most bytes of request line and headers the server reads; past it the request is
+#: refused (400) and the connection closed. A bearer token is under a hundred bytes.
+MAX_HEADERS = 64 * 1024
 
 
 def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
@@ -64,6 +68,10 @@ def serve(
 
     config = uvicorn.Config(
         create_app(fleet, exposure),
+        # h11, not httptools: httptools reads a header of any size into memory (one client
+        # could make the server hold gigabytes before any check); h11 stops at the limit.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEADERS,
         log_level=log_level,
         proxy_headers=False,
         server_header=False,
