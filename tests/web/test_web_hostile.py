@@ -41,6 +41,11 @@ def test_wrong_tokens_from_one_address_do_not_lock_out_its_working_agents(
     # Signing in on the dashboard with a token already seen working is not refused either.
     signed = make_client().post("/login", data={"token": ann}, follow_redirects=False)
     assert signed.status_code == 303
+    # Once revoked, ann's token is a wrong one like any other: throttled with its address.
+    monkeypatch.setattr(guard, "CACHE_SECONDS", 0.0)
+    web_fleet.revoke_token(next(t.id for t in web_fleet.tokens() if t.agent == "ann"))
+    assert working.post("/api/v1/agents/ann/heartbeat").status_code == 401
+    assert working.post("/api/v1/agents/ann/heartbeat").status_code == 429
 
 
 def test_a_page_on_another_port_of_this_machine_cannot_drive_an_open_fleet(

@@ -285,7 +285,9 @@ class Guard:
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key] = (now, found)
-            if found is not None:
+            if found is None:
+                self._known.pop(key, None)  # revoked: throttled like any wrong token
+            else:
                 if len(self._known) > 10_000:
                     self._known.clear()
                 self._known[key] = now
