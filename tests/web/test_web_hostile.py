@@ -110,3 +110,12 @@ def test_a_setting_named_like_a_parameter_is_an_unknown_setting_not_a_crash(
     assert csrf is not None
     form = {"name": "self", "value": "1", "csrf": csrf.group(1)}
     assert client.post("/settings", data=form).status_code == 400
+
+
+def test_a_filter_echoed_on_the_fleet_page_cannot_reverse_its_text(client: TestClient) -> None:
+    """A link to ``/?agent=...`` is anyone's to craft: the "no agents match" line echoes
+    it, so a direction override in it must be written out, not obeyed."""
+    answer = client.get("/", params={"agent": "\u202eevil\u2066"})
+    line = next(x for x in answer.text.splitlines() if "No agents match" in x)
+    assert "\u202e" not in line and "\u2066" not in line
+    assert "evil" in line
