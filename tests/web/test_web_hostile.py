@@ -119,3 +119,18 @@ def test_a_filter_echoed_on_the_fleet_page_cannot_reverse_its_text(client: TestC
     line = next(x for x in answer.text.splitlines() if "No agents match" in x)
     assert "\u202e" not in line and "\u2066" not in line
     assert "evil" in line
+
+
+def test_the_api_docs_load_no_script_from_another_site(client: TestClient) -> None:
+    """The docs page shares the dashboard's origin: a script from a CDN there could read
+    the pages (and their CSRF tokens) with a signed-in admin's cookie. Its Swagger UI is
+    vendored, and the page may not be framed."""
+    docs = client.get("/api/v1/docs")
+    assert docs.status_code == 200
+    sources = re.findall(r'(?:src|href)=["\']([^"\']+)', docs.text)
+    assert sources, docs.text[:300]
+    assert all(s.startswith(("/", "data:")) for s in sources), sources
+    for source in sources:
+        if source.startswith("/"):
+            assert client.get(source).status_code == 200, source
+    assert docs.headers["x-frame-options"] == "DENY"

@@ -15,6 +15,8 @@ import socket
 
 import anyio
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from shoal import __version__
@@ -24,6 +26,7 @@ from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
+from shoal.faces.web.views import PAGE_HEADERS
 from shoal.fleet import Fleet
 
 __all__ = ["MAX_HEADERS", "create_app", "serve"]
@@ -40,7 +43,7 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
         version=__version__,
         summary="A work-stealing task coordinator for fleets of agents: the HTTP API.",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,  # served below from vendored files, not a CDN
         redoc_url=None,
         lifespan=live.lifespan,
     )
@@ -55,9 +58,25 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
     app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
+    app.add_api_route("/api/v1/docs", _docs, include_in_schema=False)
     app.add_middleware(BodyLimit)
     app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app
+
+
+def _docs() -> HTMLResponse:
+    """The browsable API docs, from the vendored Swagger UI: FastAPI's default page loads
+    it from a CDN, and a script fetched from elsewhere would run on the dashboard's origin
+    (where it could read pages and their CSRF tokens with a signed-in admin's cookie)."""
+    page = get_swagger_ui_html(
+        openapi_url="/api/v1/openapi.json",
+        title="shoal API",
+        swagger_js_url="/static/swagger-ui-bundle.js",
+        swagger_css_url="/static/swagger-ui.css",
+        swagger_favicon_url="data:,",
+    )
+    page.headers.update(PAGE_HEADERS)
+    return page
 
 
 def serve(
