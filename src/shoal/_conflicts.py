@@ -33,7 +33,7 @@ def rerun_on_conflict(method: _Method) -> _Method:
     safe; a short random pause keeps the two from crossing again."""
 
     @functools.wraps(method)
-    def rerun(self: _Fleet, *args: Any, **kwargs: Any) -> Any:
+    def rerun(self: _Fleet, /, *args: Any, **kwargs: Any) -> Any:
         for attempt in range(_CONFLICT_RETRIES):
             try:
                 return method(self, *args, **kwargs)

@@ -916,7 +916,7 @@ class Fleet:
             return tx.load_settings()
 
     @rerun_on_conflict
-    def configure(self, **changes: object) -> Settings:
+    def configure(self, /, **changes: object) -> Settings:
         """Change fleet settings at run time; each value is checked, and all or none apply.
 
         Changing ``aging`` re-keys every waiting task in the same transaction (roughly a

@@ -135,7 +135,7 @@ class Settings:
     assess_idle_pending: int = 1
     history_retention: float = 0.0
 
-    def replace(self, **changes: object) -> Settings:
+    def replace(self, /, **changes: object) -> Settings:
         """A copy with ``changes`` applied, each parsed and checked like ``config set``."""
         parsed = {name: parse_setting(name, value) for name, value in changes.items()}
         updated = replace(self, **parsed)

@@ -151,7 +151,8 @@ def test_off_loopback_even_a_fleet_with_no_token_is_closed(
         ({"Host": "evil.example.com"}, 421),
         ({"Host": "127.0.0.1.evil.example.com:8765"}, 421),
         ({"Origin": "http://evil.example.com"}, 403),
-        ({"Origin": "http://localhost:9999"}, 200),
+        ({"Origin": "http://localhost:8765"}, 200),
+        ({"Origin": "http://localhost:9999"}, 403),  # another port: another site
         ({"Host": "localhost:8765"}, 200),
     ],
 )

@@ -440,7 +440,7 @@ class RemoteFleet(Fleet):
     def settings(self) -> Settings:
         return self._decode(decode.settings, self._api.get("/settings"), "settings")
 
-    def configure(self, **changes: object) -> Settings:
+    def configure(self, /, **changes: object) -> Settings:
         found = self._api.post("/settings", changes)
         return self._decode(decode.settings, found, "configure")
 

@@ -109,7 +109,7 @@ def release(
     return _done(request, back, f"/tasks/{task_id}")
 
 
-@router.post("/agents/{agent_id}/pause")
+@router.post("/agents/{agent_id:path}/pause")
 def pause(
     request: Request, agent_id: str, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:
@@ -118,7 +118,7 @@ def pause(
     return _done(request, back, "/")
 
 
-@router.post("/agents/{agent_id}/resume")
+@router.post("/agents/{agent_id:path}/resume")
 def resume(
     request: Request, agent_id: str, fleet: FleetDep, who: Admin, csrf: Csrf = "", back: Back = ""
 ) -> Response:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import anyio
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from shoal import __version__
@@ -25,9 +27,14 @@ from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
+from shoal.faces.web.views import PAGE_HEADERS
 from shoal.fleet import Fleet
 
-__all__ = ["create_app", "serve"]
+__all__ = ["MAX_HEADERS", "create_app", "serve"]
+
+#: The most bytes of request line and headers the server reads; past it the request is
+#: refused (400) and the connection closed. A bearer token is under a hundred bytes.
+MAX_HEADERS = 64 * 1024
 
 
 def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
@@ -37,7 +44,7 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
         version=__version__,
         summary="A work-stealing task coordinator for fleets of agents: the HTTP API.",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,  # served below from vendored files, not a CDN
         redoc_url=None,
         lifespan=live.lifespan,
     )
@@ -52,9 +59,25 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)
     app.mount("/static", StaticFiles(packages=[("shoal.faces.web", "static")]), name="static")
+    app.add_api_route("/api/v1/docs", _docs, include_in_schema=False)
     app.add_middleware(BodyLimit)
     app.add_middleware(HostCheck, exposure=exposure)  # added last: runs first
     return app
+
+
+def _docs() -> HTMLResponse:
+    """The browsable API docs, from the vendored Swagger UI: FastAPI's default page loads
+    it from a CDN, and a script fetched from elsewhere would run on the dashboard's origin
+    (where it could read pages and their CSRF tokens with a signed-in admin's cookie)."""
+    page = get_swagger_ui_html(
+        openapi_url="/api/v1/openapi.json",
+        title="shoal API",
+        swagger_js_url="/static/swagger-ui-bundle.js",
+        swagger_css_url="/static/swagger-ui.css",
+        swagger_favicon_url="data:,",
+    )
+    page.headers.update(PAGE_HEADERS)
+    return page
 
 
 def serve(
@@ -72,6 +95,10 @@ def serve(
     certfile, keyfile = tls if tls is not None else (None, None)
     config = uvicorn.Config(
         create_app(fleet, exposure),
+        # h11, not httptools: httptools reads a header of any size into memory (one client
+        # could make the server hold gigabytes before any check); h11 stops at the limit.
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEADERS,
         log_level=log_level,
         proxy_headers=False,
         server_header=False,

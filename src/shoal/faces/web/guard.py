@@ -19,8 +19,11 @@ Three checks, in the order a request meets them:
 
 Failed sign-ins are slowed (each waits ``WRONG_TOKEN_DELAY``) and counted per client
 address: past ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds the address gets 429 until the
-window passes. Forms carry a CSRF token tied to the session (``csrf_token``); the cookie is
-``HttpOnly`` and ``SameSite=Strict``. No token is ever logged, shown or put in a page.
+window passes -- except for a token this server has already seen work (``KNOWN_FOR``
+seconds): every agent of a hub on one machine shares 127.0.0.1, and one of them retrying a
+revoked token must not lock all the others out. Forms carry a CSRF token tied to the
+session (``csrf_token``); the cookie is ``HttpOnly`` and ``SameSite=Strict``. No token is
+ever logged, shown or put in a page.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ FAILURE_WINDOW = 60.0
 #: Seconds a looked-up token is trusted before the fleet is asked again (a revoked token
 #: stops working within this long).
 CACHE_SECONDS = 2.0
+#: Seconds a token that proved valid stays exempt from its address's throttle.
+KNOWN_FOR = 3600.0
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -128,23 +133,51 @@ class HostCheck:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = _strip_port(headers.get("host", "").strip().lower())
-        if host not in self.names:
+        hosts = _values(scope, b"host")
+        # Two Host headers: the check and the app could each read a different one.
+        authority = hosts[0].strip().lower() if len(hosts) == 1 else ""
+        if _strip_port(authority) not in self.names:
             await _refuse(send, 421, "this server does not answer to that host name")
             return
-        origin = headers.get("origin")
-        if origin is not None and origin != "null" and not self._our_origin(origin):
-            await _refuse(send, 403, "requests from other sites are refused")
-            return
-        if origin == "null" and scope.get("method", "GET") not in ("GET", "HEAD"):
+        for origin in _values(scope, b"origin"):  # every one of them must be ours
+            if origin == "null":
+                if scope.get("method", "GET") in ("GET", "HEAD"):
+                    continue
+            elif self._our_origin(origin, authority):
+                continue
             await _refuse(send, 403, "requests from other sites are refused")
             return
         await self.app(scope, receive, send)
 
-    def _our_origin(self, origin: str) -> bool:
+    def _our_origin(self, origin: str, authority: str) -> bool:
+        """Whether ``origin`` is this server's: one of its names and, for a loopback name
+        when the Host header names a port, that port -- a page served on another port of
+        this machine (a dev server, a notebook) is another site, though cookies count it the
+        same one. (A proxy's public name is not held to the port: a proxy may send the
+        upstream's own address as Host.)"""
         scheme, sep, rest = origin.lower().partition("://")
-        return bool(sep) and scheme in SCHEMES and _strip_port(rest) in self.names
+        name = _strip_port(rest)
+        if not (sep and scheme in SCHEMES and name in self.names):
+            return False
+        port = _port_of(authority)
+        if port is None or name not in _LOOPBACK:
+            return True
+        return (_port_of(rest) or _DEFAULT_PORT[scheme]) == port
+
+
+_DEFAULT_PORT = {"http": "80", "https": "443"}
+_LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
+
+
+def _values(scope: Scope, name: bytes) -> list[str]:
+    return [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name]
+
+
+def _port_of(authority: str) -> str | None:
+    """The port ``authority`` (``host[:port]``) names, if it names one."""
+    host = _strip_port(authority)
+    rest = authority[len(host) :]
+    return rest[1:] if rest.startswith(":") and rest[1:] else None
 
 
 async def _refuse(
@@ -220,6 +253,7 @@ class Guard:
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._open: tuple[float, bool] = (0.0, False)
         self._failures: dict[str, deque[float]] = {}
+        self._known: dict[str, float] = {}  # hashes of tokens seen valid: when
 
     # -- who
 
@@ -239,7 +273,7 @@ class Guard:
 
     def lookup(self, token: str) -> Principal | None:
         """The principal ``token`` proves (cached for ``CACHE_SECONDS``), or None."""
-        key = hashlib.sha256(token.encode()).hexdigest()
+        key = _digest(token)
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)
@@ -251,7 +285,22 @@ class Guard:
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key] = (now, found)
+            if found is None:
+                self._known.pop(key, None)  # revoked: throttled like any wrong token
+            else:
+                if len(self._known) > 10_000:
+                    self._known.clear()
+                self._known[key] = now
         return found
+
+    def known(self, token: str | None) -> bool:
+        """Whether ``token`` proved valid here within ``KNOWN_FOR`` seconds (so a throttle
+        on its address, earned by someone else's wrong tokens, does not apply to it)."""
+        if not token:
+            return False
+        with self._lock:
+            seen = self._known.get(_digest(token))
+        return seen is not None and time.monotonic() - seen < KNOWN_FOR
 
     def forget(self) -> None:
         """Drop what is cached (after a token is made or revoked through this server)."""
@@ -276,8 +325,9 @@ class Guard:
         """Who ``request`` acts for; None if it carries no valid token (and the fleet is
         not open). A wrong token counts as a failure for the client's address."""
         client = request.client.host if request.client else "?"
-        self.refuse_if_throttled(client)
         token = self.presented(request)
+        if not self.known(token):
+            self.refuse_if_throttled(client)
         if token is None:
             if await run_in_threadpool(self.is_open):
                 return Principal(Role.ADMIN)
@@ -334,6 +384,10 @@ class Guard:
                     "hint": "reload the page and submit the form again",
                 },
             )
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def guard_of(request: Request) -> Guard:

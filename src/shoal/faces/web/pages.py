@@ -66,8 +66,9 @@ async def login(
 ) -> Response:
     guard: Guard = request.app.state.guard
     client = request.client.host if request.client else "?"
-    guard.refuse_if_throttled(client)
     token = token.strip()
+    if not guard.known(token):
+        guard.refuse_if_throttled(client)
     found = await run_in_threadpool(guard.lookup, token) if token else None
     if found is None:
         if token:
