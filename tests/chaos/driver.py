@@ -352,11 +352,15 @@ class Run:
             self.pause.wait(0.1)
 
     def soak(self, seconds: float, every: float) -> None:
-        """Post and fault for ``seconds``: a fault every ``every`` seconds on average."""
+        """Post and fault for ``seconds``: a fault every ``every`` seconds on average. A
+        soak goes on past ``seconds`` (up to three times as long) until it has made each
+        kind of fault once: on a loaded machine a restart takes seconds, and a short soak
+        would otherwise end before its last kinds came up."""
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self._work_for(min(self.rng.expovariate(1 / every), end - time.monotonic()))
-            if time.monotonic() < end:
+        overtime = time.monotonic() + 3 * seconds
+        while time.monotonic() < end or (self.todo and time.monotonic() < overtime):
+            self._work_for(min(self.rng.expovariate(1 / every), max(0.0, end - time.monotonic())))
+            if time.monotonic() < end or self.todo:
                 self.fault()
 
     def finish(self, limit: float) -> bool:
