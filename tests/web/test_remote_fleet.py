@@ -236,7 +236,8 @@ def test_a_python_worker_works_through_the_hub_and_fails_a_dead_workers_leftover
     that died is failed at start (its token comes from the heartbeat), then the pool's
     tasks are run to done, and the worker leaves once idle."""
     local = pair.local
-    local.configure(idle_timeout="1s")
+    # A failed leftover waits an hour before its retry: the worker must not take it again.
+    local.configure(idle_timeout="1s", retry_delay="1h")
     local.register("ada")
     leftover = local.post("left by a dead worker")
     local.claim("ada")

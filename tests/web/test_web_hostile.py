@@ -11,7 +11,6 @@ from fastapi.testclient import TestClient
 
 from shoal import Fleet
 from shoal.faces.web import guard
-from shoal.vocabulary import AgentStatus
 
 ORIGIN = "http://127.0.0.1:8765"  # the test clients' own origin (conftest's base_url)
 
@@ -92,10 +91,10 @@ def test_the_dashboard_pauses_and_resumes_an_agent_whose_id_has_a_slash(
     form = {"csrf": csrf.group(1), "back": "/"}
     paused = client.post("/agents/team/alice/pause", data=form, follow_redirects=False)
     assert paused.status_code == 303
-    assert web_fleet.agent("team/alice").status is AgentStatus.OFFLINE
+    assert web_fleet.agent("team/alice").paused(web_fleet.clock.now())
     resumed = client.post("/agents/team/alice/resume", data=form, follow_redirects=False)
     assert resumed.status_code == 303
-    assert web_fleet.agent("team/alice").status is AgentStatus.IDLE
+    assert web_fleet.agent("team/alice").paused_until is None
 
 
 def test_a_setting_named_like_a_parameter_is_an_unknown_setting_not_a_crash(
