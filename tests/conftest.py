@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from shoal import Fleet, ManualClock
 from tests import pg
 
-STORES = ["memory", "sqlite", "postgres"]
+STORES = ["memory", "sqlite", "postgres", "git"]
 
 
 def make_url(kind: str, folder: Path) -> str:
@@ -23,7 +24,26 @@ def make_url(kind: str, folder: Path) -> str:
         return f"memory://test-{uuid.uuid4().hex}"  # named, so a second Fleet can share it
     if kind == "sqlite":
         return f"sqlite://{folder / 'fleet.db'}"
+    if kind == "git":
+        return git_board(folder)
     raise ValueError(kind)
+
+
+def git_board(folder: Path) -> str:
+    """A new bare repository in ``folder`` to hold a git store, and its store URL."""
+    board = folder / "board.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(board)], check=True)
+    return f"git+file://{board}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def git_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The git store's private clones go under this session's temporary folder (and so do
+    those of the processes the tests start), not under the user's cache."""
+    folder = tmp_path_factory.mktemp("git-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SHOAL_GIT_CACHE", str(folder))
+        yield folder
 
 
 @pytest.fixture(scope="session")

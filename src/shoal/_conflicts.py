@@ -20,6 +20,7 @@ __all__ = ["rerun_on_conflict"]
 
 class _Fleet(Protocol):
     rng: random.Random
+    _store: Any
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -30,18 +31,23 @@ _CONFLICT_RETRIES = 5
 def rerun_on_conflict(method: _Method) -> _Method:
     """Run the call again when a shared store aborted it for crossing another writer (a
     deadlock PostgreSQL broke). Nothing of the aborted run was kept, so running it again is
-    safe; a short random pause keeps the two from crossing again."""
+    safe; a short random pause keeps the two from crossing again. A store may ask for more tries
+    and longer pauses (``conflict_retries``, ``conflict_pause``): on the git store every
+    write moves one branch, so a lost race is everyday, not rare."""
 
     @functools.wraps(method)
     def rerun(self: _Fleet, /, *args: Any, **kwargs: Any) -> Any:
-        for attempt in range(_CONFLICT_RETRIES):
+        retries = getattr(self._store, "conflict_retries", _CONFLICT_RETRIES)
+        first, cap = getattr(self._store, "conflict_pause", (0.001, 0.08))
+        for attempt in range(retries):
             try:
                 return method(self, *args, **kwargs)
             except WriteConflict:
-                if attempt == _CONFLICT_RETRIES - 1:
+                if attempt == retries - 1:
                     raise
                 # Real time, whatever the fleet's clock: the other writer is a real one.
-                time.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
+                # Jittered and growing, so writers that crossed do not cross again.
+                time.sleep(self.rng.uniform(first, min(cap, first * 2 ** (attempt + 1))))
         raise AssertionError("unreachable")
 
     return cast(_Method, rerun)

@@ -11,6 +11,9 @@
   several fleets; ``?pool_size=N`` caps this process's connections (default 10, opened as
   needed); other options (``sslmode``, ``connect_timeout``...) go to libpq. Needs
   ``shoal[postgres]``.
+* ``git+file:///path/to/board.git``, ``git+ssh://host/path.git``, ``git+https://...`` -- the
+  fleet as a branch of a git repository (``#branch``, default ``shoal``), each change a
+  commit pushed by the agent that made it; no server. Needs the ``git`` command.
 
 Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
 a parent) that has one, the way git finds ``.git``.
@@ -39,7 +42,10 @@ __all__ = [
 DEFAULT_DIR = ".shoal"
 DEFAULT_FILE = "fleet.db"
 
-_FORMS = "memory://, sqlite:///path/to/fleet.db, postgresql://user@host:port/database"
+_FORMS = (
+    "memory://, sqlite:///path/to/fleet.db, postgresql://user@host:port/database, "
+    "git+file:///path/to/board.git (or git+ssh://, git+https://)"
+)
 
 
 def find_fleet(start: Path | None = None) -> Path | None:
@@ -100,6 +106,10 @@ def open_store(url: str | None, *, create: bool = True, read_only: bool = False)
         from shoal.stores.postgres import PostgresStore
 
         return PostgresStore(url, create=create)
+    if url.startswith("git+"):
+        from shoal.stores.git import GitStore
+
+        return GitStore(url, create=create and not read_only)
     raise InvalidStoreURL(
         f"store URL {url!r} is not one shoal understands", hint=f"use one of: {_FORMS}"
     )

@@ -1,0 +1,357 @@
+"""The git store's hands: the ``git`` command, run on a private bare clone of the board.
+
+Nothing here knows about tasks. It clones, fetches, reads trees and blobs, writes a commit
+with ``git fast-import`` (git's own tool for writing commits from a program, so there is no
+working tree to keep clean and no index to lock), and pushes. Every command runs with a
+fixed locale and no terminal prompt, so a missing credential fails at once with git's own
+message instead of waiting for a password nobody will type.
+
+A clone is private to its user (mode 0700) and lives under a cache folder; it is a cache in
+the strict sense: the remote is the board, and a broken clone is thrown away and made
+again (``GitClone.ensure``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from shoal.errors import StoreDamaged, StoreUnavailable
+
+__all__ = ["Change", "GitClone", "GitFailed", "redact"]
+
+log = logging.getLogger(__name__)
+
+#: Phrases in git's messages that mean the local clone itself is broken, not the remote.
+_BROKEN = re.compile(
+    r"corrupt|bad object|not a git repository|unable to read|loose object|"
+    r"bad (?:tree|commit|blob)|missing (?:tree|blob|commit)|invalid object|"
+    r"packfile .* (?:cannot|does not)|index file smaller|bad signature|sha1 mismatch|"
+    r"object file .* is empty|reference broken|fatal: bad config",
+    re.IGNORECASE,
+)
+#: A push git turned away because the branch moved since our fetch: the compare-and-swap lost.
+_REJECTED = re.compile(
+    r"\[rejected\]|non-fast-forward|fetch first|stale info|failed to update ref|"
+    r"cannot lock ref|failed to lock",
+    re.IGNORECASE,
+)
+#: A ref another process of this host was updating in the same clone at the same moment.
+_REF_LOCKED = re.compile(r"cannot lock ref|unable to create .*\.lock", re.IGNORECASE)
+
+
+def redact(url: str) -> str:
+    """``url`` without a password or token in it, fit for a message or a log."""
+    parts = urlsplit(url)
+    if parts.password is None and "@" not in parts.netloc:
+        return url
+    host = parts.hostname or ""
+    user = parts.username
+    netloc = (f"{user}:***@" if parts.password else f"{user}@") if user else ""
+    netloc += host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class GitFailed(Exception):
+    """A git command exited non-zero: which one, and git's own words."""
+
+    def __init__(self, args: tuple[str, ...], code: int, stderr: str) -> None:
+        self.args_run = args
+        self.code = code
+        self.stderr = stderr.strip()
+        super().__init__(f"git {args[0]} exited {code}: {self.last_line}")
+
+    @property
+    def last_line(self) -> str:
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
+        return said[0] if said else "(no message)"
+
+    @property
+    def broken_clone(self) -> bool:
+        return bool(_BROKEN.search(self.stderr))
+
+    @property
+    def rejected(self) -> bool:
+        return bool(_REJECTED.search(self.stderr))
+
+    @property
+    def ref_locked(self) -> bool:
+        return bool(_REF_LOCKED.search(self.stderr))
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One path a commit changed: its new blob (None: deleted)."""
+
+    path: str
+    blob: str | None
+
+
+class GitClone:
+    """A private bare clone of ``remote`` at ``path``, tracking one branch."""
+
+    def __init__(self, remote: str, branch: str, path: Path) -> None:
+        self.remote = remote
+        self.branch = branch
+        self.path = path
+        self.tracking = f"refs/remotes/origin/{branch}"
+        self._env = {
+            **os.environ,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "",
+            "SSH_ASKPASS": "",
+            "LC_ALL": "C",
+            "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+        }
+
+    # -- running git -----------------------------------------------------------------
+
+    def run(self, *args: str, stdin: bytes | None = None, cwd: Path | None = None) -> bytes:
+        """Run ``git args`` in the clone; its standard output, or ``GitFailed``."""
+        try:
+            done = subprocess.run(
+                ["git", *args],
+                cwd=cwd or self.path,
+                input=stdin,
+                capture_output=True,
+                env=self._env,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise StoreUnavailable(
+                "the git store needs the `git` command, and it is not installed",
+                hint="install git (e.g. `apt-get install git`) and try again",
+            ) from exc
+        if done.returncode != 0:
+            said = (done.stderr + b"\n" + done.stdout).decode("utf-8", "replace")
+            raise GitFailed(args, done.returncode, said)
+        return done.stdout
+
+    # -- the clone itself ------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """Make sure a sound clone of ``remote`` is at ``path``: clone it if it is missing,
+        and clone it again -- saying why -- if it is damaged or tracks another remote."""
+        problem = self._problem()
+        if problem is None:
+            return
+        if problem != "missing":
+            log.warning(
+                "the local clone of the board at %s is unusable (%s); cloning it again from %s",
+                self.path,
+                problem,
+                redact(self.remote),
+            )
+        self.reclone()
+
+    def _problem(self) -> str | None:
+        """Why the clone at ``path`` cannot be used as it is (None: it can)."""
+        if not self.path.exists():
+            return "missing"
+        try:
+            origin = self.run("config", "--get", "remote.origin.url").decode().strip()
+            self.run("rev-parse", "--git-dir")
+        except GitFailed as failed:
+            return failed.last_line
+        if origin != self.remote:
+            return f"it is a clone of {redact(origin)}, not of {redact(self.remote)}"
+        return None
+
+    def reclone(self) -> None:
+        """Throw the clone away and make a new one (an empty repository tracking the remote;
+        the first fetch fills it)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        staging = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
+        shutil.rmtree(staging, ignore_errors=True)
+        self.run("init", "--quiet", "--bare", str(staging), cwd=self.path.parent)
+        os.chmod(staging, 0o700)
+        self.run("remote", "add", "origin", self.remote, cwd=staging)
+        for key, value in (
+            ("gc.auto", "2000"),  # pack loose objects early: each write makes a few
+            ("core.logAllRefUpdates", "false"),
+            ("fetch.writeCommitGraph", "false"),
+        ):
+            self.run("config", key, value, cwd=staging)
+        try:
+            staging.rename(self.path)
+        except OSError:  # another process of this host made it first: use theirs
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # -- reading the remote ----------------------------------------------------------
+
+    def fetch(self) -> str | None:
+        """Bring the branch from the remote; its tip (None: the remote has no such branch).
+        An unreachable remote is a ``StoreUnavailable``; nothing local changes."""
+        for attempt in range(5):
+            try:
+                self.run(
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    "--no-auto-gc",
+                    "origin",
+                    f"+refs/heads/{self.branch}:{self.tracking}",
+                )
+                break
+            except GitFailed as failed:
+                if "couldn't find remote ref" in failed.stderr:
+                    return None
+                if failed.ref_locked and attempt < 4:  # a neighbour fetching the same clone
+                    time.sleep(0.005 * 2**attempt)
+                    continue
+                if failed.broken_clone:
+                    raise StoreDamaged(
+                        f"the local clone at {self.path} is damaged: {failed.last_line}",
+                        hint="it is cloned again on the next call",
+                    ) from failed
+                raise self.unreachable(failed) from failed
+        return self.tip()
+
+    def tip(self) -> str | None:
+        """The tracked branch as the last fetch left it."""
+        try:
+            out = self.run("rev-parse", "--verify", "--quiet", f"{self.tracking}^{{commit}}")
+            return out.decode().strip()
+        except GitFailed:
+            return None
+
+    def remote_tip(self) -> str | None:
+        """The branch's tip on the remote right now, without fetching any object (how a
+        waiting agent polls cheaply)."""
+        try:
+            out = self.run("ls-remote", "origin", f"refs/heads/{self.branch}").decode()
+        except GitFailed as failed:
+            raise self.unreachable(failed) from failed
+        return out.split()[0] if out.strip() else None
+
+    def unreachable(self, failed: GitFailed) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"cannot reach the git remote {redact(self.remote)}: {failed.last_line}",
+            hint=f"check the URL and your access with `git ls-remote {redact(self.remote)}`; "
+            "nothing was changed",
+        )
+
+    # -- reading a commit ------------------------------------------------------------
+
+    def tree(self, commit: str) -> dict[str, str]:
+        """Every file of ``commit``: path -> blob."""
+        out = self.run("ls-tree", "-r", "-z", "--full-tree", commit)
+        files = {}
+        for entry in out.split(b"\0"):
+            if entry:
+                meta, path = entry.split(b"\t", 1)
+                files[path.decode()] = meta.split()[2].decode()
+        return files
+
+    def changes(self, old: str, new: str) -> list[Change]:
+        """The paths that differ between two commits, with their blobs in ``new``."""
+        out = self.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new)
+        fields = out.split(b"\0")
+        changes = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not meta:
+                continue
+            parts = meta.decode().split()
+            status, blob = parts[4], parts[3]
+            changes.append(Change(path.decode(), None if status == "D" else blob))
+        return changes
+
+    def blobs(self, blobs: list[str]) -> dict[str, bytes]:
+        """The contents of these blobs, in one ``git cat-file --batch``."""
+        if not blobs:
+            return {}
+        out = self.run("cat-file", "--batch", stdin="".join(f"{b}\n" for b in blobs).encode())
+        contents: dict[str, bytes] = {}
+        at = 0
+        for blob in blobs:
+            end = out.index(b"\n", at)
+            header = out[at:end].split()
+            if len(header) != 3:
+                raise GitFailed(("cat-file",), 1, f"bad object {blob}: {header!r}")
+            size = int(header[2])
+            contents[blob] = out[end + 1 : end + 1 + size]
+            at = end + 1 + size + 1
+        return contents
+
+    # -- writing ---------------------------------------------------------------------
+
+    def commit(
+        self,
+        parent: str | None,
+        files: dict[str, bytes | None],
+        message: str,
+        author: str,
+        scratch: str,
+    ) -> str:
+        """A commit on ``parent`` that writes (or, for None, deletes) ``files``, by
+        ``author``, made with ``git fast-import`` on the private ref ``scratch``; its id."""
+        stamp = f"{int(time.time())} +0000"
+        who = f"{author} <{author}@shoal>"
+        msg = message.encode()
+        out = [
+            f"commit {scratch}\nmark :1\n".encode(),
+            f"author {who} {stamp}\ncommitter shoal <shoal@localhost> {stamp}\n".encode(),
+            f"data {len(msg)}\n".encode() + msg + b"\n",
+        ]
+        if parent:
+            out.append(f"from {parent}\n".encode())
+        for path, content in sorted(files.items()):
+            if content is None:
+                out.append(f"D {path}\n".encode())
+            else:
+                out.append(f"M 100644 inline {path}\ndata {len(content)}\n".encode())
+                out.append(content + b"\n")
+        out.append(b"get-mark :1\n")
+        result = self.run(
+            "fast-import", "--quiet", "--force", "--done", stdin=b"".join(out) + b"done\n"
+        )
+        return result.decode().split()[-1]
+
+    def root_commit(self, commit: str, message: str) -> str:
+        """A commit with no parent holding the same files as ``commit``."""
+        out = self.run("commit-tree", f"{commit}^{{tree}}", "-m", message)
+        return out.decode().strip()
+
+    def push(self, commit: str) -> bool:
+        """Offer ``commit`` as the branch's new tip. It is a plain push (never a forced one):
+        the remote takes it only if it descends from the tip there, and the commit's parent
+        is the tip this process read -- so it lands only if nobody pushed since (True), and
+        is turned away otherwise (False)."""
+        try:
+            self.run(
+                "push", "--quiet", "--porcelain", "origin", f"{commit}:refs/heads/{self.branch}"
+            )
+        except GitFailed as failed:
+            if failed.rejected:
+                return False
+            raise self.unreachable(failed) from failed
+        return True
+
+    def replace_history(self, commit: str, expected: str) -> bool:
+        """Make ``commit`` the branch's tip in place of ``expected`` although it does not
+        descend from it (a squash of history a person asked for): a push forced only if
+        the remote still has ``expected`` there."""
+        try:
+            self.run(
+                "push",
+                "--quiet",
+                "--porcelain",
+                f"--force-with-lease=refs/heads/{self.branch}:{expected}",
+                "origin",
+                f"{commit}:refs/heads/{self.branch}",
+            )
+        except GitFailed as failed:
+            if failed.rejected:
+                return False
+            raise self.unreachable(failed) from failed
+        return True

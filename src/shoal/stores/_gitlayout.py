@@ -1,0 +1,361 @@
+"""The board's files: how a fleet is laid out in the git store, and read back.
+
+A person reading the branch sees::
+
+    README.md             what this branch is, and not to edit it by hand
+    fleet.json            counters and the skill sets tasks have required
+    settings.json         the settings that differ from the defaults
+    meta.json             the fleet's small records (hashed access tokens...)
+    agents/<id>.json      one per agent (the id percent-encoded where it has / or :)
+    tasks/<id>.json       one per task: its fields, what it waits on, its lease
+    events/<n>.jsonl      the event log, a thousand events a file, one event a line
+
+Every file is JSON with a stable key order and a final newline, so a diff between two
+commits shows exactly what an operation changed. Moments are epoch seconds, as the other
+stores keep them. Lease tokens are in the task files: whoever can read the repository can
+act as any agent -- the git store trusts everyone with access to it (SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any
+from urllib.parse import quote, unquote
+
+from shoal.model import Agent, AgentStatus, Event, Task, TaskState
+from shoal.settings import Settings
+from shoal.stores._memdata import Data, Row
+from shoal.text import safe
+
+__all__ = [
+    "EVENTS_PER_FILE",
+    "FORMAT",
+    "Malformed",
+    "agent_file",
+    "agent_path",
+    "apply_changes",
+    "commit_message",
+    "dump",
+    "event_path",
+    "event_segment",
+    "events_file",
+    "initial_files",
+    "load",
+    "small_files",
+    "task_file",
+    "task_path",
+]
+
+#: The layout's version, in fleet.json: a newer shoal may read an older board, not the
+#: other way round.
+FORMAT = 1
+EVENTS_PER_FILE = 1000
+
+_README = """\
+# A shoal fleet
+
+This branch is a fleet of shoal, the work-stealing task coordinator: each task is a file in
+`tasks/`, each agent a file in `agents/`, and every change is one commit by the agent that
+made it. Read it, diff it, review it -- but change it only through shoal
+(`shoal --store git+<this repository's URL>#<branch> ...`): shoal pushes only on top of the
+tip it read, so a hand-made commit here is not lost, but it is not checked either.
+"""
+
+
+def dump(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+# -- paths -------------------------------------------------------------------------------
+
+
+def task_path(task_id: int) -> str:
+    return f"tasks/{task_id}.json"
+
+
+def agent_path(agent_id: str) -> str:
+    return f"agents/{quote(agent_id, safe='@._-')}.json"
+
+
+def event_segment(event_id: int) -> int:
+    """The file an event is kept in, by its id: events 1-1000 in the first, and so on."""
+    return (event_id - 1) // EVENTS_PER_FILE
+
+
+def event_path(segment: int) -> str:
+    return f"events/{segment * EVENTS_PER_FILE + 1:09d}.jsonl"
+
+
+# -- one entity to its file ---------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, TaskState | AgentStatus):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def task_file(row: Row, deps: Iterable[int]) -> bytes:
+    task = row.task
+    out = {f.name: _plain(getattr(task, f.name)) for f in fields(Task)}
+    out["after"] = sorted(deps)
+    out["lease_token"] = row.token
+    out["store"] = {"skillset": row.skillset, "pool_key": row.pool_key, "seq": row.seq}
+    return dump(out)
+
+
+def agent_file(agent: Agent) -> bytes:
+    return dump(
+        {f.name: _plain(getattr(agent, f.name)) for f in fields(Agent) if f.name != "queued"}
+    )
+
+
+def event_line(event: Event) -> str:
+    return json.dumps(
+        {
+            "id": event.id,
+            "at": event.at,
+            "kind": event.kind,
+            "task_id": event.task_id,
+            "agent": event.agent,
+            "data": dict(event.data),
+        },
+        ensure_ascii=False,
+    )
+
+
+def events_file(events: Iterable[Event]) -> bytes:
+    return "".join(event_line(e) + "\n" for e in events).encode()
+
+
+def small_files(data: Data) -> dict[str, bytes]:
+    """The files every operation may touch: counters, skill sets, settings, meta."""
+    return {
+        "fleet.json": dump(
+            {
+                "format": FORMAT,
+                "last_task_id": data.last_task_id,
+                "last_event_id": data.last_event_id,
+                "seq": data.seq,
+                "skillsets": {str(k): list(v) for k, v in sorted(data.skillsets.items())},
+            }
+        ),
+        "settings.json": dump(data.settings.overrides()),
+        "meta.json": dump(dict(sorted(data.meta.items()))),
+    }
+
+
+def initial_files() -> dict[str, bytes]:
+    return {"README.md": _README.encode(), **small_files(Data())}
+
+
+# -- files back to a fleet ---------------------------------------------------------------
+
+
+class Malformed(ValueError):
+    """A file of the board that shoal cannot read back."""
+
+
+def load(files: Mapping[str, bytes]) -> Data:
+    """The fleet these files hold (``files``: path -> content)."""
+    data = Data()
+    try:
+        fleet = json.loads(files["fleet.json"])
+        if int(fleet.get("format", 0)) > FORMAT:
+            raise Malformed(
+                f"the board was written by a newer shoal (layout {fleet['format']}, "
+                f"this one reads up to {FORMAT})"
+            )
+        data.last_task_id = int(fleet["last_task_id"])
+        data.last_event_id = int(fleet["last_event_id"])
+        data.seq = int(fleet["seq"])
+        data.skillsets = {int(k): tuple(v) for k, v in fleet["skillsets"].items()}
+        data.settings = Settings.from_mapping(json.loads(files.get("settings.json", b"{}")))
+        data.meta = {str(k): str(v) for k, v in json.loads(files.get("meta.json", b"{}")).items()}
+        tasks: list[tuple[Row, list[int]]] = []
+        for path, content in files.items():
+            if path.startswith("tasks/") and path.endswith(".json"):
+                tasks.append(_task_row(json.loads(content), path))
+            elif path.startswith("agents/") and path.endswith(".json"):
+                agent = _agent(json.loads(content))
+                if agent_path(agent.id) != path:
+                    raise Malformed(f"{path} holds agent {agent.id!r}")
+                data.agents[agent.id] = agent
+            elif path.startswith("events/") and path.endswith(".jsonl"):
+                data.events.extend(
+                    _event(json.loads(line)) for line in content.splitlines() if line.strip()
+                )
+    except Malformed:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
+    data.events.sort(key=lambda e: e.id)
+    for row, after in sorted(tasks, key=lambda t: t[0].task.id):
+        _add_task(data, row, after)
+    return data
+
+
+def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
+    known = {f.name for f in fields(Task)}
+    values = {k: v for k, v in raw.items() if k in known}
+    values["state"] = TaskState(values["state"])
+    values["skills"] = tuple(values.get("skills") or ())
+    task = Task(**values)
+    if task_path(task.id) != path:
+        raise Malformed(f"{path} holds task {task.id}")
+    store = raw["store"]
+    row = Row(task, int(store["skillset"]), float(store["pool_key"]), int(store["seq"]))
+    row.token = raw.get("lease_token")
+    return row, [int(i) for i in raw.get("after") or ()]
+
+
+def _agent(raw: dict[str, Any]) -> Agent:
+    known = {f.name for f in fields(Agent)}
+    values = {k: v for k, v in raw.items() if k in known}
+    values["status"] = AgentStatus(values["status"])
+    values["skills"] = tuple(values.get("skills") or ())
+    values["domains"] = tuple(values.get("domains") or ())
+    return Agent(**values)
+
+
+def _event(raw: dict[str, Any]) -> Event:
+    return Event(
+        int(raw["id"]),
+        float(raw["at"]),
+        str(raw["kind"]),
+        raw["task_id"],
+        raw["agent"],
+        raw["data"],
+    )
+
+
+# -- what a commit says --------------------------------------------------------------------
+
+_VERBS = {
+    "posted": "post",
+    "claimed": "claim",
+    "stolen": "claim",
+    "completed": "complete",
+    "failed": "fail",
+    "expired": "expire",
+    "dead": "bury",
+    "released": "release",
+    "deferred": "defer",
+    "cancelled": "cancel",
+    "retried": "retry",
+    "ready": "free",
+    "stuck": "mark stuck",
+    "returned": "return",
+    "stalled": "mark stalled",
+    "reprioritized": "reprioritize",
+}
+
+
+def _say(event: Event) -> str:
+    agent = safe(event.agent, one_line=True) if event.agent else None
+    verb = _VERBS.get(event.kind)
+    if verb is None:  # agent.* and fleet-wide events: the kind says it
+        return f"{event.kind.replace('.', ' ')} {agent}" if agent else event.kind
+    said = f"{verb} {event.task_id}"
+    if agent and event.kind in ("claimed", "stolen", "completed", "failed", "released"):
+        said += f" by {agent}"
+    if event.kind == "stolen" and event.data.get("from"):
+        said += f" (steal from {safe(str(event.data['from']), one_line=True)})"
+    return said
+
+
+def commit_message(events: list[Event], touched: Iterable[str]) -> tuple[str, str]:
+    """(message, author) of the commit for one operation: what its events say happened --
+    ``claim 42 by alice (steal from bob)`` -- by the agent that did it; an operation that
+    logged nothing (a heartbeat) is named by the files it changed."""
+    if events:
+        said = list(dict.fromkeys(_say(e) for e in events))
+        head = "; ".join(said[:3]) + (f" (and {len(said) - 3} more)" if len(said) > 3 else "")
+        author = next((e.agent for e in events if e.agent), None) or "shoal"
+        body = "\n".join(f"{e.id} {e.kind} task={e.task_id} agent={e.agent}" for e in events)
+        return f"{head}\n\n{safe(body)}", safe(author, one_line=True)
+    paths = sorted(touched)
+    agents = [unquote(p[len("agents/") : -len(".json")]) for p in paths if p.startswith("agents/")]
+    if agents:  # an agent's touch without an event: a heartbeat (or its lease renewals)
+        names = [safe(a, one_line=True) for a in agents]
+        return f"heartbeat {', '.join(names)}", names[0]
+    return f"update {', '.join(paths[:5])}" + (" ..." if len(paths) > 5 else ""), "shoal"
+
+
+def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
+    """Bring ``data`` forward by the files one or more commits changed (path -> new
+    content, None: deleted), keeping its indexes, keys and dependency links right -- the
+    same fleet ``load`` would read from the new commit, without reading the rest."""
+    try:
+        _apply(data, changed)
+    except Malformed:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
+
+
+def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
+    if any(p in changed for p in ("fleet.json", "settings.json", "meta.json")):
+        small = small_files(data)
+        merged = {p: changed.get(p, small[p]) or b"{}" for p in small}
+        fresh = load(merged)  # no tasks, agents or events: only the small files
+        data.last_task_id, data.last_event_id, data.seq = (
+            fresh.last_task_id,
+            fresh.last_event_id,
+            fresh.seq,
+        )
+        data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
+    segments: dict[int, list[Event]] = {}
+    for path, content in changed.items():
+        if path.startswith("tasks/") and path.endswith(".json"):
+            task_id = int(path[len("tasks/") : -len(".json")])
+            _drop_task(data, task_id)
+            if content is not None:
+                row, after = _task_row(json.loads(content), path)
+                _add_task(data, row, after)
+        elif path.startswith("agents/") and path.endswith(".json"):
+            agent_id = unquote(path[len("agents/") : -len(".json")])
+            data.agents.pop(agent_id, None)
+            if content is not None:
+                agent = _agent(json.loads(content))
+                data.agents[agent.id] = agent
+        elif path.startswith("events/") and path.endswith(".jsonl"):
+            first = int(path[len("events/") : -len(".jsonl")])
+            lines = (content or b"").splitlines()
+            segments[event_segment(first)] = [_event(json.loads(x)) for x in lines if x.strip()]
+    if segments:
+        kept = [e for e in data.events if event_segment(e.id) not in segments]
+        data.events = sorted(
+            [*kept, *(e for log in segments.values() for e in log)], key=lambda e: e.id
+        )
+
+
+def _drop_task(data: Data, task_id: int) -> None:
+    old = data.tasks.pop(task_id, None)
+    if old is None:
+        return
+    data.index.move(task_id, old, None)
+    if old.task.key is not None and data.keys.get(old.task.key) == task_id:
+        del data.keys[old.task.key]
+    for dep in data.deps.pop(task_id, ()):
+        waiting = [i for i in data.dependents.get(dep, ()) if i != task_id]
+        if waiting:
+            data.dependents[dep] = waiting
+        else:
+            data.dependents.pop(dep, None)
+
+
+def _add_task(data: Data, row: Row, after: list[int]) -> None:
+    task_id = row.task.id
+    data.tasks[task_id] = row
+    data.index.move(task_id, None, row)
+    if row.task.key is not None:
+        data.keys[row.task.key] = task_id
+    if after:
+        data.deps[task_id] = after
+        for dep in after:
+            data.dependents.setdefault(dep, []).append(task_id)

@@ -1,0 +1,368 @@
+"""The git store: the fleet is a branch of a git repository, and a claim is a push.
+
+``git+file:///path/to/board.git``, ``git+ssh://host/path.git`` or ``git+https://host/path.git``,
+with an optional ``#branch`` (default ``shoal``). No server of shoal's own: any git remote
+the agents can push to is the board, its history is the fleet's audit trail, and people
+read it (or review it) like any other repository. ``_gitlayout`` says what the files are.
+
+How a write works -- optimistic concurrency, with git's atomic ref update as the
+compare-and-swap:
+
+1. fetch the branch into a private bare clone (``_gitcli``) and bring the fleet this
+   process holds in memory up to its tip, reading only the files that changed;
+2. run the operation exactly as the memory store runs it (this *is* the memory store's
+   transaction, over the loaded fleet), noting which tasks and agents it touched;
+3. write those files into one commit on top of the tip, by the agent that acted, with a
+   message a person understands (``claim 42 by alice (steal from bob)``);
+4. push it without force. The remote takes it only if the tip is still the one read; if
+   another agent pushed first the push is turned away, the in-memory change is rolled back
+   and ``WriteConflict`` makes ``Fleet`` run the whole operation again on the new state --
+   where it may now find nothing -- after a jittered pause. Nothing is ever merged.
+
+A process killed between its commit and its push leaves only an unreferenced commit in its
+own clone: the board never saw it, and the next process starts from the remote's tip.
+
+Agents waiting for work poll the remote's tip (``git ls-remote``, no objects) at an
+interval that starts short and doubles while nothing changes, up to a cap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from shoal.errors import InvalidStoreURL, StoreDamaged, StoreNotFound, WriteConflict
+from shoal.model import Event
+from shoal.stores._gitcli import GitClone, GitFailed, redact
+from shoal.stores._gitlayout import (
+    EVENTS_PER_FILE,
+    Malformed,
+    agent_file,
+    agent_path,
+    apply_changes,
+    commit_message,
+    event_path,
+    event_segment,
+    events_file,
+    initial_files,
+    load,
+    small_files,
+    task_file,
+    task_path,
+)
+from shoal.stores._memdata import Data
+from shoal.stores.base import Capabilities, DirectOutcome, Finishing
+from shoal.stores.memory import _MemoryTx
+
+__all__ = ["GitStore", "parse_git_url"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BRANCH = "shoal"
+#: Polling the remote while an agent waits: the first pause, and the cap it doubles up to.
+POLL_BASE = 0.05
+POLL_MAX = 2.0
+_BRANCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
+
+
+def parse_git_url(url: str) -> tuple[str, str]:
+    """(the remote git understands, the branch) of a ``git+...`` store URL."""
+    rest = url[len("git+") :]
+    remote, _, branch = rest.partition("#")
+    branch = branch or DEFAULT_BRANCH
+    scheme = urlsplit(remote).scheme
+    if scheme not in ("file", "ssh", "https", "http"):
+        raise InvalidStoreURL(
+            f"store URL {redact(url)!r} is not a git remote shoal can use",
+            hint="write git+file:///path/to/board.git, git+ssh://host/path.git or "
+            "git+https://host/path.git, with #branch to pick a branch (default shoal)",
+        )
+    if scheme == "file" and not urlsplit(remote).path:
+        raise InvalidStoreURL(
+            f"store URL {url!r} names no repository", hint="write git+file:///path/to/board.git"
+        )
+    if not _BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+        raise InvalidStoreURL(
+            f"{branch!r} in store URL {redact(url)!r} is not a branch name shoal accepts",
+            hint="use letters, digits and . _ / - after the #, e.g. #shoal",
+        )
+    return remote, branch
+
+
+def cache_root() -> Path:
+    """Where the private clones live: ``$SHOAL_GIT_CACHE``, else the user's cache folder."""
+    configured = os.environ.get("SHOAL_GIT_CACHE", "").strip()
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base) / "shoal" / "git"
+
+
+class _GitTx(_MemoryTx):
+    """The memory store's transaction, noting which tasks and agents it touched so that
+    only their files are written."""
+
+    def __init__(self, data: Data, writable: bool) -> None:
+        super().__init__(data, writable)
+        self.touched_tasks: set[int] = set()
+        self.touched_agents: set[str] = set()
+
+    def _note(self, mapping: dict[Any, Any], key: Any) -> None:
+        if mapping is self.d.tasks or mapping is self.d.deps:
+            self.touched_tasks.add(key)
+        elif mapping is self.d.agents:
+            self.touched_agents.add(key)
+
+    def _put(self, mapping: dict[Any, Any], key: Any, value: Any) -> None:
+        self._note(mapping, key)
+        super()._put(mapping, key, value)
+
+    def _pop(self, mapping: dict[Any, Any], key: Any) -> None:
+        self._note(mapping, key)
+        super()._pop(mapping, key)
+
+
+class GitStore:
+    """A fleet on a branch of a git repository. See the module docstring."""
+
+    # Many processes and hosts share it, it outlives them; waiting agents poll.
+    capabilities = Capabilities(shared=True, durable=True, notifies=False, fair=False)
+    #: A lost push is common under contention (every write moves the one branch): the
+    #: operation is run again up to this many times, with jittered, growing pauses.
+    conflict_retries = 60
+    conflict_pause = (0.002, 0.25)
+
+    def __init__(self, url: str, *, create: bool = True, cache: Path | None = None) -> None:
+        self.url = url
+        remote, branch = parse_git_url(url)
+        digest = hashlib.sha256(f"{remote}#{branch}".encode()).hexdigest()[:16]
+        tail = re.sub(r"[^A-Za-z0-9._-]", "_", Path(urlsplit(remote).path).name)[:40] or "board"
+        self._clone = GitClone(remote, branch, (cache or cache_root()) / f"{tail}-{digest}.git")
+        self._lock = threading.RLock()
+        self._data = Data()
+        self._sha: str | None = None
+        self._small: dict[str, bytes] = {}
+        self._scratch = f"refs/shoal/scratch/{os.getpid()}-{id(self):x}"
+        #: Pushes turned away since this store was opened (the benchmark reports them).
+        self.conflicts = 0
+        self.created = False
+        self._prepare_clone()
+        with self._lock:
+            if self._refresh_or_none() is None:
+                if not create:
+                    raise StoreNotFound(
+                        f"the git remote {redact(remote)} has no branch {branch!r}",
+                        hint=f"run `shoal init --store {redact(url)}` to start a fleet there",
+                    )
+                self._start_board()
+
+    # -- the clone and the board's tip -----------------------------------------------------
+
+    def _prepare_clone(self) -> None:
+        """The private clone exists and is sound (made or made again under a lock, so two
+        processes of this host never build it at once)."""
+        path = self._clone.path
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._clone.ensure()
+        finally:
+            os.close(fd)
+
+    def _refresh_or_none(self) -> str | None:
+        """Fetch, and bring the fleet in memory to the remote's tip; the tip, or None when
+        the remote has no such branch. A damaged clone is cloned again once, with a
+        warning."""
+        for attempt in range(2):
+            try:
+                tip = self._clone.fetch()
+                if tip is not None and tip != self._sha:
+                    self._load(tip)
+                return tip
+            except (StoreDamaged, GitFailed) as exc:
+                if attempt or (isinstance(exc, GitFailed) and not exc.broken_clone):
+                    raise self._damaged(exc) from exc
+                log.warning(
+                    "the local clone of the board at %s is damaged (%s); cloning it again",
+                    self._clone.path,
+                    exc,
+                )
+                self._clone.reclone()
+                self._sha = None
+        raise AssertionError("unreachable")
+
+    def _refresh(self) -> None:
+        if self._refresh_or_none() is None:
+            raise StoreNotFound(
+                f"the branch {self._clone.branch!r} is gone from {redact(self._clone.remote)}",
+                hint="someone deleted it; restore it with git (its old tip is in the reflog "
+                "of any clone) or start a new fleet with `shoal init`",
+            )
+
+    def _damaged(self, exc: Exception) -> StoreDamaged:
+        return StoreDamaged(
+            f"the git store at {redact(self.url)} cannot be read: {exc}",
+            hint=f"look at the latest commits of the branch (`git log {self._clone.branch}`); "
+            "if a hand edit broke a file, `git revert` that commit",
+        )
+
+    def _load(self, tip: str) -> None:
+        """Bring ``self._data`` from ``self._sha`` to ``tip``: only the changed files when
+        there is a fleet in memory, else every file."""
+        try:
+            if self._sha is None:
+                tree = self._clone.tree(tip)
+                blobs = self._clone.blobs(sorted(set(tree.values())))
+                files = {path: blobs[blob] for path, blob in tree.items()}
+                self._data = load(files)
+            else:
+                changes = self._clone.changes(self._sha, tip)
+                blobs = self._clone.blobs(sorted({c.blob for c in changes if c.blob}))
+                apply_changes(
+                    self._data, {c.path: blobs[c.blob] if c.blob else None for c in changes}
+                )
+        except Malformed as exc:
+            self._sha = None
+            raise self._damaged(exc) from exc
+        self._small = small_files(self._data)
+        self._sha = tip
+
+    def _start_board(self) -> None:
+        """A new fleet: the first commit of the branch. If another process started it at
+        the same moment, theirs is the fleet."""
+        commit = self._clone.commit(
+            None, dict(initial_files()), "start the fleet", "shoal", self._scratch
+        )
+        if self._clone.push(commit):
+            log.info(
+                "started a fleet on branch %r of %s", self._clone.branch, redact(self._clone.remote)
+            )
+            self.created = True
+        self._refresh()
+
+    # -- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def write(self, *, exclusive: bool = False) -> Iterator[_GitTx]:
+        with self._lock:
+            self._refresh()
+            data = self._data
+            events, logged = data.events, len(data.events)
+            tx = _GitTx(data, writable=True)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+            if not tx.journal:
+                return
+            try:
+                files = self._changed_files(tx, events, logged)
+                if files:
+                    new = data.events[logged:] if data.events is events else []
+                    message, author = commit_message(new, files)
+                    assert self._sha is not None
+                    commit = self._clone.commit(self._sha, files, message, author, self._scratch)
+                    if not self._clone.push(commit):
+                        self.conflicts += 1
+                        raise WriteConflict(
+                            "another agent changed the fleet first (the push was turned away)",
+                            hint="the operation is run again on the new state",
+                        )
+                    self._sha = commit
+                    self._small = small_files(data)
+            except BaseException:
+                tx.rollback()
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[_MemoryTx]:
+        with self._lock:
+            self._refresh()
+            yield _MemoryTx(self._data, writable=False)
+
+    def _changed_files(
+        self, tx: _GitTx, events: list[Event], logged: int
+    ) -> dict[str, bytes | None]:
+        """The files a transaction changed: path -> new content (None: deleted)."""
+        d = self._data
+        files: dict[str, bytes | None] = {}
+        for task_id in tx.touched_tasks:
+            row = d.tasks.get(task_id)
+            files[task_path(task_id)] = (
+                None if row is None else task_file(row, d.deps.get(task_id, ()))
+            )
+        for agent_id in tx.touched_agents:
+            agent = d.agents.get(agent_id)
+            files[agent_path(agent_id)] = None if agent is None else agent_file(agent)
+        if d.events is events:  # events only appended
+            segments = {event_segment(e.id) for e in d.events[logged:]}
+        else:  # a prune dropped some: every file either list had
+            segments = {event_segment(e.id) for e in (*events, *d.events)}
+        ids = [e.id for e in d.events]
+        for segment in segments:
+            lo = bisect.bisect_left(ids, segment * EVENTS_PER_FILE + 1)
+            hi = bisect.bisect_left(ids, (segment + 1) * EVENTS_PER_FILE + 1)
+            files[event_path(segment)] = events_file(d.events[lo:hi]) if hi > lo else None
+        for path, content in small_files(d).items():
+            if self._small.get(path) != content:
+                files[path] = content
+        return files
+
+    # -- the rest of the store contract ---------------------------------------------------
+
+    def claim_directly(
+        self,
+        agent_id: str,
+        n: int,
+        now: float,
+        tokens: Sequence[str],
+        finishing: Sequence[Finishing] = (),
+    ) -> DirectOutcome | None:
+        """Every write is one push however it is run: nothing to shorten."""
+        return None
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Poll the remote's tip until it moves or ``timeout`` passes: the first pause is
+        short, and each one that finds nothing new doubles it, up to ``POLL_MAX``."""
+        deadline = time.monotonic() + timeout
+        pause = POLL_BASE
+        while True:
+            if self._clone.remote_tip() != self._sha:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_MAX)
+
+    def squash_history(self) -> str | None:
+        """Make the branch one commit holding the fleet as it is now, in place of its whole
+        history (after ``Fleet.prune``, so that finished work stops taking room). A push
+        forced only if the branch is still at the tip read; the new tip, or None if another
+        agent pushed in between (nothing changed: try again)."""
+        with self._lock:
+            self._refresh()
+            assert self._sha is not None
+            commit = self._clone.root_commit(
+                self._sha, f"squash the fleet's history (was {self._sha[:12]})"
+            )
+            if not self._clone.replace_history(commit, self._sha):
+                return None
+            self._sha = commit
+            return commit
+
+    def close(self) -> None:
+        pass
