@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from shoal import policy
 from shoal._agents import heartbeat_in, pause_in, register_in, set_status_in
@@ -63,6 +64,7 @@ from shoal.errors import (
     InvalidTransition,
     LeaseLost,
     UnknownTask,
+    WriteConflict,
 )
 from shoal.limits import (
     MAX_DURATION,
@@ -71,6 +73,7 @@ from shoal.limits import (
     MAX_PRUNE_BATCH,
     MAX_READY,
     PRUNE_BATCH,
+    SQUASH_TRIES,
     TASK_HISTORY,
 )
 from shoal.model import (
@@ -834,6 +837,7 @@ class Fleet:
         batch: int = PRUNE_BATCH,
         limit: int | None = None,
         dry_run: bool = False,
+        squash: bool = False,
     ) -> PruneReport:
         """Delete history: tasks that finished (done, dead, cancelled) more than
         ``older_than`` ago (seconds, or "30d"), with their events, and events of no task
@@ -844,7 +848,41 @@ class Fleet:
         one short transaction each, so claims go on meanwhile; ``limit`` stops after about
         that many tasks and events of no task (the report says ``more``). ``dry_run``
         counts what would go and changes nothing.
+
+        ``squash`` (the git store only) then replaces the branch's history by one commit
+        holding the fleet as it is, so what was pruned stops taking room in the repository
+        too (``squash_history``).
         """
+        if squash and dry_run:
+            raise BadInput(
+                "--squash and --dry-run do not go together",
+                hint="look first with --dry-run, then squash",
+            )
+        squash_history = self._squasher() if squash else None
+        report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
+        if squash_history is None:
+            return report
+        for _ in range(SQUASH_TRIES):
+            commit = squash_history()
+            if commit is not None:
+                return replace(report, squashed=commit)
+        raise WriteConflict(
+            f"the history was not squashed: agents pushed in between {SQUASH_TRIES} times",
+            hint="run it again when the fleet is quieter; nothing else changed",
+        )
+
+    def _squasher(self) -> Callable[[], str | None]:
+        squash_history = getattr(self._store, "squash_history", None)
+        if squash_history is None:
+            raise BadInput(
+                "only the git store keeps a history to squash",
+                hint="drop --squash: on this store a prune already frees the room",
+            )
+        return cast(Callable[[], str | None], squash_history)
+
+    def _prune(
+        self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
+    ) -> PruneReport:
         age = None if older_than is None else prune_age(older_than)
         batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
         limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)

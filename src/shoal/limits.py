@@ -22,6 +22,7 @@ __all__ = [
     "PRUNE_PER_PASS",
     "SCAN_BATCH",
     "SHOWN_STUCK",
+    "SQUASH_TRIES",
     "TASK_HISTORY",
 ]
 
@@ -47,6 +48,8 @@ SHOWN_STUCK = 1000
 #: a batch holds the writer for milliseconds, so claims go on between batches.
 PRUNE_BATCH = 500
 MAX_PRUNE_BATCH = 10_000
+#: How often ``prune --squash`` tries to replace a git board's history while agents push.
+SQUASH_TRIES = 20
 #: Tasks (and events of no task) one pass of the monitor prunes at most; the rest waits for
 #: the next pass, so a fleet that turns retention on pays for its backlog a little at a time.
 PRUNE_PER_PASS = 10_000

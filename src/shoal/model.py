@@ -490,6 +490,7 @@ class PruneReport:
     events: int = 0
     dry_run: bool = False
     more: bool = False  # stopped at its limit with more left to prune
+    squashed: str | None = None  # the git store's one commit that replaced its history
 
     def __bool__(self) -> bool:
         return bool(self.tasks or self.events)
@@ -501,6 +502,7 @@ class PruneReport:
             "events": self.events,
             "dry_run": self.dry_run,
             "more": self.more,
+            "squashed": self.squashed,
         }
 
 

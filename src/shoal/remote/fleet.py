@@ -370,11 +370,12 @@ class RemoteFleet(Fleet):
         batch: int = 0,
         limit: int | None = None,
         dry_run: bool = False,
+        squash: bool = False,
     ) -> PruneReport:
         """Nothing to do when nothing is asked (no ``older_than``, and the fleet keeps all
         its history), as on a local fleet: so the hub's pass (``shoal monitor``) runs here.
         Pruning itself is refused: it is the hub's host's job."""
-        if older_than is None and not self.settings().history_retention:
+        if older_than is None and not squash and not self.settings().history_retention:
             return PruneReport(dry_run=dry_run)
         raise _not_here(
             "pruning history", "run shoal prune on a host that reaches the fleet's store"

@@ -255,14 +255,21 @@ _VERBS = {
 }
 
 
+#: The events whose agent is the one that acted (a post names the queue it went to, an
+#: expiry the agent that lost the lease: the fleet did those).
+_ACTS = {"claimed", "stolen", "completed", "failed", "released", "deferred"}
+
+
 def _say(event: Event) -> str:
     agent = safe(event.agent, one_line=True) if event.agent else None
     verb = _VERBS.get(event.kind)
     if verb is None:  # agent.* and fleet-wide events: the kind says it
         return f"{event.kind.replace('.', ' ')} {agent}" if agent else event.kind
     said = f"{verb} {event.task_id}"
-    if agent and event.kind in ("claimed", "stolen", "completed", "failed", "released"):
+    if agent and event.kind in _ACTS:
         said += f" by {agent}"
+    elif agent and event.kind in ("posted", "returned", "retried", "ready"):
+        said += f" to {agent}"
     if event.kind == "stolen" and event.data.get("from"):
         said += f" (steal from {safe(str(event.data['from']), one_line=True)})"
     return said
@@ -275,7 +282,8 @@ def commit_message(events: list[Event], touched: Iterable[str]) -> tuple[str, st
     if events:
         said = list(dict.fromkeys(_say(e) for e in events))
         head = "; ".join(said[:3]) + (f" (and {len(said) - 3} more)" if len(said) > 3 else "")
-        author = next((e.agent for e in events if e.agent), None) or "shoal"
+        actors = (e.agent for e in events if e.agent and (e.kind in _ACTS or "." in e.kind))
+        author = next(actors, None) or "shoal"
         body = "\n".join(f"{e.id} {e.kind} task={e.task_id} agent={e.agent}" for e in events)
         return f"{head}\n\n{safe(body)}", safe(author, one_line=True)
     paths = sorted(touched)

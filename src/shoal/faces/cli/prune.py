@@ -29,31 +29,40 @@ __all__ = ["add_prune_commands"]
     show_default=True,
     help="Tasks per transaction (claims go on between them).",
 )
+@click.option(
+    "--squash",
+    is_flag=True,
+    help="Git store: then make the branch's history one commit, so finished work "
+    "stops taking room in the repository.",
+)
 @json_option
 @pass_app
-def prune(app: App, older_than: str | None, dry_run: bool, batch: int) -> None:
+def prune(app: App, older_than: str | None, dry_run: bool, batch: int, squash: bool) -> None:
     """Delete tasks that finished (done, dead, cancelled) longer ago than --older-than, with
     their events, and older events of no task, e.g. `shoal prune --older-than 30d
     --dry-run`. Live work is never touched, nor a dead or cancelled task that a live one
     waits on. Set `shoal config set history_retention 30d` and `shoal monitor` prunes on
-    every pass."""
+    every pass. On a git store, --squash then replaces the branch's history by one commit
+    (every clone follows; the remote frees the room at its next `git gc`)."""
     fleet = app.fleet()
-    if older_than is None and not fleet.settings().history_retention:
+    if older_than is None and not squash and not fleet.settings().history_retention:
         raise BadInput(
             "nothing to prune by: give --older-than, or set the fleet's history_retention",
             hint="e.g. `shoal prune --older-than 30d`, or `shoal config set "
             "history_retention 30d` for the monitor to prune on every pass",
         )
-    report = fleet.prune(older_than, batch=batch, dry_run=dry_run)
+    report = fleet.prune(older_than, batch=batch, dry_run=dry_run, squash=squash)
     app.emit(report.to_dict(), _words(report))
 
 
 def _words(report: PruneReport) -> str:
     verb = "would delete" if report.dry_run else "deleted"
-    return (
-        f"{verb} {report.tasks:,} tasks and {report.events:,} events "
-        f"(what finished before {iso_time(report.cutoff)})"
-    )
+    said = f"{verb} {report.tasks:,} tasks and {report.events:,} events"
+    if report.cutoff is not None:
+        said += f" (what finished before {iso_time(report.cutoff)})"
+    if report.squashed:
+        said += f"; the branch's history is now one commit, {report.squashed[:12]}"
+    return said
 
 
 def add_prune_commands(group: click.Group) -> None:
