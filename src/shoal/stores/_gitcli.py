@@ -235,10 +235,13 @@ class GitClone:
         return out.split()[0] if out.strip() else None
 
     def unreachable(self, failed: GitFailed) -> StoreUnavailable:
+        hint = f"check the URL and your access with `git ls-remote {redact(self.remote)}`"
+        local = urlsplit(self.remote)
+        if local.scheme == "file" and not Path(local.path).exists():
+            hint = f"no repository is at {local.path}; make one: `git init --bare {local.path}`"
         return StoreUnavailable(
             f"cannot reach the git remote {redact(self.remote)}: {failed.last_line}",
-            hint=f"check the URL and your access with `git ls-remote {redact(self.remote)}`; "
-            "nothing was changed",
+            hint=f"{hint}; nothing was changed",
         )
 
     # -- reading a commit ------------------------------------------------------------
