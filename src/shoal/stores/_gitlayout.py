@@ -8,7 +8,7 @@ A person reading the branch sees::
     meta.json             the fleet's small records (hashed access tokens...)
     agents/<id>.json      one per agent (the id percent-encoded where it has / or :)
     tasks/<id>.json       one per task: its fields, what it waits on, its lease
-    events/<n>.jsonl      the event log, a thousand events a file, one event a line
+    events/<n>.jsonl      the event log, a hundred events a file, one event a line
 
 Every file is JSON with a stable key order and a final newline, so a diff between two
 commits shows exactly what an operation changed. Moments are epoch seconds, as the other
@@ -51,7 +51,8 @@ __all__ = [
 #: The layout's version, in fleet.json: a newer shoal may read an older board, not the
 #: other way round.
 FORMAT = 1
-EVENTS_PER_FILE = 1000
+#: Every write rewrites the newest file of the log: small files keep each commit small.
+EVENTS_PER_FILE = 100
 
 _README = """\
 # A shoal fleet
