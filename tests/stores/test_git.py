@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from shoal import BadInput, Fleet, InvalidStoreURL, ManualClock, StoreNotFound
 from shoal.errors import StoreDamaged, StoreUnavailable
 from shoal.stores._gitlayout import agent_path, small_files, task_file
 from shoal.stores._memdata import Data
-from shoal.stores.git import GitStore, parse_git_url
+from shoal.stores.git import POLL_MAX, GitStore, parse_git_url
 from tests.conftest import git_board
 from tests.helpers import one
 
@@ -234,3 +236,36 @@ def test_a_hand_broken_task_file_is_reported_with_what_to_do_and_changes_nothing
             opener().post("another")
         assert "git revert" in (raised.value.hint or "")
     assert git(board, "rev-parse", "shoal") == tip
+
+
+def test_a_waiting_agent_wakes_soon_after_another_host_posts(url: str, tmp_path: Path) -> None:
+    waiting = Fleet(GitStore(url, cache=tmp_path / "waiter"))
+    waiting.register("ada")
+    poster = Fleet(GitStore(url, cache=tmp_path / "poster"))
+    got: list[Any] = []
+    started = time.monotonic()
+    waiter = threading.Thread(target=lambda: got.append(waiting.claim("ada", wait=30)))
+    waiter.start()
+    task = poster.post("arrives while ada waits")
+    waiter.join(timeout=30)
+    assert got and got[0].tasks[0].id == task.id
+    assert time.monotonic() - started < POLL_MAX + 3  # one poll interval at most, and slack
+
+
+def test_polling_backs_off_while_nothing_changes(url: str, tmp_path: Path) -> None:
+    store = GitStore(url, cache=tmp_path / "c")
+    polls = 0
+    look = store._clone.remote_tip
+
+    def counted() -> str | None:
+        nonlocal polls
+        polls += 1
+        return look()
+
+    store._clone.remote_tip = counted  # type: ignore[method-assign]
+    assert store.wait_for_change(0.6) is False
+    # 50, 100, 200 ms... apart: a handful of looks in 0.6 s, not one every 50 ms (12).
+    assert 3 <= polls <= 6, polls
+    assert store.wait_for_change(0.1) is False
+    Fleet(GitStore(url, cache=tmp_path / "other")).post("news")
+    assert store.wait_for_change(5) is True
