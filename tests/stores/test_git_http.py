@@ -1,0 +1,87 @@
+"""The git store over git's smart HTTP protocol, as a team's git host serves it: a real
+``git http-backend`` behind a local web server, and a fleet started, written and read
+through ``git+http://`` by two clones. (``git+https://`` is the same protocol under TLS,
+which git itself handles.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import CGIHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from shoal import Fleet
+from shoal.errors import StoreUnavailable
+from shoal.stores.git import GitStore
+from tests.helpers import one
+
+BACKEND = Path("/usr/lib/git-core/git-http-backend")
+
+
+class _GitHost(CGIHTTPRequestHandler):
+    """Runs the CGI in a child process of the test's own user (the stock handler would
+    switch to ``nobody`` under root, who may not write the repository)."""
+
+    have_fork = False
+    cgi_directories: ClassVar[list[str]] = ["/git"]
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def git_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A git host on a free local port serving one empty repository; its base URL."""
+    git_http_backend = shutil.which("git-http-backend") or (BACKEND if BACKEND.exists() else None)
+    if git_http_backend is None:
+        pytest.skip("git's http-backend is not installed (it ships with Debian's git)")
+    site = tmp_path / "site"
+    (site / "git").mkdir(parents=True)
+    (site / "git" / "backend").symlink_to(git_http_backend)
+    repos = tmp_path / "repos"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(repos / "board.git")], check=True)
+    subprocess.run(
+        ["git", "-C", str(repos / "board.git"), "config", "http.receivepack", "true"], check=True
+    )
+    monkeypatch.setenv("GIT_PROJECT_ROOT", str(repos))
+    monkeypatch.setenv("GIT_HTTP_EXPORT_ALL", "1")
+    monkeypatch.chdir(site)  # the handler serves the folder it runs in
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GitHost)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/git/backend"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_fleet_on_a_git_host_over_http(git_host: str, tmp_path: Path) -> None:
+    url = f"git+{git_host}/board.git#fleet"
+    hub = Fleet(GitStore(url, cache=tmp_path / "hub"))
+    assert hub.created
+    hub.register("ada")
+    task = hub.post("reviewed over http")
+    agent = Fleet(GitStore(url, create=False, cache=tmp_path / "agent"))
+    claimed, lease = one(agent.claim("ada"))
+    assert claimed.id == task.id
+    agent.complete(lease, "ok")
+    assert hub.get(task.id).result == "ok"
+    log = subprocess.run(
+        ["git", "-C", str(tmp_path / "repos" / "board.git"), "log", "--format=%s", "fleet"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert log[:2] == [f"complete {task.id} by ada", f"claim {task.id} by ada"]
+
+
+def test_a_repository_the_host_does_not_have_is_a_clear_error(
+    git_host: str, tmp_path: Path
+) -> None:
+    with pytest.raises(StoreUnavailable, match="cannot reach the git remote") as raised:
+        GitStore(f"git+{git_host}/nowhere.git", cache=tmp_path / "c")
+    assert "git ls-remote" in (raised.value.hint or "")
