@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from shoal import BadInput, Fleet, InvalidStoreURL, ManualClock, StoreNotFound
-from shoal.errors import StoreDamaged, StoreUnavailable
+from shoal.errors import StoreDamaged, StoreUnavailable, WriteConflict
 from shoal.stores._gitlayout import agent_path, small_files, task_file
 from shoal.stores._memdata import Data
 from shoal.stores.git import POLL_MAX, GitStore, parse_git_url
@@ -269,3 +269,22 @@ def test_polling_backs_off_while_nothing_changes(url: str, tmp_path: Path) -> No
     assert store.wait_for_change(0.1) is False
     Fleet(GitStore(url, cache=tmp_path / "other")).post("news")
     assert store.wait_for_change(5) is True
+
+
+def test_a_lock_a_killed_push_left_on_the_remote_is_named_with_the_fix(
+    url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    store = GitStore(url, cache=tmp_path / "c")
+    store.conflict_retries = 3  # type: ignore[misc]
+    fleet = Fleet(store, clock=clock)
+    fleet.post("before")
+    lock = board_of(url) / "refs" / "heads" / "shoal.lock"
+    lock.write_text("")
+    tip = git(board_of(url), "rev-parse", "shoal")
+    with pytest.raises(WriteConflict, match=r"shoal\.lock") as raised:
+        fleet.post("while locked")
+    assert "delete that file" in (raised.value.hint or "")
+    assert git(board_of(url), "rev-parse", "shoal") == tip
+    lock.unlink()
+    assert fleet.post("after").title == "after"
+    assert [t.title for t in fleet.tasks()] == ["after", "before"]

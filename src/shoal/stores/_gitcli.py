@@ -70,9 +70,15 @@ class GitFailed(Exception):
 
     @property
     def last_line(self) -> str:
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
-        return said[0] if said else "(no message)"
+        """git's own reason, in one line: a lock it could not take, else its first
+        ``fatal:`` or ``error:`` line (else whatever it said)."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        said = (
+            [line for line in lines if "cannot lock ref" in line]
+            or [line for line in lines if line.startswith(("fatal:", "error:"))]
+            or lines
+        )
+        return said[0].removeprefix("remote: ") if said else "(no message)"
 
     @property
     def broken_clone(self) -> bool:
@@ -209,7 +215,7 @@ class GitClone:
                 if failed.ref_locked and attempt < 4:  # a neighbour fetching the same clone
                     time.sleep(0.005 * 2**attempt)
                     continue
-                if failed.broken_clone:
+                if failed.broken_clone or failed.ref_locked:  # a lock a killed git left
                     raise StoreDamaged(
                         f"the local clone at {self.path} is damaged: {failed.last_line}",
                         hint="it is cloned again on the next call",
@@ -325,20 +331,21 @@ class GitClone:
         out = self.run("commit-tree", f"{commit}^{{tree}}", "-m", message)
         return out.decode().strip()
 
-    def push(self, commit: str) -> bool:
+    def push(self, commit: str) -> str | None:
         """Offer ``commit`` as the branch's new tip. It is a plain push (never a forced one):
         the remote takes it only if it descends from the tip there, and the commit's parent
-        is the tip this process read -- so it lands only if nobody pushed since (True), and
-        is turned away otherwise (False)."""
+        is the tip this process read -- so it lands only if nobody pushed since (None), and
+        is turned away otherwise: then git's reason (the branch moved, or another push
+        holds its lock right now)."""
         try:
             self.run(
                 "push", "--quiet", "--porcelain", "origin", f"{commit}:refs/heads/{self.branch}"
             )
         except GitFailed as failed:
             if failed.rejected:
-                return False
+                return failed.last_line
             raise self.unreachable(failed) from failed
-        return True
+        return None
 
     def replace_history(self, commit: str, expected: str) -> bool:
         """Make ``commit`` the branch's tip in place of ``expected`` although it does not

@@ -228,7 +228,12 @@ class GitStore:
                 files = {path: blobs[blob] for path, blob in tree.items()}
                 self._data = load(files)
             else:
-                changes = self._clone.changes(self._sha, tip)
+                try:
+                    changes = self._clone.changes(self._sha, tip)
+                except GitFailed:  # the old tip is gone from the clone: read everything
+                    self._sha = None
+                    self._load(tip)
+                    return
                 blobs = self._clone.blobs(sorted({c.blob for c in changes if c.blob}))
                 apply_changes(
                     self._data, {c.path: blobs[c.blob] if c.blob else None for c in changes}
@@ -245,7 +250,7 @@ class GitStore:
         commit = self._clone.commit(
             None, dict(initial_files()), "start the fleet", "shoal", self._scratch
         )
-        if self._clone.push(commit):
+        if self._clone.push(commit) is None:
             log.info(
                 "started a fleet on branch %r of %s", self._clone.branch, redact(self._clone.remote)
             )
@@ -275,11 +280,14 @@ class GitStore:
                     message, author = commit_message(new, files)
                     assert self._sha is not None
                     commit = self._clone.commit(self._sha, files, message, author, self._scratch)
-                    if not self._clone.push(commit):
+                    refused = self._clone.push(commit)
+                    if refused is not None:
                         self.conflicts += 1
                         raise WriteConflict(
-                            "another agent changed the fleet first (the push was turned away)",
-                            hint="the operation is run again on the new state",
+                            f"another agent changed the fleet first; git said: {refused}",
+                            hint="shoal ran the operation again on the new state each time; "
+                            "if this names a .lock file on the remote and no push is running, "
+                            "a git process killed mid-push left it there: delete that file",
                         )
                     self._sha = commit
                     self._small = small_files(data)
