@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from shoal.errors import StoreDamaged, StoreUnavailable
+from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
 
-__all__ = ["Change", "GitClone", "GitFailed", "redact"]
+__all__ = ["Change", "GitClone", "GitFailed", "no_repository", "redact"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,20 @@ _REJECTED = re.compile(
 )
 #: A ref another process of this host was updating in the same clone at the same moment.
 _REF_LOCKED = re.compile(r"cannot lock ref|unable to create .*\.lock", re.IGNORECASE)
+
+
+#: What git says of a path that holds no repository.
+_NO_REPOSITORY = "does not appear to be a git repository"
+
+
+def no_repository(remote: str) -> StoreNotFound:
+    """The error for a ``file://`` remote with no repository at its path."""
+    path = urlsplit(remote).path
+    return StoreNotFound(
+        f"there is no git repository at {path}",
+        hint=f"make one with `git init --bare {path}`, then start a fleet in it with "
+        "`shoal init --store git+file://...`; or check the path",
+    )
 
 
 def redact(url: str) -> str:
@@ -71,14 +85,21 @@ class GitFailed(Exception):
     @property
     def last_line(self) -> str:
         """git's own reason, in one line: a lock it could not take, else its first
-        ``fatal:`` or ``error:`` line (else whatever it said)."""
+        ``fatal:`` or ``error:`` line (else whatever it said) -- but when that is only git's
+        "Could not read from remote repository" after ssh failed, the line before it, where
+        ssh said why (no such host, connection refused...)."""
         lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
         said = (
             [line for line in lines if "cannot lock ref" in line]
             or [line for line in lines if line.startswith(("fatal:", "error:"))]
             or lines
         )
-        return said[0].removeprefix("remote: ") if said else "(no message)"
+        if not said:
+            return "(no message)"
+        first = lines.index(said[0])
+        if "could not read from remote repository" in said[0].lower() and first:
+            return lines[first - 1]
+        return said[0].removeprefix("remote: ")
 
     @property
     def broken_clone(self) -> bool:
@@ -120,12 +141,17 @@ class GitClone:
 
     # -- running git -----------------------------------------------------------------
 
-    def run(self, *args: str, stdin: bytes | None = None, cwd: Path | None = None) -> bytes:
-        """Run ``git args`` in the clone; its standard output, or ``GitFailed``."""
+    def run(self, *args: str, stdin: bytes | None = None, repo: Path | None = None) -> bytes:
+        """Run ``git args`` on the repository ``repo`` (default: the clone); its standard
+        output, or ``GitFailed``. The repository is named (``--git-dir``), never found by
+        git's search upward from a folder: a clone so damaged that git no longer sees a
+        repository in it must fail as such ("not a git repository"), not quietly act on a
+        repository that happens to enclose the cache folder."""
+        git_dir = repo or self.path
         try:
             done = subprocess.run(
-                ["git", *args],
-                cwd=cwd or self.path,
+                ["git", f"--git-dir={git_dir}", *args],
+                cwd=git_dir.parent,
                 input=stdin,
                 capture_output=True,
                 env=self._env,
@@ -162,11 +188,11 @@ class GitClone:
         """Why the clone at ``path`` cannot be used as it is (None: it can)."""
         if not self.path.exists():
             return "missing"
-        try:
-            origin = self.run("config", "--get", "remote.origin.url").decode().strip()
+        try:  # first whether git sees a repository at all: it says so if not
             self.run("rev-parse", "--git-dir")
+            origin = self.run("config", "--get", "remote.origin.url").decode().strip()
         except GitFailed as failed:
-            return failed.last_line
+            return failed.last_line if failed.stderr else "it tracks no remote"
         if origin != self.remote:
             return f"it is a clone of {redact(origin)}, not of {redact(self.remote)}"
         return None
@@ -178,15 +204,15 @@ class GitClone:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
         shutil.rmtree(staging, ignore_errors=True)
-        self.run("init", "--quiet", "--bare", str(staging), cwd=self.path.parent)
+        self.run("init", "--quiet", "--bare", repo=staging)
         os.chmod(staging, 0o700)
-        self.run("remote", "add", "origin", self.remote, cwd=staging)
+        self.run("remote", "add", "origin", self.remote, repo=staging)
         for key, value in (
             ("gc.auto", "2000"),  # pack loose objects early: each write makes a few
             ("core.logAllRefUpdates", "false"),
             ("fetch.writeCommitGraph", "false"),
         ):
-            self.run("config", key, value, cwd=staging)
+            self.run("config", key, value, repo=staging)
         try:
             staging.rename(self.path)
         except OSError:  # another process of this host made it first: use theirs
@@ -196,7 +222,8 @@ class GitClone:
 
     def fetch(self) -> str | None:
         """Bring the branch from the remote; its tip (None: the remote has no such branch).
-        An unreachable remote is a ``StoreUnavailable``; nothing local changes."""
+        An unreachable remote is a ``StoreUnavailable``; nothing local changes. A damaged
+        clone is a ``GitFailed`` that says so (``broken_clone``): the store clones again."""
         for attempt in range(5):
             try:
                 self.run(
@@ -215,11 +242,8 @@ class GitClone:
                 if failed.ref_locked and attempt < 4:  # a neighbour fetching the same clone
                     time.sleep(0.005 * 2**attempt)
                     continue
-                if failed.broken_clone or failed.ref_locked:  # a lock a killed git left
-                    raise StoreDamaged(
-                        f"the local clone at {self.path} is damaged: {failed.last_line}",
-                        hint="it is cloned again on the next call",
-                    ) from failed
+                if failed.broken_clone or failed.ref_locked:  # (a lock a killed git left)
+                    raise  # the store clones it again, once
                 raise self.unreachable(failed) from failed
         return self.tip()
 
@@ -240,14 +264,16 @@ class GitClone:
             raise self.unreachable(failed) from failed
         return out.split()[0] if out.strip() else None
 
-    def unreachable(self, failed: GitFailed) -> StoreUnavailable:
-        hint = f"check the URL and your access with `git ls-remote {redact(self.remote)}`"
-        local = urlsplit(self.remote)
-        if local.scheme == "file" and not Path(local.path).exists():
-            hint = f"no repository is at {local.path}; make one: `git init --bare {local.path}`"
+    def unreachable(self, failed: GitFailed) -> StoreError:
+        """What a failed exchange with the remote means: a local path that holds no
+        repository is no fleet at that place (trying again will not help); anything else
+        is a remote that did not answer, worth another try."""
+        if urlsplit(self.remote).scheme == "file" and _NO_REPOSITORY in failed.stderr:
+            return no_repository(self.remote)
         return StoreUnavailable(
             f"cannot reach the git remote {redact(self.remote)}: {failed.last_line}",
-            hint=f"{hint}; nothing was changed",
+            hint=f"check the URL and your access with `git ls-remote {redact(self.remote)}`; "
+            "nothing was changed",
         )
 
     # -- reading a commit ------------------------------------------------------------
@@ -286,7 +312,8 @@ class GitClone:
             end = out.index(b"\n", at)
             header = out[at:end].split()
             if len(header) != 3:
-                raise GitFailed(("cat-file",), 1, f"bad object {blob}: {header!r}")
+                said = b" ".join(header[1:]).decode("utf-8", "replace") or "no answer"
+                raise GitFailed(("cat-file",), 1, f"bad object {blob} ({said})")
             size = int(header[2])
             contents[blob] = out[end + 1 : end + 1 + size]
             at = end + 1 + size + 1

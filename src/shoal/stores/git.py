@@ -40,11 +40,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from shoal.errors import InvalidStoreURL, StoreDamaged, StoreNotFound, WriteConflict
 from shoal.model import Event
-from shoal.stores._gitcli import GitClone, GitFailed, redact
+from shoal.stores._gitcli import GitClone, GitFailed, no_repository, redact
 from shoal.stores._gitlayout import (
     EVENTS_PER_FILE,
     Malformed,
@@ -109,6 +109,17 @@ def cache_root() -> Path:
     return Path(base) / "shoal" / "git"
 
 
+def _refuse_a_missing_folder(remote: str) -> None:
+    """A ``file://`` remote whose folder does not exist is no fleet at that place (exit 2,
+    as a SQLite path with no file is), not a remote that failed to answer -- and nothing,
+    not even a private clone, is made for it."""
+    parts = urlsplit(remote)
+    if parts.scheme != "file":
+        return
+    if not Path(parts.path).exists() and not Path(unquote(parts.path)).exists():
+        raise no_repository(remote)
+
+
 class _GitTx(_MemoryTx):
     """The memory store's transaction, noting which tasks and agents it touched so that
     only their files are written."""
@@ -157,6 +168,7 @@ class GitStore:
         #: Pushes turned away since this store was opened (the benchmark reports them).
         self.conflicts = 0
         self.created = False
+        _refuse_a_missing_folder(remote)
         self._prepare_clone()
         with self._lock:
             if self._refresh_or_none() is None:
@@ -191,8 +203,8 @@ class GitStore:
                 if tip is not None and tip != self._sha:
                     self._load(tip)
                 return tip
-            except (StoreDamaged, GitFailed) as exc:
-                if attempt or (isinstance(exc, GitFailed) and not exc.broken_clone):
+            except GitFailed as exc:  # a board file shoal cannot read is StoreDamaged at once
+                if attempt or not (exc.broken_clone or exc.ref_locked):
                     raise self._damaged(exc) from exc
                 log.warning(
                     "the local clone of the board at %s is damaged (%s); cloning it again",
