@@ -4,14 +4,21 @@ never through sleeps."""
 
 from __future__ import annotations
 
+import functools
+import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
+from typing import TypeVar
 
-from shoal import Fleet, FleetFull, LeaseLost, ManualClock
+from shoal import Claim, Fleet, FleetFull, LeaseLost, ManualClock
+from shoal.errors import WriteConflict
 from shoal.stores import open_store
+
+T = TypeVar("T")
 
 
 def drain(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> None:
@@ -42,6 +49,40 @@ def drain(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> 
         claim = nxt
     fleet.close()
     out.send({"agent": agent, "done": done, "lost": lost, "waits": waits})
+    out.close()
+
+
+def drain_own_clone(cache: str, url: str, agent: str, start: Barrier, out: Connection) -> None:
+    """Claim and complete one task at a time until the fleet has nothing left, on a git
+    store through a private clone of this process's own (its own ``SHOAL_GIT_CACHE``), as
+    an agent on another host would. A ``WriteConflict`` that gets out of ``Fleet`` (every
+    one of its runs lost the push to a faster writer) is tried again here -- the README's
+    exit 4: nothing changed, retry; ``shoal worker`` does the same -- and counted."""
+    os.environ["SHOAL_GIT_CACHE"] = cache
+    escaped = 0
+
+    def persist(call: Callable[[], T]) -> T:
+        nonlocal escaped
+        while True:
+            try:
+                return call()
+            except WriteConflict:
+                escaped += 1
+                assert escaped < 100, f"{agent} lost every push for minutes"
+
+    fleet = Fleet.open(url, create=False)
+    persist(lambda: fleet.register(agent))
+    start.wait()
+    done: list[int] = []
+    claim: Claim | None = persist(lambda: fleet.claim(agent))
+    while claim:
+        lease = claim.leases[0]
+        done.append(lease.task_id)
+        finished = functools.partial(fleet.complete, lease, {"by": agent}, then_claim=1)
+        claim = persist(finished).next
+    conflicts = getattr(fleet._store, "conflicts", 0)
+    fleet.close()
+    out.send({"agent": agent, "done": done, "escaped": escaped, "conflicts": conflicts})
     out.close()
 
 
