@@ -253,10 +253,11 @@ def test_six_clones_racing_over_200_tasks_do_each_once_and_the_history_proves_it
             f"away, {sum(r['escaped'] for r in reports)} WriteConflicts out of Fleet; "
             f"tasks each: {shares}"
         )
-    # Not asserted: that every process gets some of the work. Under this tight loop the
-    # writer that just won a push starts its next write at once, while the ones that lost
-    # pause, so it may win over and over -- up to every task -- and a loser may run out of
-    # Fleet's retries (a WriteConflict, which the caller tries again). Exactly once holds.
+    # Every process got a share: a writer that just won waits its turn while others are
+    # busy (GitStore._take_turns), so no one wins every race while the rest run out of
+    # re-runs. (A WriteConflict that still escapes is retried by the caller, as exit 4
+    # says; it is printed above, not asserted, since a loaded machine may stretch a race.)
+    assert all(r["done"] for r in reports), shares
     fleet.close()
 
 

@@ -33,6 +33,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import random
 import re
 import threading
 import time
@@ -73,6 +74,8 @@ DEFAULT_BRANCH = "shoal"
 #: Polling the remote while an agent waits: the first pause, and the cap it doubles up to.
 POLL_BASE = 0.05
 POLL_MAX = 2.0
+#: Other writers pushed within this many seconds: this one takes turns with them.
+OTHERS_RECENT = 5.0
 _BRANCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
 
 
@@ -167,6 +170,9 @@ class GitStore:
         self._scratch = f"refs/shoal/scratch/{os.getpid()}-{id(self):x}"
         #: Pushes turned away since this store was opened (the benchmark reports them).
         self.conflicts = 0
+        # When other writers were last seen, when this one last won a push, and how long
+        # that write took (``_take_turns``).
+        self._others_at = self._won_at = self._took = 0.0
         self.created = False
         _refuse_a_missing_folder(remote)
         self._prepare_clone()
@@ -201,6 +207,8 @@ class GitStore:
             try:
                 tip = self._clone.fetch()
                 if tip is not None and tip != self._sha:
+                    if self._sha is not None:  # someone else pushed since we looked
+                        self._others_at = time.monotonic()
                     self._load(tip)
                 return tip
             except GitFailed as exc:  # a board file shoal cannot read is StoreDamaged at once
@@ -274,6 +282,8 @@ class GitStore:
     @contextmanager
     def write(self, *, exclusive: bool = False) -> Iterator[_GitTx]:
         with self._lock:
+            self._take_turns()
+            began = time.monotonic()
             self._refresh()
             data = self._data
             events, logged = data.events, len(data.events)
@@ -295,6 +305,7 @@ class GitStore:
                     refused = self._clone.push(commit)
                     if refused is not None:
                         self.conflicts += 1
+                        self._others_at = time.monotonic()
                         raise WriteConflict(
                             f"another agent changed the fleet first; git said: {refused}",
                             hint="shoal ran the operation again on the new state each time; "
@@ -303,9 +314,21 @@ class GitStore:
                         )
                     self._sha = commit
                     self._small = small_files(data)
+                    self._won_at = time.monotonic()
+                    self._took = self._won_at - began
             except BaseException:
                 tx.rollback()
                 raise
+
+    def _take_turns(self) -> None:
+        """A writer that just won a push and comes straight back for the next, while other
+        writers were busy lately, first waits a random part of its last write's time. Its
+        losers pause before they run again, so without this the winner would win every
+        race while they wait -- one process doing all the work, the others running out of
+        re-runs. Alone on the board (or after real work in between) it never waits."""
+        now = time.monotonic()
+        if now - self._others_at < OTHERS_RECENT and now - self._won_at < self._took:
+            time.sleep(random.uniform(0, self._took))
 
     @contextmanager
     def read(self) -> Iterator[_MemoryTx]:
