@@ -328,13 +328,16 @@ def fmt(value: float | None, unit: str, spread: tuple[float, float] | None = Non
         return f"{value * 1000:.2f} ms"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "n":  # a plain count or size, no rate
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
     if spread is not None and spread[0] != spread[1]:
         return f"{value:,.0f}/s ({spread[0]:,.0f}-{spread[1]:,.0f})"
     return f"{value:,.0f}/s"
 
 
-def print_table(rows: Sequence[Row], rival: str) -> None:
-    header = ("measurement", "shoal", rival, f"shoal/{rival}", "target", "result")
+def print_table(rows: Sequence[Row], rival: str, mine: str = "shoal") -> None:
+    """The table: ``mine`` (the system measured) against ``rival``, with their ratio."""
+    header = ("measurement", mine, rival, f"{mine}/{rival}", "target", "result")
     cells = [
         (
             r.name,
@@ -448,6 +451,7 @@ class Comparison:
     footnotes: Sequence[str]  # printed under the table
     checked: str  # how each side was checked, for the correctness line
     strict: bool  # exit 1 when a run found a problem
+    mine: str = "shoal"  # what the first column of figures is (bench/git.py: "git")
 
 
 def run(comparison: Comparison, json_path: Path | None) -> int:
@@ -477,7 +481,7 @@ def run(comparison: Comparison, json_path: Path | None) -> int:
     for number, (rival, rows) in enumerate(tables):
         if number:
             say("")
-        print_table(rows, rival)
+        print_table(rows, rival, comparison.mine)
     for note in comparison.footnotes:
         say(f"  {note}")
     close_report(
