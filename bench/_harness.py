@@ -335,6 +335,11 @@ def fmt(value: float | None, unit: str, spread: tuple[float, float] | None = Non
     return f"{value:,.0f}/s"
 
 
+def ratio_text(ratio: float) -> str:
+    """A ratio with two decimals, or two significant digits when that would show 0.00."""
+    return f"{ratio:.2f}x" if abs(ratio) >= 0.1 else f"{ratio:.2g}x"
+
+
 def print_table(rows: Sequence[Row], rival: str, mine: str = "shoal") -> None:
     """The table: ``mine`` (the system measured) against ``rival``, with their ratio."""
     header = ("measurement", mine, rival, f"{mine}/{rival}", "target", "result")
@@ -343,7 +348,7 @@ def print_table(rows: Sequence[Row], rival: str, mine: str = "shoal") -> None:
             r.name,
             fmt(r.shoal, r.unit, r.shoal_spread),
             fmt(r.rival, r.unit, r.rival_spread),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            "-" if r.ratio is None else ratio_text(r.ratio),
             r.target or "-",
             {True: "PASS", False: "MISS", None: ""}[r.passed],
         )

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -83,6 +84,7 @@ from _results import Figures, figure_name
 from shoal import Fleet
 from shoal.clock import ManualClock
 from shoal.stores import open_store
+from shoal.stores.git import GitStore
 
 STORE = "git"  # every figure's name starts with it
 KB = 1024
@@ -326,8 +328,9 @@ def measure_size(plan: Plan) -> dict[str, dict[str, float]]:
         board = folder / "board.git"
         os.environ["SHOAL_GIT_CACHE"] = str(folder / "cache")
         clock = ManualClock(time.time())
-        with Fleet(open_store(url), clock=clock) as fleet:
-            store = fleet._store  # the benchmark squashes the history itself
+        store = GitStore(url)  # the benchmark squashes the history itself
+        with Fleet(store, clock=clock) as fleet:
+            git("gc", "--quiet", "--prune=now", cwd=board)  # the empty fleet, packed
             start, clone_start = du(board), du(folder / "cache")
             began = time.perf_counter()
             work_alone(fleet, plan.size_tasks)
@@ -348,6 +351,7 @@ def measure_size(plan: Plan) -> dict[str, dict[str, float]]:
         say(f"sqlite size: {plan.size_tasks:,} tasks from one process ...")
         clock = ManualClock(time.time())
         with Fleet(open_store(sqlite_url(folder)), clock=clock) as fleet:
+            sql(folder, "pragma wal_checkpoint(truncate)")  # the empty fleet, no WAL
             start = du(folder)
             work_alone(fleet, plan.size_tasks)
             lite["start"] = start
@@ -391,26 +395,23 @@ def throughput_rows(
     first = peer == plan.systems[1]  # git's own figures are written once
     for procs in plan.procs:
         mine, theirs = runs[run_name("git", procs)], runs[run_name(peer, procs)]
-        name = lambda quantity, m=None, p=procs: figure_name(  # noqa: E731
-            STORE, m, procs=p, quantity=quantity
-        )
+        name = functools.partial(figure_name, STORE, None, procs=procs)
         if first:
             put_rate(figures, name, "git", mine)
         put_rate(figures, name, peer, theirs)
-        figures.put(name(f"ratio_vs_{peer}"), mine.throughput / theirs.throughput)
+        figures.put(name(quantity=f"ratio_vs_{peer}"), mine.throughput / theirs.throughput)
         mine_claims, their_claims = claim_rate(mine, procs), claim_rate(theirs, procs)
         if first:
-            figures.put(name("git_claim_calls_per_s"), mine_claims)
-        figures.put(name(f"{peer}_claim_calls_per_s"), their_claims)
-        claim_name = lambda quantity, p=procs: figure_name(  # noqa: E731
-            STORE, "claim", procs=p, quantity=quantity
-        )
+            figures.put(name(quantity="git_claim_calls_per_s"), mine_claims)
+        figures.put(name(quantity=f"{peer}_claim_calls_per_s"), their_claims)
+        claim_name = functools.partial(figure_name, STORE, "claim", procs=procs)
         ours = put_latency(figures, claim_name, mine.latencies) if first else None
         stats = put_latency(figures, claim_name, theirs.latencies, prefix=f"{peer}_")
         ours = ours or summary(mine.latencies)
         if first:
-            figures.put(name("lost_pushes"), mine.errors / plan.repeat)
-            figures.put(name("lost_pushes_per_claim"), mine.errors / (plan.tasks * plan.repeat))
+            figures.put(name(quantity="lost_pushes"), mine.errors / plan.repeat)
+            per_claim = mine.errors / (plan.tasks * plan.repeat)
+            figures.put(name(quantity="lost_pushes_per_claim"), per_claim)
         each = "process" if procs == 1 else "processes"
         rows += [
             rate_row(f"claim+complete cycles/s, {procs} {each}", mine, theirs),
@@ -442,7 +443,9 @@ def size_rows(plan: Plan, sizes: dict[str, dict[str, float]], figures: Figures) 
         ("after git gc / checkpoint", "gc", "checkpoint"),
         ("after prune+squash+gc / prune+vacuum", "squashed", "vacuumed"),
     )
-    rows = []
+    rows = [Row("KB of the empty fleet", git_sizes["start"] / KB, lite["start"] / KB, "n")]
+    figures.put(figure_name(STORE, "size", quantity="start_kb"), git_sizes["start"] / KB)
+    figures.put(figure_name(STORE, "size", quantity="sqlite_start_kb"), lite["start"] / KB)
     for label, mine, theirs in stages:
         kb_git, kb_lite = git_sizes[mine] * per / KB, lite[theirs] * per / KB
         figures.put(figure_name(STORE, "size", quantity=f"{mine}_kb"), kb_git)
@@ -489,8 +492,9 @@ def comparison(args: argparse.Namespace) -> Comparison:
             "claim calls/s: the workers times their claims over their time inside Fleet.claim",
             "lost pushes: GitStore.conflicts summed over the workers (each one an operation "
             "run again), per claim and per run",
-            f"sizes: du of the bare repository (git) or the database folder (SQLite), grown "
-            f"by {plan.size_tasks:,} tasks from one process, scaled to 1,000",
+            "sizes: du of the bare repository (git) or the database folder (SQLite); the "
+            "empty fleet gc'd (checkpointed), then what "
+            f"{plan.size_tasks:,} tasks from one process added, scaled to 1,000",
         ],
         checked="event log and state counts read back after every run",
         strict=True,
