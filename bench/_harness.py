@@ -329,7 +329,7 @@ def fmt(value: float | None, unit: str, spread: tuple[float, float] | None = Non
     if unit == "x":
         return f"{value:.2f}x"
     if unit == "n":  # a plain count or size, no rate
-        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+        return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.2f}"
     if spread is not None and spread[0] != spread[1]:
         return f"{value:,.0f}/s ({spread[0]:,.0f}-{spread[1]:,.0f})"
     return f"{value:,.0f}/s"

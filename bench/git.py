@@ -21,11 +21,14 @@ up before a start barrier. A worker claims one task (``Fleet.claim``, timed), co
 claim finds nothing. ``cycles/s`` is tasks claimed and completed per second of wall time,
 from the release to the last finish. ``claim calls/s`` is what the claim calls alone run
 at: the workers times their claims over their seconds inside ``Fleet.claim`` (the rate if
-completing cost nothing). The claim latency is every claim call that got a
-task, including its re-runs after lost pushes. ``lost pushes`` is the sum of every
-worker's ``GitStore.conflicts`` (pushes turned away, each one an operation run again),
-also per claim. Afterwards each run is checked: every task done, each claimed and
-completed exactly once (the event log, read back).
+completing cost nothing). The claim latency is every claim call that got a task,
+including its re-runs after lost pushes. ``lost pushes`` is the sum of every worker's
+``GitStore.conflicts`` (pushes turned away, each one an operation run again), also per
+claim. A call whose every re-run lost its push (``GitStore.conflict_retries`` of them)
+raises ``WriteConflict``; the worker asks again, as an agent's loop would, and the table
+counts those ``calls that gave up`` (the latency of such a claim runs to its success).
+Afterwards each run is checked: every task done, each claimed and completed exactly once
+(the event log, read back).
 
 *Size.* One process on a fresh bare repository: ``--size-tasks`` tasks posted and worked
 down (claim, complete). ``du`` of the bare repository before and after, as pushed (the
@@ -54,6 +57,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +87,13 @@ from _harness import (
 from _results import Figures, figure_name
 from shoal import Fleet
 from shoal.clock import ManualClock
+from shoal.errors import WriteConflict
 from shoal.stores import open_store
 from shoal.stores.git import GitStore
 
 STORE = "git"  # every figure's name starts with it
+#: Calls that gave up after every re-run lost its push, by run name, over all its runs.
+GAVE_UP: Counter[str] = Counter()
 KB = 1024
 
 
@@ -229,6 +236,7 @@ def process(plan: Plan, system: str, procs: int) -> Processing:
     with fresh_folder(plan, system) as folder, fresh_fleet(plan, system, folder) as url:
         caches = [str(folder / f"cache-{i}") for i in range(procs)]
         wall, reports = run_workers(claim_worker, [(url, f"w{i}", caches[i]) for i in range(procs)])
+        GAVE_UP[run_name(system, procs)] += sum(r["gave_up"] for r in reports)
         return processing_of(plan.tasks, wall, reports, verify_shoal(url, plan.tasks, reports))
 
 
@@ -255,15 +263,27 @@ def _claim_work(url: str, agent_id: str, cache: str, barrier: Any) -> dict[str, 
     barrier.wait(BARRIER_TIMEOUT)
     lost_before = getattr(store, "conflicts", 0)
     start, cpu = time.monotonic(), time.process_time()
+    gave_up = 0  # calls that lost every one of their pushes (WriteConflict reached us)
     while True:
         began = clock()
-        claim = fleet.claim(agent_id)
+        while True:  # a claim that gave up is asked again, as an agent's loop would
+            try:
+                claim = fleet.claim(agent_id)
+                break
+            except WriteConflict:
+                gave_up += 1
         took = clock() - began
         if not claim.leases:
             break
         latencies.append(took)
         lease = claim.leases[0]
-        if fleet.complete(lease).already_done:
+        while True:
+            try:
+                completion = fleet.complete(lease)
+                break
+            except WriteConflict:
+                gave_up += 1
+        if completion.already_done:
             anomalies.append(f"task {lease.task_id} was already done")
         else:
             done.append(lease.task_id)
@@ -272,7 +292,9 @@ def _claim_work(url: str, agent_id: str, cache: str, barrier: Any) -> dict[str, 
         anomalies.append(f"{agent_id} stopped on claim reason {claim.reason!r}, not 'empty'")
     lost = getattr(store, "conflicts", 0) - lost_before
     fleet.close()
-    return worker_report(start, end, cpu, latencies, done, anomalies, errors=lost)
+    report = worker_report(start, end, cpu, latencies, done, anomalies, errors=lost)
+    report["gave_up"] = gave_up
+    return report
 
 
 def measure_throughput(plan: Plan) -> dict[str, Processing]:
@@ -412,6 +434,8 @@ def throughput_rows(
             figures.put(name(quantity="lost_pushes"), mine.errors / plan.repeat)
             per_claim = mine.errors / (plan.tasks * plan.repeat)
             figures.put(name(quantity="lost_pushes_per_claim"), per_claim)
+            gave_up = GAVE_UP[run_name("git", procs)] / plan.repeat
+            figures.put(name(quantity="gave_up"), gave_up)
         each = "process" if procs == 1 else "processes"
         rows += [
             rate_row(f"claim+complete cycles/s, {procs} {each}", mine, theirs),
@@ -424,6 +448,12 @@ def throughput_rows(
                 None,
                 "n",
                 note=f"({mine.errors / plan.repeat:,.0f} a run)",
+            ),
+            Row(
+                "  calls that gave up, a run",
+                GAVE_UP[run_name("git", procs)] / plan.repeat,
+                GAVE_UP[run_name(peer, procs)] / plan.repeat,
+                "n",
             ),
         ]
     return rows
