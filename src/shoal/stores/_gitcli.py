@@ -188,9 +188,13 @@ class GitClone:
 
     # -- reading the remote ----------------------------------------------------------
 
-    def fetch(self) -> str | None:
+    def fetch(self, known: str | None = None) -> str | None:
         """Bring the branch from the remote; its tip (None: the remote has no such branch).
-        An unreachable remote is a ``StoreUnavailable``; nothing local changes."""
+        An unreachable remote is a ``StoreUnavailable``; nothing local changes.
+
+        ``known`` is the tip the caller last had (already checked to be a commit): when the
+        fetch left the branch there -- every write of a lone writer, most reads -- the ref
+        file says so and no ``git rev-parse`` is spawned to ask."""
         for attempt in range(5):
             try:
                 self.run(
@@ -215,7 +219,17 @@ class GitClone:
                         hint="it is cloned again on the next call",
                     ) from failed
                 raise self.unreachable(failed) from failed
+        if known is not None and self._tracked_on_disk() == known:
+            return known
         return self.tip()
+
+    def _tracked_on_disk(self) -> str | None:
+        """The tracked branch's loose ref file, if it is one (git writes it whole, by a
+        rename); None when the ref is packed or stored another way -- ask ``tip`` then."""
+        try:
+            return (self.path / self.tracking).read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def tip(self) -> str | None:
         """The tracked branch as the last fetch left it."""

@@ -187,7 +187,7 @@ class GitStore:
         warning."""
         for attempt in range(2):
             try:
-                tip = self._clone.fetch()
+                tip = self._clone.fetch(self._sha)
                 if tip is not None and tip != self._sha:
                     self._load(tip)
                 return tip
