@@ -1,13 +1,18 @@
-"""The git store's fetch reports the board's tip without asking git again when the branch
-stayed where this process left it, and still sees every move another clone made -- a
-plain push, a squash of the history, a packed ref (``git gc`` in the private clone)."""
+"""The git store's private clone: its fetch reports the board's tip without asking git
+again when the branch stayed where this process left it, and still sees every move another
+clone made -- a plain push, a squash of the history, a packed ref (``git gc`` in the
+clone); and the loose objects its writes leave are packed now and then."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
+
 from shoal import Fleet
+from shoal.stores import git as git_module
 from shoal.stores.git import GitStore
 from tests.conftest import git_board
 
@@ -43,3 +48,28 @@ def test_each_fleet_sees_the_others_writes_through_its_own_clone(tmp_path: Path)
     assert clone_git(a_store, "rev-parse", "refs/remotes/origin/shoal") == clone_git(
         b_store, "rev-parse", "refs/remotes/origin/shoal"
     )
+
+
+def loose_objects(store: GitStore) -> int:
+    counts = dict(line.split(": ") for line in clone_git(store, "count-objects", "-v").splitlines())
+    return int(counts["count"])
+
+
+def test_the_private_clone_packs_what_the_writes_leave_loose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write leaves its objects loose in the clone; without a ``git gc --auto`` now and
+    then they stayed there for good (about 100 MB per 1,000 tasks, bench/git.py). gc counts
+    loose objects by sampling one of 256 folders, so the writes leave thousands of them (a
+    eighty tasks each): enough that the sample cannot miss."""
+    monkeypatch.setattr(git_module, "COLLECT_EVERY", 10)
+    store = GitStore(git_board(tmp_path), cache=tmp_path / "cache")
+    clone_git(store, "config", "gc.auto", "256")  # as at 2000, sooner
+    fleet = Fleet(store)
+    for batch in range(40):  # 80 tasks a write: under fast-import's 100, so loose
+        fleet.post_many([{"title": f"task {batch}.{n}"} for n in range(80)])
+    deadline = time.monotonic() + 30  # gc --auto packs in the background, as git does
+    while loose_objects(store) > 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loose_objects(store) <= 300  # of about 3,400 written
+    assert fleet.status().counts["pending"] == 3200

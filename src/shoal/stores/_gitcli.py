@@ -186,6 +186,18 @@ class GitClone:
         except OSError:  # another process of this host made it first: use theirs
             shutil.rmtree(staging, ignore_errors=True)
 
+    def collect(self) -> None:
+        """``git gc --auto`` in the clone: packs its loose objects once there are more than
+        ``gc.auto`` (2000, set when it was made), in the background as git does by default.
+        Nothing else would: the fetches skip it (``--no-auto-gc``, a process less per
+        write), and ``fast-import`` and ``push`` never start it, so without this a clone
+        grew by every write's objects, unpacked, for good. A failure is only logged: the
+        clone still works, it is just bigger."""
+        try:
+            self.run("gc", "--auto", "--quiet")
+        except GitFailed as failed:
+            log.warning("git gc --auto in %s failed: %s", self.path, failed.last_line)
+
     # -- reading the remote ----------------------------------------------------------
 
     def fetch(self, known: str | None = None) -> str | None:

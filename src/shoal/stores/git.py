@@ -73,6 +73,9 @@ DEFAULT_BRANCH = "shoal"
 #: Polling the remote while an agent waits: the first pause, and the cap it doubles up to.
 POLL_BASE = 0.05
 POLL_MAX = 2.0
+#: Writes between two ``git gc --auto`` in the private clone (each write leaves a handful of
+#: loose objects there; gc itself decides whether there are enough to pack).
+COLLECT_EVERY = 100
 _BRANCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
 
 
@@ -156,6 +159,7 @@ class GitStore:
         self._scratch = f"refs/shoal/scratch/{os.getpid()}-{id(self):x}"
         #: Pushes turned away since this store was opened (the benchmark reports them).
         self.conflicts = 0
+        self._commits = 0  # commits this store made, lost pushes too (COLLECT_EVERY)
         self.created = False
         self._prepare_clone()
         with self._lock:
@@ -275,7 +279,11 @@ class GitStore:
                     message, author = commit_message(new, files)
                     assert self._sha is not None
                     commit = self._clone.commit(self._sha, files, message, author, self._scratch)
-                    if not self._clone.push(commit):
+                    pushed = self._clone.push(commit)
+                    self._commits += 1
+                    if self._commits % COLLECT_EVERY == 0:  # after the push: not in its way
+                        self._clone.collect()
+                    if not pushed:
                         self.conflicts += 1
                         raise WriteConflict(
                             "another agent changed the fleet first (the push was turned away)",
