@@ -105,6 +105,7 @@ class Plan:
     repeat: int
     folder: Path | None
     pg: str | None  # a postgresql:// URL, or None for no PostgreSQL
+    only: str | None = None  # "throughput" or "size": that half alone
 
     @property
     def systems(self) -> tuple[str, ...]:
@@ -141,6 +142,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="URL",
         help="also PostgreSQL, in a fresh schema per run (e.g. postgresql://127.0.0.1:5432/test)",
     )
+    parser.add_argument(
+        "--only", choices=("throughput", "size"), default=None, help="measure that half alone"
+    )
     parser.add_argument("--quick", action="store_true", help="small counts, one run of each")
     parser.add_argument(
         "--dir", type=Path, default=None, help="folder for the boards and databases"
@@ -161,6 +165,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         repeat=args.repeat or (1 if args.quick else 3),
         folder=args.dir,
         pg=args.pg,
+        only=args.only,
     )
 
 
@@ -348,6 +353,9 @@ def measure_size(plan: Plan) -> dict[str, dict[str, float]]:
         say(f"git size: {plan.size_tasks:,} tasks from one process ...")
         url = new_board(folder)
         board = folder / "board.git"
+        # What the pushes leave, unpacked: the board's own `git gc --auto` after a push
+        # (receive.autoGc, at 6,700 loose objects) would pack some of it on the way.
+        git("config", "receive.autoGc", "false", cwd=board)
         os.environ["SHOAL_GIT_CACHE"] = str(folder / "cache")
         clock = ManualClock(time.time())
         store = GitStore(url)  # the benchmark squashes the history itself
@@ -401,12 +409,13 @@ def sql(folder: Path, *statements: str) -> None:
 
 
 def measure(plan: Plan, figures: Figures) -> tuple[list[Table], dict[str, Processing]]:
-    runs = measure_throughput(plan)
-    sizes = measure_size(plan)
+    runs = measure_throughput(plan) if plan.only != "size" else {}
     tables: list[Table] = []
-    for peer in plan.systems[1:]:
-        tables.append((peer, throughput_rows(plan, runs, peer, figures)))
-    tables.append(("sqlite", size_rows(plan, sizes, figures)))
+    if runs:
+        for peer in plan.systems[1:]:
+            tables.append((peer, throughput_rows(plan, runs, peer, figures)))
+    if plan.only != "throughput":
+        tables.append(("sqlite", size_rows(plan, measure_size(plan), figures)))
     return tables, runs
 
 
@@ -504,6 +513,7 @@ def comparison(args: argparse.Namespace) -> Comparison:
             "tasks_per_run": plan.tasks,
             "procs": ",".join(map(str, plan.procs)),
             "size_tasks": plan.size_tasks,
+            "only": plan.only or "both",
             "repeat": plan.repeat,
         },
         {"git": git("--version").strip().removeprefix("git version ")},
