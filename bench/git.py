@@ -32,11 +32,13 @@ Afterwards each run is checked: every task done, each claimed and completed exac
 
 *Size.* One process on a fresh bare repository: ``--size-tasks`` tasks posted and worked
 down (claim, complete). ``du`` of the bare repository before and after, as pushed (the
-pushes leave loose objects), after ``git gc`` in it, and after ``Fleet.prune`` of the
-finished tasks (a manual clock moved past the steal window, so the cutoff takes them all),
-``squash_history()`` and ``git gc --prune=now``. The same workload on a SQLite file stands
-beside it: the file as written (with its WAL), after a checkpoint, and after the prune and
-``VACUUM``. Sizes are per 1,000 tasks (scaled when ``--size-tasks`` is not 1,000).
+loose objects the pushes leave: the board's own ``git gc --auto`` after a push is turned
+off for this; the throughput boards keep git's defaults), after ``git gc`` in it, and
+after ``Fleet.prune`` of the finished tasks (a manual clock moved past the steal window,
+so the cutoff takes them all), ``squash_history()`` and ``git gc --prune=now``. The same
+workload on a SQLite file stands beside it: the file as written (with its WAL), after a
+checkpoint, and after the prune and ``VACUUM``. Sizes are per 1,000 tasks (scaled when
+``--size-tasks`` is not 1,000).
 
 Run ``make bench-git`` (all of it: about ten minutes on 2 cores) or
 ``.venv/bin/python bench/git.py --quick`` for a smoke run of about two minutes;
