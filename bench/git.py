@@ -41,7 +41,7 @@ checkpoint, and after the prune and ``VACUUM``. Sizes are per 1,000 tasks (scale
 ``--size-tasks`` is not 1,000).
 
 Run ``make bench-git`` (all of it: about ten minutes on 2 cores) or
-``.venv/bin/python bench/git.py --quick`` for a smoke run of about two minutes;
+``.venv/bin/python bench/git.py --quick`` for a smoke run of under a minute;
 ``--pg postgresql://127.0.0.1:5432/test`` adds PostgreSQL. docs/benchmarks.md ("The git
 store") has the figures and what they mean.
 """
