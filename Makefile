@@ -90,6 +90,17 @@ bench-scale-pg: $(VENV)/.dev
 	$(BIN)/python bench/scale.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
 		--json bench/results/postgres_scale.json
 
+## The git store against SQLite on the same claim+complete workload at 1, 3 and 6 processes
+## (each its own clone of a local bare repository): cycles/s, claim latency, lost pushes, and
+## the board's growth per 1,000 tasks; into bench/results/git.json (docs/benchmarks.md, "The
+## git store"). bench-git-pg adds PostgreSQL (PG_URL) beside them.
+.PHONY: bench-git bench-git-pg
+bench-git: $(VENV)/.dev
+	$(BIN)/python bench/git.py $(BENCH_ARGS) --json bench/results/git.json
+
+bench-git-pg: $(VENV)/.dev
+	$(BIN)/python bench/git.py --pg '$(PG_URL)' $(BENCH_ARGS) --json bench/results/git.json
+
 ## 50 SSE watchers on /live while 16 processes race to claim (SQLite): claim p99 against the
 ## same race without watchers, and nothing lost; into bench/results/sqlite_sse.json.
 ## The web face's pages on 1,000 agents and 100k tasks (SQLite): bench/web_pages.py.

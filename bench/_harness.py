@@ -328,19 +328,27 @@ def fmt(value: float | None, unit: str, spread: tuple[float, float] | None = Non
         return f"{value * 1000:.2f} ms"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "n":  # a plain count or size, no rate
+        return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.2f}"
     if spread is not None and spread[0] != spread[1]:
         return f"{value:,.0f}/s ({spread[0]:,.0f}-{spread[1]:,.0f})"
     return f"{value:,.0f}/s"
 
 
-def print_table(rows: Sequence[Row], rival: str) -> None:
-    header = ("measurement", "shoal", rival, f"shoal/{rival}", "target", "result")
+def ratio_text(ratio: float) -> str:
+    """A ratio with two decimals, or two significant digits when that would show 0.00."""
+    return f"{ratio:.2f}x" if abs(ratio) >= 0.1 else f"{ratio:.2g}x"
+
+
+def print_table(rows: Sequence[Row], rival: str, mine: str = "shoal") -> None:
+    """The table: ``mine`` (the system measured) against ``rival``, with their ratio."""
+    header = ("measurement", mine, rival, f"{mine}/{rival}", "target", "result")
     cells = [
         (
             r.name,
             fmt(r.shoal, r.unit, r.shoal_spread),
             fmt(r.rival, r.unit, r.rival_spread),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            "-" if r.ratio is None else ratio_text(r.ratio),
             r.target or "-",
             {True: "PASS", False: "MISS", None: ""}[r.passed],
         )
@@ -448,6 +456,7 @@ class Comparison:
     footnotes: Sequence[str]  # printed under the table
     checked: str  # how each side was checked, for the correctness line
     strict: bool  # exit 1 when a run found a problem
+    mine: str = "shoal"  # what the first column of figures is (bench/git.py: "git")
 
 
 def run(comparison: Comparison, json_path: Path | None) -> int:
@@ -477,7 +486,7 @@ def run(comparison: Comparison, json_path: Path | None) -> int:
     for number, (rival, rows) in enumerate(tables):
         if number:
             say("")
-        print_table(rows, rival)
+        print_table(rows, rival, comparison.mine)
     for note in comparison.footnotes:
         say(f"  {note}")
     close_report(

@@ -7,6 +7,7 @@ dashboard."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -257,3 +258,67 @@ def test_the_reader_says_what_is_wrong_with_a_file_it_cannot_use(
     path.write_text(content)
     with pytest.raises(SystemExit, match=message):
         results.read_results(path)
+
+
+def test_every_git_figure_has_the_name_scripts_expect_and_no_other() -> None:
+    spec = importlib.util.spec_from_file_location("bench_git", BENCH / "git.py")
+    assert spec is not None and spec.loader is not None
+    git_bench = importlib.util.module_from_spec(spec)  # not "git": that is GitPython's name
+    sys.modules["bench_git"] = git_bench
+    spec.loader.exec_module(git_bench)
+    plan = git_bench.Plan(100, (1, 3), 1000, 3, None, "postgresql://h/db")
+    runs = {
+        git_bench.run_name(system, procs): run(rate, latency=latency)
+        for system, rate, latency in (("git", 8.0, 0.05), ("sqlite", 2000.0, 0.001))
+        for procs in plan.procs
+    } | {git_bench.run_name("postgres", p): run(500.0, latency=0.002) for p in plan.procs}
+    sizes = {
+        "git": {
+            "start": 150_000,
+            "pushed": 90e6,
+            "gc": 1.5e6,
+            "squashed": 4096,
+            "clone": 9e7,
+            "commits": 2003,
+        },
+        "sqlite": {"start": 150_000, "written": 6e6, "checkpoint": 1e6, "vacuumed": 0},
+    }
+    figures = results.Figures()
+    for peer in ("sqlite", "postgres"):
+        git_bench.throughput_rows(plan, runs, peer, figures)
+    git_bench.size_rows(plan, sizes, figures)
+
+    rate = ["per_s", "per_s_min", "per_s_max", "cpu_per_task_ms"]
+    systems = ("git", "sqlite", "postgres")
+    expected = {
+        *(
+            f"git.procs{n}.{q}"
+            for n in (1, 3)
+            for q in [
+                *(f"{s}_{r}" for s in systems for r in rate),
+                *(f"{s}_claim_calls_per_s" for s in systems),
+                "ratio_vs_sqlite",
+                "ratio_vs_postgres",
+                "lost_pushes",
+                "lost_pushes_per_claim",
+                "gave_up",
+            ]
+        ),
+        *(
+            f"git.claim.procs{n}.{s}{stat}_ms"
+            for n in (1, 3)
+            for s in ("", "sqlite_", "postgres_")
+            for stat in STATS
+        ),
+        *(
+            f"git.size.{q}_kb"
+            for q in (
+                *("start", "pushed", "gc", "squashed", "clone"),
+                *("sqlite_start", "sqlite_written", "sqlite_checkpoint", "sqlite_vacuumed"),
+            )
+        ),
+        "git.size.commits",
+    }
+    assert set(figures.values) == expected
+    assert figures.values["git.size.pushed_kb"] == pytest.approx(90e6 / 1024)
+    assert figures.values["git.procs3.ratio_vs_sqlite"] == pytest.approx(8.0 / 2000.0)

@@ -218,12 +218,28 @@ class GitClone:
         except OSError:  # another process of this host made it first: use theirs
             shutil.rmtree(staging, ignore_errors=True)
 
+    def collect(self) -> None:
+        """``git gc --auto`` in the clone: packs its loose objects once there are more than
+        ``gc.auto`` (2000, set when it was made), in the background as git does by default.
+        Nothing else would: the fetches skip it (``--no-auto-gc``, a process less per
+        write), and ``fast-import`` and ``push`` never start it, so without this a clone
+        grew by every write's objects, unpacked, for good. A failure is only logged: the
+        clone still works, it is just bigger."""
+        try:
+            self.run("gc", "--auto", "--quiet")
+        except GitFailed as failed:
+            log.warning("git gc --auto in %s failed: %s", self.path, failed.last_line)
+
     # -- reading the remote ----------------------------------------------------------
 
-    def fetch(self) -> str | None:
+    def fetch(self, known: str | None = None) -> str | None:
         """Bring the branch from the remote; its tip (None: the remote has no such branch).
         An unreachable remote is a ``StoreUnavailable``; nothing local changes. A damaged
-        clone is a ``GitFailed`` that says so (``broken_clone``): the store clones again."""
+        clone is a ``GitFailed`` that says so (``broken_clone``): the store clones again.
+
+        ``known`` is the tip the caller last had (already checked to be a commit): when the
+        fetch left the branch there -- every write of a lone writer, most reads -- the ref
+        file says so and no ``git rev-parse`` is spawned to ask."""
         for attempt in range(5):
             try:
                 self.run(
@@ -245,7 +261,17 @@ class GitClone:
                 if failed.broken_clone or failed.ref_locked:  # (a lock a killed git left)
                     raise  # the store clones it again, once
                 raise self.unreachable(failed) from failed
+        if known is not None and self._tracked_on_disk() == known:
+            return known
         return self.tip()
+
+    def _tracked_on_disk(self) -> str | None:
+        """The tracked branch's loose ref file, if it is one (git writes it whole, by a
+        rename); None when the ref is packed or stored another way -- ask ``tip`` then."""
+        try:
+            return (self.path / self.tracking).read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def tip(self) -> str | None:
         """The tracked branch as the last fetch left it."""

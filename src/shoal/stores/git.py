@@ -76,6 +76,9 @@ POLL_BASE = 0.05
 POLL_MAX = 2.0
 #: Other writers pushed within this many seconds: this one takes turns with them.
 OTHERS_RECENT = 5.0
+#: Writes between two ``git gc --auto`` in the private clone (each write leaves a handful of
+#: loose objects there; gc itself decides whether there are enough to pack).
+COLLECT_EVERY = 100
 _BRANCH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
 
 
@@ -173,6 +176,7 @@ class GitStore:
         # When other writers were last seen, when this one last won a push, and how long
         # that write took (``_take_turns``).
         self._others_at = self._won_at = self._took = 0.0
+        self._commits = 0  # commits this store made, lost pushes too (COLLECT_EVERY)
         self.created = False
         _refuse_a_missing_folder(remote)
         self._prepare_clone()
@@ -205,7 +209,7 @@ class GitStore:
         warning."""
         for attempt in range(2):
             try:
-                tip = self._clone.fetch()
+                tip = self._clone.fetch(self._sha)
                 if tip is not None and tip != self._sha:
                     if self._sha is not None:  # someone else pushed since we looked
                         self._others_at = time.monotonic()
@@ -303,6 +307,9 @@ class GitStore:
                     assert self._sha is not None
                     commit = self._clone.commit(self._sha, files, message, author, self._scratch)
                     refused = self._clone.push(commit)
+                    self._commits += 1
+                    if self._commits % COLLECT_EVERY == 0:  # after the push: not in its way
+                        self._clone.collect()
                     if refused is not None:
                         self.conflicts += 1
                         self._others_at = time.monotonic()

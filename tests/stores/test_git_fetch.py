@@ -1,0 +1,75 @@
+"""The git store's private clone: its fetch reports the board's tip without asking git
+again when the branch stayed where this process left it, and still sees every move another
+clone made -- a plain push, a squash of the history, a packed ref (``git gc`` in the
+clone); and the loose objects its writes leave are packed now and then."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from shoal import Fleet
+from shoal.stores import git as git_module
+from shoal.stores.git import GitStore
+from tests.conftest import git_board
+
+
+def clone_git(store: GitStore, *args: str) -> str:
+    path = store._clone.path
+    done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, check=True)
+    return done.stdout.decode().strip()
+
+
+def test_each_fleet_sees_the_others_writes_through_its_own_clone(tmp_path: Path) -> None:
+    url = git_board(tmp_path)
+    a_store = GitStore(url, cache=tmp_path / "a")
+    b_store = GitStore(url, cache=tmp_path / "b")
+    a, b = Fleet(a_store), Fleet(b_store)
+    a.post("one")
+    assert [t.title for t in b.tasks()] == ["one"]
+    b.post("two")
+    b.post("three")
+    assert sorted(t.title for t in a.tasks()) == ["one", "three", "two"]
+    # a's own write, then a read: the branch is where a left it
+    a.post("four")
+    assert len(a.tasks()) == 4
+    # the ref packed away in b's clone: b asks git, and still reads the tip
+    clone_git(b_store, "pack-refs", "--all")
+    assert len(b.tasks()) == 4
+    b.post("five")
+    assert len(a.tasks()) == len(b.tasks()) == 5
+    # history squashed by b: a new root commit, which b picks up
+    assert b_store.squash_history() is not None
+    a.post("six")
+    assert len(b.tasks()) == 6
+    assert clone_git(a_store, "rev-parse", "refs/remotes/origin/shoal") == clone_git(
+        b_store, "rev-parse", "refs/remotes/origin/shoal"
+    )
+
+
+def loose_objects(store: GitStore) -> int:
+    counts = dict(line.split(": ") for line in clone_git(store, "count-objects", "-v").splitlines())
+    return int(counts["count"])
+
+
+def test_the_private_clone_packs_what_the_writes_leave_loose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write leaves its objects loose in the clone; without a ``git gc --auto`` now and
+    then they stayed there for good (about 100 MB per 1,000 tasks, bench/git.py). gc counts
+    loose objects by sampling one of 256 folders, so the writes leave thousands of them (a
+    eighty tasks each): enough that the sample cannot miss."""
+    monkeypatch.setattr(git_module, "COLLECT_EVERY", 10)
+    store = GitStore(git_board(tmp_path), cache=tmp_path / "cache")
+    clone_git(store, "config", "gc.auto", "256")  # as at 2000, sooner
+    fleet = Fleet(store)
+    for batch in range(40):  # 80 tasks a write: under fast-import's 100, so loose
+        fleet.post_many([{"title": f"task {batch}.{n}"} for n in range(80)])
+    deadline = time.monotonic() + 30  # gc --auto packs in the background, as git does
+    while loose_objects(store) > 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loose_objects(store) <= 300  # of about 3,400 written
+    assert fleet.status().counts["pending"] == 3200
