@@ -83,7 +83,7 @@ class Commit:
     parents: list[str]
     author: str
     subject: str
-    #: tasks/<id>.json files the commit wrote: task id -> the file's new blob.
+    #: tasks/<hundreds>/<id>.json files the commit wrote: task id -> the file's new blob.
     tasks: dict[int, str] = field(default_factory=dict)
 
 
@@ -110,7 +110,7 @@ def history(board: Path) -> list[Commit]:
             meta, path = line.split("\t")
             if path.startswith("tasks/"):
                 assert meta.split()[4] != "D", f"{commit.subject}: deleted {path}"
-                commit.tasks[int(path[len("tasks/") : -len(".json")])] = meta.split()[3]
+                commit.tasks[int(path.rsplit("/", 1)[-1][: -len(".json")])] = meta.split()[3]
         commits.append(commit)
     return commits
 
@@ -173,7 +173,7 @@ def test_the_history_walk_catches_a_task_claimed_by_two_agents_at_once(tmp_path:
     fleet.post("contested")
     fleet.claim("ada")
     assert walk_claims(board)[:2] == ([(1, "ada")], {1: "ada"})
-    task = json.loads(git(board, "show", f"{BRANCH}:tasks/1.json"))
+    task = json.loads(git(board, "show", f"{BRANCH}:tasks/0/1.json"))
     task.update(agent="bob", lease_token="f" * 16)
     content = (json.dumps(task, indent=2) + "\n").encode()
     message = b"claim 1 by bob"
@@ -184,7 +184,7 @@ def test_the_history_walk_catches_a_task_claimed_by_two_agents_at_once(tmp_path:
             b"committer bob <bob@shoal> 1800000000 +0000\n",
             f"data {len(message)}\n".encode() + message + b"\n",
             f"from {BRANCH}^0\n".encode(),
-            f"M 100644 inline tasks/1.json\ndata {len(content)}\n".encode() + content + b"\n",
+            f"M 100644 inline tasks/0/1.json\ndata {len(content)}\n".encode() + content + b"\n",
         ]
     )
     git(board, "fast-import", "--quiet", stdin=stream)

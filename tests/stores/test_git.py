@@ -78,7 +78,7 @@ def test_the_board_is_files_a_person_reads_and_every_change_a_commit_by_its_agen
     fleet.complete(lease, {"lines": 120})
     board = board_of(url)
 
-    as_filed = json.loads(git(board, "show", f"shoal:tasks/{stolen.id}.json"))
+    as_filed = json.loads(git(board, "show", f"shoal:tasks/0/{stolen.id}.json"))
     assert as_filed["state"] == "done"
     assert as_filed["agent"] == "ada"
     assert as_filed["result"] == {"lines": 120}
@@ -226,7 +226,7 @@ def test_a_hand_broken_task_file_is_reported_with_what_to_do_and_changes_nothing
     board = board_of(url)
     work = tmp_path / "hand"
     subprocess.run(["git", "clone", "-q", "-b", "shoal", str(board), str(work)], check=True)
-    (work / "tasks" / f"{task.id}.json").write_text("{ not json")
+    (work / "tasks" / "0" / f"{task.id}.json").write_text("{ not json")
     git(work, "-c", "user.name=me", "-c", "user.email=me@x", "commit", "-qam", "oops")
     git(work, "push", "-q", "origin", "shoal")
     tip = git(board, "rev-parse", "shoal")

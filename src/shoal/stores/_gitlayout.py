@@ -7,8 +7,14 @@ A person reading the branch sees::
     settings.json         the settings that differ from the defaults
     meta.json             the fleet's small records (hashed access tokens...)
     agents/<id>.json      one per agent (the id percent-encoded where it has / or :)
-    tasks/<id>.json       one per task: its fields, what it waits on, its lease
-    events/<n>.jsonl      the event log, a hundred events a file, one event a line
+    tasks/<h>/<id>.json   one per task: its fields, what it waits on, its lease
+                          (<h> is the id's hundreds: tasks/4200/4213.json)
+    events/<f>/<n>.jsonl  the event log, a hundred events a file, one event a line, a
+                          hundred files a folder (<n>, <f>: the first event id in each)
+
+Tasks and events sit in folders of a hundred because every commit writes a new copy of
+each folder it changes: flat, a board of a thousand tasks would add a 36 KB tree to every
+write; in folders, two small ones.
 
 Every file is JSON with a stable key order and a final newline, so a diff between two
 commits shows exactly what an operation changed. Moments are epoch seconds, as the other
@@ -72,8 +78,12 @@ def dump(value: Any) -> bytes:
 # -- paths -------------------------------------------------------------------------------
 
 
+#: Files a folder holds, for tasks and for the event log's files.
+PER_FOLDER = 100
+
+
 def task_path(task_id: int) -> str:
-    return f"tasks/{task_id}.json"
+    return f"tasks/{task_id // PER_FOLDER * PER_FOLDER}/{task_id}.json"
 
 
 def agent_path(agent_id: str) -> str:
@@ -86,7 +96,14 @@ def event_segment(event_id: int) -> int:
 
 
 def event_path(segment: int) -> str:
-    return f"events/{segment * EVENTS_PER_FILE + 1:09d}.jsonl"
+    folder = segment // PER_FOLDER * PER_FOLDER * EVENTS_PER_FILE + 1
+    return f"events/{folder:09d}/{segment * EVENTS_PER_FILE + 1:09d}.jsonl"
+
+
+def _first_number(path: str, suffix: str) -> int:
+    """The number a task's or an event file's name starts with (``tasks/4200/4213.json``:
+    4213)."""
+    return int(path.rsplit("/", 1)[-1][: -len(suffix)])
 
 
 # -- one entity to its file ---------------------------------------------------------------
@@ -321,7 +338,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
     segments: dict[int, list[Event]] = {}
     for path, content in changed.items():
         if path.startswith("tasks/") and path.endswith(".json"):
-            task_id = int(path[len("tasks/") : -len(".json")])
+            task_id = _first_number(path, ".json")
             _drop_task(data, task_id)
             if content is not None:
                 row, after = _task_row(json.loads(content), path)
@@ -333,7 +350,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
                 agent = _agent(json.loads(content))
                 data.agents[agent.id] = agent
         elif path.startswith("events/") and path.endswith(".jsonl"):
-            first = int(path[len("events/") : -len(".jsonl")])
+            first = _first_number(path, ".jsonl")
             lines = (content or b"").splitlines()
             segments[event_segment(first)] = [_event(json.loads(x)) for x in lines if x.strip()]
     if segments:
