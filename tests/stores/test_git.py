@@ -92,6 +92,10 @@ def test_the_board_is_files_a_person_reads_and_every_change_a_commit_by_its_agen
     # One commit per operation: start, configure, 2 registrations, status, 2 posts, claim,
     # complete.
     assert len(log) == 9
+    # The private clone keeps no ref of its own per process (it would pin old objects).
+    store = fleet._store
+    assert isinstance(store, GitStore)
+    assert git(store._clone.path, "for-each-ref", "refs/shoal") == ""
 
 
 def test_a_clone_that_reads_only_changed_files_holds_what_a_fresh_clone_reads(

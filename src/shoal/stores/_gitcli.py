@@ -373,7 +373,9 @@ class GitClone:
             else:
                 out.append(f"M 100644 inline {path}\ndata {len(content)}\n".encode())
                 out.append(content + b"\n")
-        out.append(b"get-mark :1\n")
+        # The id, then the scratch ref dropped again: the commit is pushed by its id, and no
+        # ref is left behind per process to keep old objects from gc.
+        out.append(f"get-mark :1\nreset {scratch}\n\n".encode())
         result = self.run(
             "fast-import", "--quiet", "--force", "--done", stdin=b"".join(out) + b"done\n"
         )
