@@ -31,14 +31,16 @@ _CONFLICT_RETRIES = 5
 def rerun_on_conflict(method: _Method) -> _Method:
     """Run the call again when a shared store aborted it for crossing another writer (a
     deadlock PostgreSQL broke). Nothing of the aborted run was kept, so running it again is
-    safe; a short random pause keeps the two from crossing again. A store may ask for more tries
-    and longer pauses (``conflict_retries``, ``conflict_pause``): on the git store every
-    write moves one branch, so a lost race is everyday, not rare."""
+    safe; a short random pause keeps the two from crossing again. A store may ask for more
+    tries and pause its own way (``conflict_retries``, ``conflict_pause(attempt, rng)``): on
+    the git store every write moves one branch, so a lost race is everyday, not rare."""
 
     @functools.wraps(method)
     def rerun(self: _Fleet, /, *args: Any, **kwargs: Any) -> Any:
         retries = getattr(self._store, "conflict_retries", _CONFLICT_RETRIES)
-        first, cap = getattr(self._store, "conflict_pause", (0.001, 0.08))
+        pause_for: Callable[[int, random.Random], float] | None = getattr(
+            self._store, "conflict_pause", None
+        )
         for attempt in range(retries):
             try:
                 return method(self, *args, **kwargs)
@@ -46,8 +48,10 @@ def rerun_on_conflict(method: _Method) -> _Method:
                 if attempt == retries - 1:
                     raise
                 # Real time, whatever the fleet's clock: the other writer is a real one.
-                # Jittered and growing, so writers that crossed do not cross again.
-                time.sleep(self.rng.uniform(first, min(cap, first * 2 ** (attempt + 1))))
+                if pause_for is not None:
+                    time.sleep(pause_for(attempt, self.rng))
+                else:  # jittered and growing, so writers that crossed do not cross again
+                    time.sleep(self.rng.uniform(0.001, 0.005) * 2**attempt)
         raise AssertionError("unreachable")
 
     return cast(_Method, rerun)

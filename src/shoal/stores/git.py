@@ -158,7 +158,6 @@ class GitStore:
     #: A lost push is common under contention (every write moves the one branch): the
     #: operation is run again up to this many times, with jittered, growing pauses.
     conflict_retries = 60
-    conflict_pause = (0.002, 0.25)
 
     def __init__(self, url: str, *, create: bool = True, cache: Path | None = None) -> None:
         self.url = url
@@ -176,6 +175,7 @@ class GitStore:
         # When other writers were last seen, when this one last won a push, and how long
         # that write took (``_take_turns``).
         self._others_at = self._won_at = self._took = 0.0
+        self._write_time = 0.05  # a write's time lately, won or lost (conflict_pause)
         self._commits = 0  # commits this store made, lost pushes too (COLLECT_EVERY)
         self.created = False
         _refuse_a_missing_folder(remote)
@@ -308,6 +308,8 @@ class GitStore:
                     commit = self._clone.commit(self._sha, files, message, author, self._scratch)
                     refused = self._clone.push(commit)
                     self._commits += 1
+                    spent = time.monotonic() - began
+                    self._write_time += 0.3 * (spent - self._write_time)
                     if self._commits % COLLECT_EVERY == 0:  # after the push: not in its way
                         self._clone.collect()
                     if refused is not None:
@@ -327,15 +329,23 @@ class GitStore:
                 tx.rollback()
                 raise
 
+    def conflict_pause(self, attempt: int, rng: random.Random) -> float:
+        """How long to pause after losing ``attempt`` + 1 pushes in a row: a random part of
+        a write's time, shorter the more often this call has lost. Growing pauses (the
+        usual backoff) would let fresh writers win over and over while the unlucky one
+        waits longer each time; shrinking ones favour whoever has waited longest, so a
+        claim's wait is bounded by its turn, not by luck."""
+        return rng.uniform(0, 2 * self._write_time / (1 + attempt))
+
     def _take_turns(self) -> None:
         """A writer that just won a push and comes straight back for the next, while other
-        writers were busy lately, first waits a random part of its last write's time. Its
-        losers pause before they run again, so without this the winner would win every
-        race while they wait -- one process doing all the work, the others running out of
-        re-runs. Alone on the board (or after real work in between) it never waits."""
+        writers were busy lately, first waits about as long as its last write took (half to
+        one and a half times, at random): the time for one of those it beat to land theirs.
+        Without it the winner, never pausing, would win race after race while its losers
+        pause. Alone on the board (or after real work in between) it never waits."""
         now = time.monotonic()
         if now - self._others_at < OTHERS_RECENT and now - self._won_at < self._took:
-            time.sleep(random.uniform(0, self._took))
+            time.sleep(random.uniform(0.5 * self._took, 1.5 * self._took))
 
     @contextmanager
     def read(self) -> Iterator[_MemoryTx]:
