@@ -68,5 +68,7 @@ def test_the_private_clone_packs_what_the_writes_leave_loose(
     fleet = Fleet(store)
     for batch in range(40):  # 80 tasks a write: under fast-import's 100, so loose
         fleet.post_many([{"title": f"task {batch}.{n}"} for n in range(80)])
-    assert loose_objects(store) <= 300  # of about 3,400 written
+    # Of about 3,400 written, what the writes since the last gc left: up to COLLECT_EVERY
+    # writes of ~90 objects each (gc estimates its count from a sample, so not always 0).
+    assert loose_objects(store) <= 1_200
     assert fleet.status().counts["pending"] == 3200
