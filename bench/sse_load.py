@@ -313,7 +313,7 @@ def print_results(plan: Plan, quiet: Kind, loud: Kind, verdict: bool | None) -> 
             "server CPU per race",
             f"{cpu_a:.2f} s",
             f"{cpu_b:.2f} s",
-            f"{cpu_b / cpu_a:.2f}x",
+            f"{cpu_b / cpu_a:.2f}x" if cpu_a else "-",  # a small run may measure 0 s
             "",
             "",
         ),
