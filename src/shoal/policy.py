@@ -56,6 +56,7 @@ from shoal.model import Agent, AgentStatus, QueueDepth, Task, TaskState
 from shoal.settings import Settings
 
 __all__ = [
+    "BUSY_LATELY",
     "DOMAIN_BONUS",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
@@ -68,6 +69,7 @@ __all__ = [
     "claim_room",
     "claim_victims",
     "domain_bonus_key",
+    "doubling_delay",
     "eligible_skillsets",
     "hold_window",
     "idle_expired",
@@ -80,6 +82,7 @@ __all__ = [
     "lease_expiry",
     "locality",
     "longest_first",
+    "lost_push_pause",
     "might_hold",
     "order_victims",
     "pause_over",
@@ -100,6 +103,7 @@ __all__ = [
     "streak_ends",
     "tail_order",
     "task_max_attempts",
+    "turn_wait",
 ]
 
 #: Score points for a task in one of the agent's domains.
@@ -558,15 +562,49 @@ def is_stalled(task: Task, now: float, settings: Settings) -> bool:
     )
 
 
+#: Another writer raced for the branch within this many seconds: a winner takes turns.
+BUSY_LATELY = 5.0
+
+
 def poll_delay(empty_polls: int, settings: Settings) -> float:
     """How long a polling agent waits after ``empty_polls`` empty polls in a row.
 
     The base interval for the first ``poll_backoff_after`` empty polls, then doubling each
     time up to ``poll_max``. Zero empty polls (work was just found or finished): poll at once.
     """
+    return doubling_delay(
+        empty_polls, settings.poll_base, settings.poll_max, settings.poll_backoff_after
+    )
+
+
+def doubling_delay(empty_polls: int, base: float, cap: float, after: int) -> float:
+    """The wait after ``empty_polls`` looks in a row that found nothing new: none before
+    the first, ``base`` for the first ``after``, then doubling with each up to ``cap`` --
+    quick to notice a change that comes soon, cheap while nothing happens."""
     if empty_polls <= 0:
         return 0.0
-    if empty_polls <= settings.poll_backoff_after:
-        return settings.poll_base
-    doublings = min(empty_polls - settings.poll_backoff_after, 64)
-    return float(min(settings.poll_max, settings.poll_base * 2.0**doublings))
+    if empty_polls <= after:
+        return base
+    doublings = min(empty_polls - after, 64)
+    return float(min(cap, base * 2.0**doublings))
+
+
+def lost_push_pause(lost: int, write_time: float, rng: random.Random) -> float:
+    """How long a writer that lost ``lost`` races for one branch in a row (a git push
+    turned away) pauses before running its operation again: a random part of a write's
+    time, shorter the more often it lost. The usual growing backoff would let fresh writers
+    win over and over while the unlucky one waits longer each time; a shrinking one
+    favours whoever has waited longest, so a wait is bounded by its turn, not by luck."""
+    return rng.uniform(0.0, 2.0 * write_time / max(lost, 1))
+
+
+def turn_wait(since_won: float, since_others: float, took: float, rng: random.Random) -> float:
+    """How long a writer that won the last race for one branch ``since_won`` seconds ago
+    waits before its next write, when others wrote ``since_others`` seconds ago: if it
+    comes straight back (within one write's time, ``took``) while others are busy (within
+    ``BUSY_LATELY``), about one write -- half to one and a half of ``took``, at random --
+    the time for one it beat to land theirs. Never pausing, the winner would win race
+    after race while its losers pause. Alone, or after real work in between: no wait."""
+    if since_others < BUSY_LATELY and since_won < took:
+        return rng.uniform(0.5 * took, 1.5 * took)
+    return 0.0

@@ -249,3 +249,18 @@ def test_assess_never_recommends_what_it_cannot_do(
 
 def a_demand(demand: dict[tuple[str, ...], int], pending: int) -> dict[tuple[str, ...], int]:
     return demand if pending else {}
+
+
+def test_a_writer_that_lost_more_often_pauses_less_before_its_next_try() -> None:
+    rng = random.Random(3)
+    pauses = {lost: [policy.lost_push_pause(lost, 0.1, rng) for _ in range(200)] for lost in (1, 4)}
+    assert all(0 <= p <= 0.2 for p in pauses[1]) and all(0 <= p <= 0.05 for p in pauses[4])
+    assert max(pauses[1]) > 0.15  # the first pause may run up to two writes
+
+
+def test_a_winner_waits_its_turn_only_when_it_comes_straight_back_among_busy_rivals() -> None:
+    rng = random.Random(5)
+    rivals_busy = policy.turn_wait(since_won=0.01, since_others=0.5, took=0.1, rng=rng)
+    assert 0.05 <= rivals_busy <= 0.15
+    assert policy.turn_wait(0.01, policy.BUSY_LATELY + 1, 0.1, rng) == 0.0  # alone lately
+    assert policy.turn_wait(0.5, 0.5, 0.1, rng) == 0.0  # it did real work in between

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from shoal import policy
 from shoal.errors import InvalidStoreURL, StoreDamaged, StoreNotFound, WriteConflict
 from shoal.model import Event
 from shoal.stores._gitcli import GitClone, GitFailed, no_repository, redact
@@ -74,8 +75,6 @@ DEFAULT_BRANCH = "shoal"
 #: Polling the remote while an agent waits: the first pause, and the cap it doubles up to.
 POLL_BASE = 0.05
 POLL_MAX = 2.0
-#: Other writers pushed within this many seconds: this one takes turns with them.
-OTHERS_RECENT = 5.0
 #: Writes between two ``git gc --auto`` in the private clone (each write leaves a handful of
 #: loose objects there; gc itself decides whether there are enough to pack).
 COLLECT_EVERY = 100
@@ -124,6 +123,10 @@ def _refuse_a_missing_folder(remote: str) -> None:
         return
     if not Path(parts.path).exists() and not Path(unquote(parts.path)).exists():
         raise no_repository(remote)
+
+
+def _event_id(event: Event) -> int:
+    return event.id
 
 
 class _GitTx(_MemoryTx):
@@ -175,6 +178,7 @@ class GitStore:
         # When other writers were last seen, when this one last won a push, and how long
         # that write took (``_take_turns``).
         self._others_at = self._won_at = self._took = 0.0
+        self._rng = random.Random()
         self._write_time = 0.05  # a write's time lately, won or lost (conflict_pause)
         self._commits = 0  # commits this store made, lost pushes too (COLLECT_EVERY)
         self.created = False
@@ -300,7 +304,7 @@ class GitStore:
             if not tx.journal:
                 return
             try:
-                files = self._changed_files(tx, events, logged)
+                files, small = self._changed_files(tx, events, logged)
                 if files:
                     new = data.events[logged:] if data.events is events else []
                     message, author = commit_message(new, files)
@@ -322,7 +326,7 @@ class GitStore:
                             "a git process killed mid-push left it there: delete that file",
                         )
                     self._sha = commit
-                    self._small = small_files(data)
+                    self._small = small
                     self._won_at = time.monotonic()
                     self._took = self._won_at - began
             except BaseException:
@@ -330,22 +334,16 @@ class GitStore:
                 raise
 
     def conflict_pause(self, attempt: int, rng: random.Random) -> float:
-        """How long to pause after losing ``attempt`` + 1 pushes in a row: a random part of
-        a write's time, shorter the more often this call has lost. Growing pauses (the
-        usual backoff) would let fresh writers win over and over while the unlucky one
-        waits longer each time; shrinking ones favour whoever has waited longest, so a
-        claim's wait is bounded by its turn, not by luck."""
-        return rng.uniform(0, 2 * self._write_time / (1 + attempt))
+        """The pause after losing ``attempt`` + 1 pushes in a row (``rerun_on_conflict``
+        asks): ``policy.lost_push_pause`` of this store's recent write time."""
+        return policy.lost_push_pause(attempt + 1, self._write_time, rng)
 
     def _take_turns(self) -> None:
-        """A writer that just won a push and comes straight back for the next, while other
-        writers were busy lately, first waits about as long as its last write took (half to
-        one and a half times, at random): the time for one of those it beat to land theirs.
-        Without it the winner, never pausing, would win race after race while its losers
-        pause. Alone on the board (or after real work in between) it never waits."""
+        """A writer that just won comes back only after its turn (``policy.turn_wait``)."""
         now = time.monotonic()
-        if now - self._others_at < OTHERS_RECENT and now - self._won_at < self._took:
-            time.sleep(random.uniform(0.5 * self._took, 1.5 * self._took))
+        wait = policy.turn_wait(now - self._won_at, now - self._others_at, self._took, self._rng)
+        if wait:
+            time.sleep(wait)
 
     @contextmanager
     def read(self) -> Iterator[_MemoryTx]:
@@ -355,8 +353,9 @@ class GitStore:
 
     def _changed_files(
         self, tx: _GitTx, events: list[Event], logged: int
-    ) -> dict[str, bytes | None]:
-        """The files a transaction changed: path -> new content (None: deleted)."""
+    ) -> tuple[dict[str, bytes | None], dict[str, bytes]]:
+        """The files a transaction changed -- path -> new content (None: deleted) -- and
+        the small files as they now are."""
         d = self._data
         files: dict[str, bytes | None] = {}
         for task_id in tx.touched_tasks:
@@ -371,15 +370,16 @@ class GitStore:
             segments = {event_segment(e.id) for e in d.events[logged:]}
         else:  # a prune dropped some: every file either list had
             segments = {event_segment(e.id) for e in (*events, *d.events)}
-        ids = [e.id for e in d.events]
         for segment in segments:
-            lo = bisect.bisect_left(ids, segment * EVENTS_PER_FILE + 1)
-            hi = bisect.bisect_left(ids, (segment + 1) * EVENTS_PER_FILE + 1)
+            first = segment * EVENTS_PER_FILE
+            lo = bisect.bisect_right(d.events, first, key=_event_id)
+            hi = bisect.bisect_right(d.events, first + EVENTS_PER_FILE, key=_event_id)
             files[event_path(segment)] = events_file(d.events[lo:hi]) if hi > lo else None
-        for path, content in small_files(d).items():
-            if self._small.get(path) != content:
-                files[path] = content
-        return files
+        small = small_files(d)
+        files.update(
+            (path, content) for path, content in small.items() if self._small.get(path) != content
+        )
+        return files, small
 
     # -- the rest of the store contract ---------------------------------------------------
 
@@ -398,15 +398,15 @@ class GitStore:
         """Poll the remote's tip until it moves or ``timeout`` passes: the first pause is
         short, and each one that finds nothing new doubles it, up to ``POLL_MAX``."""
         deadline = time.monotonic() + timeout
-        pause = POLL_BASE
+        looked = 0
         while True:
             if self._clone.remote_tip() != self._sha:
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, POLL_MAX)
+            looked += 1
+            time.sleep(min(policy.doubling_delay(looked, POLL_BASE, POLL_MAX, 1), left))
 
     def squash_history(self) -> str | None:
         """Make the branch one commit holding the fleet as it is now, in place of its whole
