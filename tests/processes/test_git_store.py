@@ -254,7 +254,7 @@ def test_six_clones_racing_over_200_tasks_do_each_once_and_the_history_proves_it
             f"tasks each: {shares}"
         )
     # Every process got a share: a writer that just won waits its turn while others are
-    # busy (GitStore._take_turns), so no one wins every race while the rest run out of
+    # busy (policy.turn_wait), so no one wins every race while the rest run out of
     # re-runs. (A WriteConflict that still escapes is retried by the caller, as exit 4
     # says; it is printed above, not asserted, since a loaded machine may stretch a race.)
     assert all(r["done"] for r in reports), shares
