@@ -5,6 +5,7 @@ never through sleeps."""
 from __future__ import annotations
 
 import functools
+import multiprocessing as mp
 import os
 import random
 import threading
@@ -12,13 +13,35 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from shoal import Claim, Fleet, FleetFull, LeaseLost, ManualClock
 from shoal.errors import WriteConflict
 from shoal.stores import open_store
 
 T = TypeVar("T")
+
+CTX = mp.get_context("spawn")
+
+
+def race(target: Callable[..., None], args_each: list[tuple[Any, ...]]) -> list[Any]:
+    """Start a process per ``args_each`` entry running ``target(*args, start, out)``, all
+    let go together by the barrier ``start``; what each sent on ``out``, in order, once
+    every one has exited cleanly."""
+    start = CTX.Barrier(len(args_each))
+    pipes, children = [], []
+    for args in args_each:
+        receiver, sender = CTX.Pipe(duplex=False)
+        child = CTX.Process(target=target, args=(*args, start, sender))
+        child.start()
+        sender.close()
+        pipes.append(receiver)
+        children.append(child)
+    reports = [pipe.recv() for pipe in pipes]
+    for child in children:
+        child.join(timeout=120)
+        assert child.exitcode == 0, f"a racer exited {child.exitcode}"
+    return reports
 
 
 def drain(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> None:

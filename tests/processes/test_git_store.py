@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import multiprocessing as mp
 import os
 import shutil
 import signal
@@ -28,7 +27,6 @@ from tests.conftest import git_board
 from tests.helpers import wait_until
 from tests.workers import SHOAL
 
-CTX = mp.get_context("spawn")
 BRANCH = "shoal"
 
 
@@ -207,20 +205,10 @@ def test_six_clones_racing_over_200_tasks_do_each_once_and_the_history_proves_it
     fleet.configure(max_agents=RACERS)
     fleet.post_many([{"title": f"task {i}"} for i in range(TASKS)])
     began = time.monotonic()
-    start = CTX.Barrier(RACERS)
-    pipes, children = [], []
-    for i in range(RACERS):
-        receiver, sender = CTX.Pipe(duplex=False)
-        cache = str(tmp_path / f"clone-of-w{i}")
-        child = CTX.Process(target=procs.drain_own_clone, args=(cache, url, f"w{i}", start, sender))
-        child.start()
-        sender.close()
-        pipes.append(receiver)
-        children.append(child)
-    reports = [pipe.recv() for pipe in pipes]
-    for child in children:
-        child.join(timeout=120)
-        assert child.exitcode == 0
+    reports = procs.race(
+        procs.drain_own_clone,
+        [(str(tmp_path / f"clone-of-w{i}"), url, f"w{i}") for i in range(RACERS)],
+    )
     took = time.monotonic() - began
     # Each process really had a clone of its own.
     assert len({clone_in(tmp_path / f"clone-of-w{i}") for i in range(RACERS)}) == RACERS

@@ -4,7 +4,6 @@ exactly once, none lost."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import statistics
 from collections import Counter
 
@@ -12,9 +11,6 @@ import pytest
 
 from shoal import Fleet
 from tests import procs
-
-CTX = mp.get_context("spawn")
-
 
 #: (processes, tasks, tasks queued for the first agent, to be stolen) per store.
 RACES = {"sqlite": (8, 5000, 0), "postgres": (16, 10_000, 1000)}
@@ -31,20 +27,9 @@ def test_processes_drain_thousands_of_tasks_exactly_once(
         fleet.register("w0", max_concurrent=4)
         fleet.post_many([{"title": f"queued {i}", "to": "w0"} for i in range(queued)])
     fleet.post_many([{"title": f"task {i}", "payload": {"i": i}} for i in range(total - queued)])
-    start = CTX.Barrier(workers)
-    pipes, children = [], []
-    for i in range(workers):
-        receiver, sender = CTX.Pipe(duplex=False)
-        batch = 1 if i % 2 == 0 else 4  # half claim one at a time, half in batches
-        child = CTX.Process(target=procs.drain, args=(url, f"w{i}", batch, start, sender))
-        child.start()
-        sender.close()
-        pipes.append(receiver)
-        children.append(child)
-    reports = [pipe.recv() for pipe in pipes]
-    for child in children:
-        child.join(timeout=120)
-        assert child.exitcode == 0
+    # half claim one at a time, half in batches
+    args = [(url, f"w{i}", 1 if i % 2 == 0 else 4) for i in range(workers)]
+    reports = procs.race(procs.drain, args)
 
     done = Counter(task for r in reports for task in r["done"])
     assert sum(done.values()) == total, "a task was handed out twice"
@@ -90,18 +75,7 @@ def test_processes_racing_for_the_last_place_admit_exactly_one(
     for name in ("a", "b", "c"):
         fleet.register(name)
     racers = 8
-    start = CTX.Barrier(racers)
-    pipes, children = [], []
-    for i in range(racers):
-        receiver, sender = CTX.Pipe(duplex=False)
-        child = CTX.Process(target=procs.register_once, args=(url, f"racer{i}", start, sender))
-        child.start()
-        sender.close()
-        pipes.append(receiver)
-        children.append(child)
-    outcomes = sorted(pipe.recv() for pipe in pipes)
-    for child in children:
-        child.join(timeout=60)
+    outcomes = sorted(procs.race(procs.register_once, [(url, f"racer{i}") for i in range(racers)]))
     assert outcomes == ["full"] * (racers - 1) + ["ok"]
     assert sum(1 for a in fleet.agents() if a.status.live) == 4
     fleet.close()
