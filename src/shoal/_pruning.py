@@ -50,15 +50,17 @@ of ``status`` hold only what is kept, and the log has gaps in its ids.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, cast
 
-from shoal.errors import BadInput
+from shoal.errors import BadInput, WriteConflict
+from shoal.limits import SQUASH_TRIES
 from shoal.settings import Settings
-from shoal.stores.base import StoreTx
+from shoal.stores.base import Store, StoreTx
 from shoal.validation import parse_duration
 from shoal.vocabulary import EventKind
 
-__all__ = ["Pruned", "prune_age", "prune_batch_in", "prune_cutoff"]
+__all__ = ["Pruned", "prune_age", "prune_batch_in", "prune_cutoff", "squasher"]
 
 
 class Pruned(NamedTuple):
@@ -108,3 +110,27 @@ def prune_batch_in(tx: StoreTx, now: float, cutoff: float, batch: int) -> Pruned
         tx.append_event(now, EventKind.PRUNED, None, None, data)
     more = bool(task_ids) or untasked >= batch
     return Pruned(tasks, events + untasked, untasked, more)
+
+
+def squasher(store: Store) -> Callable[[], str]:
+    """What squashes ``store``'s history (``prune --squash``): a store that keeps one --
+    the git store -- has ``squash_history``; any other is refused before anything is
+    pruned. The call retries while agents push in between, and returns the new tip."""
+    squash_history = cast(Callable[[], str | None] | None, getattr(store, "squash_history", None))
+    if squash_history is None:
+        raise BadInput(
+            "only the git store keeps a history to squash",
+            hint="drop --squash: on this store a prune already frees the room",
+        )
+
+    def squash() -> str:
+        for _ in range(SQUASH_TRIES):
+            commit = squash_history()
+            if commit is not None:
+                return commit
+        raise WriteConflict(
+            f"the history was not squashed: agents pushed in between {SQUASH_TRIES} times",
+            hint="run it again when the fleet is quieter; nothing else changed",
+        )
+
+    return squash

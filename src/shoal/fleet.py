@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from shoal import policy
 from shoal._agents import heartbeat_in, pause_in, register_in, set_status_in
@@ -40,7 +40,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in, rebalance_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._hub import assess_in, reap_in, status_in
 from shoal._posting import insert_task
-from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff
+from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
 from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
 from shoal._transitions import (
     after_letting_go,
@@ -64,7 +64,6 @@ from shoal.errors import (
     InvalidTransition,
     LeaseLost,
     UnknownTask,
-    WriteConflict,
 )
 from shoal.limits import (
     MAX_DURATION,
@@ -73,7 +72,6 @@ from shoal.limits import (
     MAX_PRUNE_BATCH,
     MAX_READY,
     PRUNE_BATCH,
-    SQUASH_TRIES,
     TASK_HISTORY,
 )
 from shoal.model import (
@@ -858,27 +856,9 @@ class Fleet:
                 "--squash and --dry-run do not go together",
                 hint="look first with --dry-run, then squash",
             )
-        squash_history = self._squasher() if squash else None
+        squash_history = squasher(self._store) if squash else None
         report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
-        if squash_history is None:
-            return report
-        for _ in range(SQUASH_TRIES):
-            commit = squash_history()
-            if commit is not None:
-                return replace(report, squashed=commit)
-        raise WriteConflict(
-            f"the history was not squashed: agents pushed in between {SQUASH_TRIES} times",
-            hint="run it again when the fleet is quieter; nothing else changed",
-        )
-
-    def _squasher(self) -> Callable[[], str | None]:
-        squash_history = getattr(self._store, "squash_history", None)
-        if squash_history is None:
-            raise BadInput(
-                "only the git store keeps a history to squash",
-                hint="drop --squash: on this store a prune already frees the room",
-            )
-        return cast(Callable[[], str | None], squash_history)
+        return report if squash_history is None else replace(report, squashed=squash_history())
 
     def _prune(
         self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
