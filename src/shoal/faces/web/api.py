@@ -356,7 +356,17 @@ def resume(agent_id: AgentId, fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.resume(agent_id).to_dict()
 
 
-@router.post("/tasks", responses=_REFUSALS, status_code=201, summary="Post a task (shoal add)")
+_REPLAYED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the key was posted before: the task first posted with it"},
+}
+
+
+@router.post(
+    "/tasks",
+    responses={**_REPLAYED, **_REFUSALS},
+    status_code=201,
+    summary="Post a task (shoal add)",
+)
 def post(
     body: PostTask,
     fleet: FleetDep,
