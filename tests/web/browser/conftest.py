@@ -83,9 +83,11 @@ def no_browser(reason: str) -> NoReturn:
     pytest.skip(f"{reason}; install Debian's chromium (apt-get install chromium)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium per test process (each xdist worker has its own)."""
+    """One headless Chromium per test module. Not per session: Playwright's sync API keeps
+    an event loop running in the test's thread while it is open, so every later test of the
+    same process that starts its own loop (``asyncio.run``) would fail."""
     chromium = shutil.which("chromium")
     if chromium is None:
         no_browser("no Chromium here (`chromium` is not on the PATH)")
