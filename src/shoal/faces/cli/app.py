@@ -160,9 +160,10 @@ def store_option(fn: F) -> F:
         metavar="URL",
         expose_value=False,
         callback=keep,
-        help="The fleet: sqlite:///path/fleet.db or memory://, or a hub's https://HOST:PORT "
-        "(shoal serve; token in $SHOAL_API_TOKEN) (default: $SHOAL_STORE, else the nearest "
-        ".shoal/fleet.db).",
+        help="The fleet: sqlite:///path/fleet.db, postgresql://HOST/DB, "
+        "git+file:///path/repo.git (or git+ssh://, git+https://; #BRANCH), memory://, or a "
+        "hub's https://HOST:PORT (shoal serve; token in $SHOAL_API_TOKEN) (default: "
+        "$SHOAL_STORE, else the nearest .shoal/fleet.db).",
     )(fn)
 
 
