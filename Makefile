@@ -104,13 +104,13 @@ bench-git: $(VENV)/.dev
 bench-git-pg: $(VENV)/.dev
 	$(BIN)/python bench/git.py --pg '$(PG_URL)' $(BENCH_ARGS) --json bench/results/git.json
 
-## 50 SSE watchers on /live while 16 processes race to claim (SQLite): claim p99 against the
-## same race without watchers, and nothing lost; into bench/results/sqlite_sse.json.
 ## The web face's pages on 1,000 agents and 100k tasks (SQLite): bench/web_pages.py.
 .PHONY: bench-web
 bench-web: $(VENV)/.dev
 	$(BIN)/python bench/web_pages.py $(BENCH_ARGS) --json bench/results/web_pages.json
 
+## 50 SSE watchers on /live while 16 processes race to claim (SQLite): claim p99 against the
+## same race without watchers, and nothing lost; into bench/results/sqlite_sse.json.
 ## `make bench-sse BENCH_ARGS=--quick` for a smoke run; bench-sse-pg on PostgreSQL (PG_URL).
 .PHONY: bench-sse bench-sse-pg
 bench-sse: $(VENV)/.dev
