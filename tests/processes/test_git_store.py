@@ -1,8 +1,8 @@
 """The git store with real processes, each through a private clone of its own (its own
 ``SHOAL_GIT_CACHE``, as agents on separate hosts have): a race that drains a fleet exactly
 once and leaves a history that proves it, a ``kill -9`` between a commit and its push, a
-damaged or diverged clone that the next command clones again, and remotes that cannot be
-reached."""
+push that landed but whose answer was lost, a damaged or diverged clone that the next
+command clones again, and remotes that cannot be reached."""
 
 from __future__ import annotations
 
@@ -383,6 +383,90 @@ DAMAGE: dict[str, Callable[[Path, Path], None]] = {
     "tracks a made-up commit": _track_a_made_up_commit,
     "a clone of another fleet": _clone_another_fleet,
 }
+
+
+#: A hook of the board's repository that, once armed (the file ``{arm}`` exists), kills the
+#: receiving git right after it moved the branch and before it could tell the pusher: the
+#: pusher's connection drops although its commit landed.
+#: With ``{after}``, the hook first lays another commit on top, as an agent pushing right
+#: after would.
+DROP_AFTER_LANDING = """#!/bin/sh
+if [ "$1" = committed ] && [ -e {arm} ]; then
+  rm -f {arm}
+  read old new ref
+  {after}
+  kill -9 $PPID
+fi
+exit 0
+"""
+ANOTHER_ON_TOP = (
+    "export GIT_AUTHOR_NAME=carol GIT_AUTHOR_EMAIL=carol@example.com "
+    "GIT_COMMITTER_NAME=carol GIT_COMMITTER_EMAIL=carol@example.com; "
+    'next=$(git commit-tree -p "$new" -m "another agent" "$new^{tree}") && '
+    'git update-ref "$ref" "$next" "$new"'
+)
+
+
+@pytest.mark.parametrize("after", ["", ANOTHER_ON_TOP], ids=["tip", "moved-on"])
+def test_a_push_whose_answer_is_lost_after_it_landed_is_reported_as_done(
+    tmp_path: Path, after: str
+) -> None:
+    url = git_board(tmp_path)
+    board = board_of(url)
+    fleet = Fleet.open(url)
+    fleet.register("bob")
+    fleet.post("the only job")
+    arm = tmp_path / "arm"
+    hook = board / "hooks" / "reference-transaction"
+    hook.write_text(DROP_AFTER_LANDING.format(arm=arm, after=after))
+    hook.chmod(0o755)
+    arm.touch()
+
+    done = shoal(tmp_path / "bob-cache", url, "claim", "--agent", "bob", "--json")
+
+    assert not arm.exists(), "the hook never dropped a push: the test tried nothing"
+    assert done.returncode == 0, done.stdout + done.stderr
+    claim = json.loads(done.stdout)
+    assert claim["task"]["id"] == 1
+    assert "it landed" in done.stderr  # said in the log, not hidden
+    history = git(board, "log", "-3", "--format=%an %s", BRANCH).decode().splitlines()
+    top = ["carol another agent"] if after else []
+    assert history[: len(top) + 2] == [*top, "bob claim 1 by bob", "shoal post 1"]
+    # The lease bob was told of is the one on the board: it completes the task.
+    finished = shoal(
+        tmp_path / "bob-cache", url, "done", "1", "--token", claim["lease"]["token"], "--json"
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert fleet.get(1).state is TaskState.DONE
+
+
+def test_a_push_whose_landing_cannot_be_checked_says_it_may_have_landed(
+    tmp_path: Path,
+) -> None:
+    url = git_board(tmp_path)
+    board = board_of(url)
+    fleet = Fleet.open(url)
+    fleet.register("bob")
+    fleet.post("the only job")
+    arm, away = tmp_path / "arm", tmp_path / "away.git"
+    hook = board / "hooks" / "reference-transaction"
+    # The remote takes the push, then vanishes before answering (and before the check).
+    hook.write_text(DROP_AFTER_LANDING.format(arm=arm, after=f'mv "$(pwd)" {away}'))
+    hook.chmod(0o755)
+    arm.touch()
+
+    done = shoal(tmp_path / "bob-cache", url, "claim", "--agent", "bob", "--json")
+
+    assert done.returncode == 4, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "store_unavailable"
+    assert "may have reached it" in error["hint"]
+    assert "nothing was changed" not in error["hint"]
+    away.rename(board)  # the remote is back: the next command reads what landed
+    hook.unlink()
+    status = shoal(tmp_path / "bob-cache", url, "show", "1", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["agent"] == "bob"
 
 
 @pytest.mark.parametrize("damage", DAMAGE)

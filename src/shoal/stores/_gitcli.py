@@ -290,16 +290,24 @@ class GitClone:
             raise self.unreachable(failed) from failed
         return out.split()[0] if out.strip() else None
 
-    def unreachable(self, failed: GitFailed) -> StoreError:
+    def unreachable(self, failed: GitFailed, *, pushing: bool = False) -> StoreError:
         """What a failed exchange with the remote means: a local path that holds no
         repository is no fleet at that place (trying again will not help); anything else
-        is a remote that did not answer, worth another try."""
+        is a remote that did not answer, worth another try. A push that failed and whose
+        landing could not be checked (``pushing``) may have landed: the hint says so
+        rather than promise that nothing changed."""
         if urlsplit(self.remote).scheme == "file" and _NO_REPOSITORY in failed.stderr:
             return no_repository(self.remote)
+        outcome = (
+            "the change may have reached it before the connection failed: the next command "
+            "reads the board as it is"
+            if pushing
+            else "nothing was changed"
+        )
         return StoreUnavailable(
             f"cannot reach the git remote {redact(self.remote)}: {failed.last_line}",
             hint=f"check the URL and your access with `git ls-remote {redact(self.remote)}`; "
-            "nothing was changed",
+            + outcome,
         )
 
     # -- reading a commit ------------------------------------------------------------
@@ -399,8 +407,37 @@ class GitClone:
         except GitFailed as failed:
             if failed.rejected:
                 return failed.last_line
-            raise self.unreachable(failed) from failed
+            if self.landed(commit):
+                log.warning(
+                    "the push to %s failed (%s), but the remote has the commit: it landed",
+                    redact(self.remote),
+                    failed.last_line,
+                )
+                return None
+            raise self.unreachable(failed, pushing=True) from failed
         return None
+
+    def landed(self, commit: str) -> bool:
+        """Whether the remote's branch holds ``commit`` although its push failed: the
+        connection dropped after the remote took the push and before it could say so.
+        Without this check the caller would be told "nothing was changed" of a change that
+        is on the board. The branch is the commit itself, or -- if another agent pushed in
+        the meantime -- a descendant of it (a fetch brings that tip to look)."""
+        try:
+            out = self.run("ls-remote", "origin", f"refs/heads/{self.branch}").decode()
+        except GitFailed:
+            return False  # the remote does not answer at all: unknown, so not landed
+        if not out.strip():
+            return False
+        tip = out.split()[0]
+        if tip == commit:
+            return True
+        try:
+            self.fetch()
+            self.run("merge-base", "--is-ancestor", commit, self.tracking)
+        except (GitFailed, StoreError):
+            return False
+        return True
 
     def replace_history(self, commit: str, expected: str) -> bool:
         """Make ``commit`` the branch's tip in place of ``expected`` although it does not
