@@ -76,7 +76,8 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
     Watch:   shoal status, shoal events --follow, shoal assess
 
     Exit codes: 0 ok, 1 nothing to do, 2 bad input, 3 lease lost or conflict,
-    4 store unavailable (retry).
+    4 store unavailable (retry), 5 store damaged (run shoal doctor), 70 a bug in shoal
+    (SHOAL_DEBUG=1 prints the traceback).
 
     Logs go to stderr: -v/-vv or -q, else $SHOAL_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR).
     """
