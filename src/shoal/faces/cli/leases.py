@@ -62,7 +62,12 @@ def _token_for(task_id: int, token: str | None) -> str | None:
 @click.option(
     "--n", "-n", "n", default=1, show_default=True, help="How many tasks to claim at once."
 )
-@click.option("--wait", default="0", metavar="SECONDS", help="Wait this long for work if none.")
+@click.option(
+    "--wait",
+    default="0",
+    metavar="DURATION",
+    help="Wait this long for work if none: 60, 30s, 5m.",
+)
 @json_option
 @pass_app
 def claim(app: App, agent: str | None, n: int, wait: str) -> None:
