@@ -209,6 +209,25 @@ def test_errors_in_json_mode_are_one_error_document_on_stdout(
     assert snapshot(fleet) == before
 
 
+@pytest.mark.parametrize(
+    ("args", "page"),
+    [
+        (("done", "abc"), "shoal done --help"),
+        (("claim", "--agnet", "ada"), "shoal claim --help"),
+        (("config", "set"), "shoal config set --help"),
+        (("nonsense",), "shoal --help"),
+    ],
+)
+def test_a_usage_error_names_the_help_page_of_its_command(
+    tmp_path: Path, args: tuple[str, ...], page: str
+) -> None:
+    """A mistyped command points at its own --help, not at "shoal COMMAND --help"."""
+    result = Shoal(tmp_path)(*args, "--json")
+    assert result.code == 2, result
+    assert result.data["error"]["code"] == "usage"
+    assert result.data["error"]["hint"] == f"see `{page}`"
+
+
 def test_a_locked_store_exits_4_and_changes_nothing(tmp_path: Path, url: str) -> None:
     sh = Shoal(tmp_path)
     db = tmp_path / "fleet.db"

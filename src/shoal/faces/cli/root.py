@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo(exc.ctx.get_help() if exc.ctx else cli.get_help(click.Context(cli)))
         sys.exit(EXIT_OK)
     except click.ClickException as exc:
-        hint = "see `shoal --help` or `shoal COMMAND --help`"
+        hint = f"see `{_usage_of(exc)} --help`"
         data = {"code": "usage", "message": exc.format_message(), "hint": hint}
         _fail(app, args, data, exc.format_message(), hint, EXIT_BAD_INPUT)
     except SystemExit as exc:
@@ -134,6 +134,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _fail(app, args, {"code": "internal", "message": message, "hint": hint}, message, hint,
               EXIT_INTERNAL)  # fmt: skip
     sys.exit(EXIT_OK)
+
+
+def _usage_of(exc: click.ClickException) -> str:
+    """The command whose usage went wrong (``shoal done``), so that the hint names the one
+    help page to read; ``shoal COMMAND`` when click did not say."""
+    ctx = getattr(exc, "ctx", None)
+    return ctx.command_path if isinstance(ctx, click.Context) else "shoal COMMAND"
 
 
 def _fail(
