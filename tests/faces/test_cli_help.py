@@ -33,3 +33,13 @@ def test_every_command_has_an_example_and_every_option_a_help(
     assert command.get_short_help_str(limit=70).strip()
     bare = [p.name for p in command.params if isinstance(p, click.Option) and not p.help]
     assert bare == [], f"{path}: options without help: {bare}"
+
+
+@pytest.mark.parametrize(("path", "command"), EVERY, ids=[p for p, _ in EVERY])
+def test_every_command_is_listed_with_a_whole_sentence(path: str, command: click.Command) -> None:
+    """`shoal --help` lists each command by its first sentence; click cuts that sentence at
+    an abbreviation followed by a capital or a backquote, so an example written inline
+    ("... knows. e.g. `shoal agents`") was listed as "... knows. e.g." -- the examples go
+    in a paragraph of their own."""
+    short = command.get_short_help_str(limit=200).strip()
+    assert not short.endswith(("e.g.", "i.e.", "e.g", "i.e")), f"{path} is listed as {short!r}"

@@ -8,6 +8,7 @@ See cli_support.py for how these tests run the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -140,6 +141,24 @@ def test_help_and_version_exit_0(tmp_path: Path) -> None:
     assert __version__ in version.out
 
 
+def test_help_names_every_exit_code_of_the_readme_and_every_kind_of_store(
+    tmp_path: Path,
+) -> None:
+    """`shoal --help` is where a newcomer looks first: the exit codes it lists are the
+    README's table (5, a damaged store, was once missing), and --store names every store."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    table = readme.split("### Exit codes", 1)[1].split("\n\n", 2)[1]
+    codes = re.findall(r"^\| (\d+) \|", table, re.M)
+    assert codes[:3] == ["0", "1", "2"] and "70" in codes, codes
+    top = Shoal(tmp_path)("--help")
+    listed = " ".join(top.out.split("Exit codes:", 1)[1].split("\n\n", 1)[0].split())
+    for code in codes:
+        assert re.search(rf"(^|, ){code} ", listed), f"`shoal --help` lists no exit code {code}"
+    option = " ".join(top.out.split("--store URL", 1)[1].split("--json", 1)[0].split())
+    for scheme in ("sqlite://", "postgresql://", "git+file://", "memory://", "https://"):
+        assert scheme in option, f"--store's help names no {scheme} store"
+
+
 # ---------------------------------------------------------------------- --json and errors
 
 
@@ -188,6 +207,25 @@ def test_errors_in_json_mode_are_one_error_document_on_stdout(
     assert error["message"]
     assert error["hint"]
     assert snapshot(fleet) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "page"),
+    [
+        (("done", "abc"), "shoal done --help"),
+        (("claim", "--agnet", "ada"), "shoal claim --help"),
+        (("config", "set"), "shoal config set --help"),
+        (("nonsense",), "shoal --help"),
+    ],
+)
+def test_a_usage_error_names_the_help_page_of_its_command(
+    tmp_path: Path, args: tuple[str, ...], page: str
+) -> None:
+    """A mistyped command points at its own --help, not at "shoal COMMAND --help"."""
+    result = Shoal(tmp_path)(*args, "--json")
+    assert result.code == 2, result
+    assert result.data["error"]["code"] == "usage"
+    assert result.data["error"]["hint"] == f"see `{page}`"
 
 
 def test_a_locked_store_exits_4_and_changes_nothing(tmp_path: Path, url: str) -> None:

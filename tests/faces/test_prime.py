@@ -214,7 +214,14 @@ def test_prime_prints_a_short_briefing_and_the_agents_md_snippet(tmp_path: Path)
     assert briefing.code == 0, briefing.err
     assert briefing.out == BRIEFING
     assert len(briefing.out.splitlines()) <= 60
-    for words in ("0 ok", "1 nothing to do", "2 bad input", "3 lease lost", "4 store unavailable"):
+    for words in (
+        "0 ok",
+        "1 nothing to do",
+        "2 bad input",
+        "3 lease lost",
+        "4 store unavailable",
+        "5 store damaged",
+    ):
         assert words in " ".join(briefing.out.split()), words
     for words in ("heartbeat", "release", "stale_lease", "circuit breaker", "lease_ttl"):
         assert words in briefing.out, words

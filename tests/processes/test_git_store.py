@@ -549,4 +549,6 @@ def test_an_unreachable_remote_fails_fast_and_clearly_and_changes_nothing(
         said = json.loads(done.stdout)["error"]
         assert said["code"] == error and words in said["message"], said
         assert said["hint"], said
+        if error == "store_not_found":  # the hint's commands can be pasted as they are
+            assert f"shoal init --store {url}`" in said["hint"], said
     assert files() == before, "a refused command left files behind"

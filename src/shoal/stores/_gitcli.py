@@ -57,7 +57,7 @@ def no_repository(remote: str) -> StoreNotFound:
     return StoreNotFound(
         f"there is no git repository at {path}",
         hint=f"make one with `git init --bare {path}`, then start a fleet in it with "
-        "`shoal init --store git+file://...`; or check the path",
+        f"`shoal init --store git+file://{path}`; or check the path",
     )
 
 

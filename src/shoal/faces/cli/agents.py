@@ -52,7 +52,10 @@ def register(
 @json_option
 @pass_app
 def agents(app: App) -> None:
-    """Every agent the fleet knows. e.g. `shoal agents`, `shoal agents --json`."""
+    """Every agent the fleet knows.
+
+    e.g. `shoal agents`, `shoal agents --json`.
+    """
     found = app.fleet(read_only=True).agents()
     none = "no agents yet: `shoal register AGENT --skill ...`"
     app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)

@@ -30,7 +30,7 @@ from rich.text import Text
 
 from shoal.errors import BadInput
 from shoal.faces.cli.app import App, json_option, pass_app
-from shoal.faces.cli.runtime import worker_argv
+from shoal.faces.cli.runtime import claimed_from, worker_argv
 from shoal.fleet import Fleet
 from shoal.model import Event
 from shoal.runtime.supervisor import Supervisor, SupervisorEvent, WorkerSpec
@@ -266,7 +266,7 @@ class _Show:
             return
         line = self._line(e.agent, e.at)
         if e.kind == "claimed":
-            line.append(f" claims #{e.task_id:<3} from its {e.data.get('source', '')}")
+            line.append(f" claims #{e.task_id:<3} {claimed_from(e.data.get('source'))}")
         elif e.kind == "stolen" and e.data.get("by") == "rebalance":
             line.append(f" gets #{e.task_id} from {e.data.get('from')} (rebalance)", "bold blue")
         elif e.kind == "stolen":
@@ -360,9 +360,9 @@ def summary_view(summary: DemoSummary) -> Group:
         f"{summary.buried_alone:.1f}s for the work routed to it; an even split is "
         f"{summary.ideal:.1f}s.\n"
         f"The supervisor started {summary.spawned} worker processes as the work called for "
-        f"them; when it ran out, {summary.left_idle} left by themselves once idle past their "
-        f"grace and {summary.retired} were retired by the supervisor.\n"
-        f"Look around: shoal --store {summary.store} events | status | list"
+        f"them; when it ran out, left on their own once idle: {summary.left_idle}; retired by "
+        f"the supervisor: {summary.retired}.\n"
+        f"Look around: shoal --store {summary.store} status  (or events, list)"
     )
     return Group(table, lines)
 

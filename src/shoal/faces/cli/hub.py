@@ -122,8 +122,10 @@ def events(
 
 @click.group()
 def config() -> None:
-    """Read or change fleet settings. e.g. `shoal config list`, `shoal config get
-    lease_ttl`, `shoal config set lease_ttl 15m`."""
+    """Read or change fleet settings.
+
+    e.g. `shoal config list`, `shoal config get lease_ttl`, `shoal config set lease_ttl 15m`.
+    """
 
 
 @config.command("get")
@@ -157,7 +159,10 @@ config.add_command(config_get, "list")  # `shoal config list`: the same, every s
 @json_option
 @pass_app
 def config_set(app: App, name: str, value: str) -> None:
-    """Change a setting, e.g. `shoal config set lease_ttl 15m`."""
+    """Change a setting.
+
+    e.g. `shoal config set lease_ttl 15m`.
+    """
     from shoal.settings import format_setting
 
     settings = app.fleet().configure(**{name: value})

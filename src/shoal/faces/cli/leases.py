@@ -62,7 +62,12 @@ def _token_for(task_id: int, token: str | None) -> str | None:
 @click.option(
     "--n", "-n", "n", default=1, show_default=True, help="How many tasks to claim at once."
 )
-@click.option("--wait", default="0", metavar="SECONDS", help="Wait this long for work if none.")
+@click.option(
+    "--wait",
+    default="0",
+    metavar="DURATION",
+    help="Wait this long for work if none: 60, 30s, 5m.",
+)
 @json_option
 @pass_app
 def claim(app: App, agent: str | None, n: int, wait: str) -> None:
@@ -126,8 +131,11 @@ def _task_argument(fn: F) -> F:
 @json_option
 @pass_app
 def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
-    """Complete a task you hold. e.g. `shoal done 12 --token T --result '{"ok": true}'`, or
-    just `shoal done` after eval "$(shoal claim --agent ada --format env)"."""
+    """Complete a task you hold.
+
+    e.g. `shoal done 12 --token T --result '{"ok": true}'`, or just `shoal done` after
+    eval "$(shoal claim --agent ada --format env)".
+    """
     outcome = app.fleet().complete(_lease(task_id, token), json_arg(result, "result", text_ok=True))
     words = "was already done; nothing changed" if outcome.already_done else "done"
     if outcome.released:
@@ -199,8 +207,10 @@ def defer(app: App, task_id: int, token: str | None, after: tuple[int, ...]) -> 
 @json_option
 @pass_app
 def heartbeat(app: App, agent: str | None, agent_opt: str | None) -> None:
-    """Say an agent is alive and extend its leases. e.g. `shoal heartbeat ada` (or with
-    SHOAL_AGENT set, `shoal heartbeat`)."""
+    """Say an agent is alive and extend its leases.
+
+    e.g. `shoal heartbeat ada` (or with SHOAL_AGENT set, `shoal heartbeat`).
+    """
     who = agent or agent_opt
     if not who:
         raise BadInput("heartbeat needs an agent", hint="shoal heartbeat AGENT (or --agent)")

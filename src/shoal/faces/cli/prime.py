@@ -67,7 +67,8 @@ The loop, from a shell (every command also takes --json):
 
 Exit codes: 0 ok; 1 nothing to do; 2 bad input (fix the command: see its --help);
 3 lease lost or conflict (the task is not yours any more); 4 store unavailable (nothing
-changed: run the same command again). With --json an error is
+changed: run the same command again); 5 store damaged (do not retry: tell a person, who
+runs `shoal doctor`). With --json an error is
 {"error": {"code": ..., "message": ..., "hint": ...}}: the hint says what to do next.
 
 The same loop over MCP (when the `shoal mcp` server is connected):
@@ -118,6 +119,7 @@ tasks from it; do not pick work on your own. Placeholders are in capitals.
    - giving up without trying: `shoal release ID --token TOKEN` (no attempt counted)
 5. Exit 3 (lease lost): the task is no longer yours; drop that work and claim again.
    Exit 4: the store was unavailable; run the same command again. Exit 2: fix the command.
+   Exit 5: the store is damaged; stop and tell a person (`shoal doctor` says what to do).
 6. Failing task after task pauses you (the circuit breaker: claims exit 1, reason
    `paused`); say so to a person instead of retrying.
 

@@ -76,7 +76,8 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
     Watch:   shoal status, shoal events --follow, shoal assess
 
     Exit codes: 0 ok, 1 nothing to do, 2 bad input, 3 lease lost or conflict,
-    4 store unavailable (retry).
+    4 store unavailable (retry), 5 store damaged (run shoal doctor), 70 a bug in shoal
+    (SHOAL_DEBUG=1 prints the traceback).
 
     Logs go to stderr: -v/-vv or -q, else $SHOAL_LOG_LEVEL (DEBUG, INFO, WARNING, ERROR).
     """
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo(exc.ctx.get_help() if exc.ctx else cli.get_help(click.Context(cli)))
         sys.exit(EXIT_OK)
     except click.ClickException as exc:
-        hint = "see `shoal --help` or `shoal COMMAND --help`"
+        hint = f"see `{_usage_of(exc)} --help`"
         data = {"code": "usage", "message": exc.format_message(), "hint": hint}
         _fail(app, args, data, exc.format_message(), hint, EXIT_BAD_INPUT)
     except SystemExit as exc:
@@ -133,6 +134,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _fail(app, args, {"code": "internal", "message": message, "hint": hint}, message, hint,
               EXIT_INTERNAL)  # fmt: skip
     sys.exit(EXIT_OK)
+
+
+def _usage_of(exc: click.ClickException) -> str:
+    """The command whose usage went wrong (``shoal done``), so that the hint names the one
+    help page to read; ``shoal COMMAND`` when click did not say."""
+    ctx = getattr(exc, "ctx", None)
+    return ctx.command_path if isinstance(ctx, click.Context) else "shoal COMMAND"
 
 
 def _fail(

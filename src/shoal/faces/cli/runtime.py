@@ -35,7 +35,7 @@ from shoal.runtime.worker import CommandHandler, Worker
 from shoal.times import iso_time
 from shoal.validation import parse_duration, positive_duration
 
-__all__ = ["add_runtime_commands", "worker_argv"]
+__all__ = ["add_runtime_commands", "claimed_from", "worker_argv"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -118,6 +118,12 @@ def _on_signals(first: Callable[[], None], again: Callable[[], None]) -> Iterato
 # ---------------------------------------------------------------------- worker
 
 
+def claimed_from(source: object) -> str:
+    """Where a claim found its task, in words: the pool is everyone's, a queue the agent's
+    own ("from its pool" read as if each agent had a pool)."""
+    return "from the pool" if source == "pool" else f"from its {source}"
+
+
 def worker_line(kind: str, data: dict[str, Any]) -> str | None:
     """Words for one thing a worker did (None: not worth a line)."""
     agent, task = data.get("agent", ""), data.get("task")
@@ -129,7 +135,7 @@ def worker_line(kind: str, data: dict[str, Any]) -> str | None:
     if kind == "claimed":
         if data.get("source") == "steal":
             return f"{agent} STEALS #{task} from {data.get('origin')}: {title}"
-        return f"{agent} claims #{task} from its {data.get('source')}: {title}"
+        return f"{agent} claims #{task} {claimed_from(data.get('source'))}: {title}"
     if kind == "done":
         return f"{agent} done #{task} in {data.get('seconds', 0):.2f}s"
     if kind == "failed":

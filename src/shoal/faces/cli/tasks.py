@@ -91,8 +91,11 @@ def add(
     at: str | None,
     retry_delay: str | None,
 ) -> None:
-    """Post a task to the pool (or to an agent's queue with --to), e.g. `shoal add "fix the
-    parser" --skill python -p high`; or many from JSON Lines with --file."""
+    """Post a task to the pool (or to an agent's queue with --to); or many from JSON Lines
+    with --file.
+
+    e.g. `shoal add "fix the parser" --skill python -p high`.
+    """
     if from_file is not None:
         given = [name for name, value in (("TITLE", title), ("--to", to), ("--after", after),
                  ("--parent", parent), ("--skill", skills), ("--domain", domain),
@@ -157,7 +160,10 @@ def add(
 @json_option
 @pass_app
 def ready(app: App, agent: str | None, limit: int) -> None:
-    """Pending tasks, in the order a claim would take them. e.g. `shoal ready --agent ada`."""
+    """Pending tasks, in the order a claim would take them.
+
+    e.g. `shoal ready --agent ada`.
+    """
     tasks = app.fleet(read_only=True).ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
@@ -169,7 +175,10 @@ def ready(app: App, agent: str | None, limit: int) -> None:
 @json_option
 @pass_app
 def show(app: App, task_id: int) -> None:
-    """One task in full: fields, dependencies and history, e.g. `shoal show 12`."""
+    """One task in full: fields, dependencies and history.
+
+    e.g. `shoal show 12`.
+    """
     detail = app.fleet(read_only=True).show(task_id)
     app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
 
@@ -181,7 +190,10 @@ def show(app: App, task_id: int) -> None:
 @json_option
 @pass_app
 def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
-    """Tasks, newest first. e.g. `shoal list --state dead`, `shoal list --agent ada`."""
+    """Tasks, newest first.
+
+    e.g. `shoal list --state dead`, `shoal list --agent ada`.
+    """
     tasks = app.fleet(read_only=True).tasks(state=state, agent=agent, limit=limit)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
