@@ -10,13 +10,23 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from shoal import Fleet, __version__
 from shoal.stores import find_fleet
-from tests.faces.cli_support import ERROR_KEYS, Shoal, files_under, fleet, shoal, url  # noqa: F401 (fixtures)
+from tests.faces.cli_support import (  # noqa: F401 (fixtures)
+    ERROR_KEYS,
+    Result,
+    Shoal,
+    cli,
+    files_under,
+    fleet,
+    shoal,
+    url,
+)
 from tests.helpers import snapshot
 
 # ---------------------------------------------------------------------- finding the fleet
@@ -226,6 +236,31 @@ def test_a_usage_error_names_the_help_page_of_its_command(
     assert result.code == 2, result
     assert result.data["error"]["code"] == "usage"
     assert result.data["error"]["hint"] == f"see `{page}`"
+
+
+@pytest.mark.parametrize(
+    ("args", "opening"),
+    [
+        (("prune", "--older-than", "0s"), "--older-than must be more than zero"),
+        (("add", "x", "--expected-duration", "-3"), "--expected-duration '-3' is not"),
+        (("register", "zed", "--max-concurrent", "0"), "--max-concurrent must be"),
+        (("--store", "{url}", "config", "set", "max_agents", "0"), "max_agents must be"),
+        (("claim", "--agent", "ada", "--wait", "forever"), "--wait 'forever' is not"),
+        (("add", "x", "-p", "urgentest"), "--priority 'urgentest' is not"),
+    ],
+)
+def test_a_bad_value_is_named_by_the_flag_that_was_typed(
+    cli: Callable[..., Result], url: str, args: tuple[str, ...], opening: str
+) -> None:
+    """The Fleet names a bad value by its field (older_than), as the API and MCP do; the
+    CLI names it by its flag. A setting's name, typed as an argument, stays as typed."""
+    cli("register", "ada")
+    for as_json in (False, True):
+        typed = [arg.format(url=url) for arg in args]
+        result = cli(*typed, *(["--json"] if as_json else []))
+        assert result.code == 2, result
+        said = result.data["error"]["message"] if as_json else result.err
+        assert opening in said, said
 
 
 def test_a_locked_store_exits_4_and_changes_nothing(tmp_path: Path, url: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import click
 
 from shoal import __version__
-from shoal.errors import ShoalError, exit_code_for
+from shoal.errors import BadInput, ShoalError, exit_code_for
 from shoal.faces import output, render
 from shoal.faces.cli.agents import add_agent_commands
 from shoal.faces.cli.app import (
@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     try:
         cli.main(args=args, prog_name="shoal", standalone_mode=False, obj=app)
     except ShoalError as exc:
-        _fail(app, args, exc.to_dict(), exc.message, exc.hint, exit_code_for(exc))
+        data = exc.to_dict()
+        message = _in_flags(exc.message, args) if isinstance(exc, BadInput) else exc.message
+        data["message"] = message
+        _fail(app, args, data, message, exc.hint, exit_code_for(exc))
     except click.exceptions.Abort:
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `shoal`: the help, not an error
@@ -141,6 +144,43 @@ def _usage_of(exc: click.ClickException) -> str:
     help page to read; ``shoal COMMAND`` when click did not say."""
     ctx = getattr(exc, "ctx", None)
     return ctx.command_path if isinstance(ctx, click.Context) else "shoal COMMAND"
+
+
+def _in_flags(message: str, args: list[str]) -> str:
+    """``message`` with a value's name as the command line spells it. The Fleet names a
+    bad value by its field (``older_than must be more than zero``), the word the API, MCP
+    and JSON use; a person at the terminal typed ``--older-than``, so that is what the CLI
+    says. Only a message that opens with an option's field name, then ``must`` or the
+    quoted value, is changed."""
+    command = _command_in(args)
+    for param in command.params if command is not None else []:
+        if isinstance(param, click.Option) and param.name and param.opts:
+            flag = max(param.opts, key=len)
+            for tail in (" must ", " '"):
+                if message.startswith(param.name + tail):
+                    return flag + message[len(param.name) :]
+    return message
+
+
+def _command_in(args: list[str]) -> click.Command | None:
+    """The command ``args`` ran (``shoal config set`` is ``set``), found the way click
+    found it, without running anything (no callbacks, no prompts)."""
+    try:
+        ctx = cli.make_context("shoal", list(args), resilient_parsing=True)
+        command: click.Command = cli
+        while isinstance(command, click.Group):
+            # the subcommand's name and what follows (click 9 keeps all of it in args)
+            words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+            if not words:
+                return command
+            name, found, rest = command.resolve_command(ctx, words)
+            if found is None or name is None:
+                return command
+            ctx = found.make_context(name, rest, parent=ctx, resilient_parsing=True)
+            command = found
+        return command
+    except click.ClickException:
+        return None
 
 
 def _fail(
