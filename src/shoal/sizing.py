@@ -104,16 +104,16 @@ def assess(
         )
     reasons = []
     if pending >= settings.assess_spawn_pending:
-        reasons.append(f"{pending} pending tasks (threshold {settings.assess_spawn_pending})")
-    if pending > 0 and not workers:
+        reasons.append(f"{_tasks(pending)} pending (threshold {settings.assess_spawn_pending})")
+    if pending > 0 and not workers and (present or not unservable):  # else said just below
         reasons.append("pending work and no worker agents")
     if unservable and not present:
-        reasons.append(f"{unservable} pending tasks and no agent present to take them")
+        reasons.append(f"{_tasks(unservable)} pending and no agent present to take them")
     elif unservable:
         reasons.append(
-            f"{unservable} pending tasks need skills no present agent has: {', '.join(missing)}"
+            f"{_tasks(unservable)} pending need skills no present agent has: {', '.join(missing)}"
             if missing
-            else f"{unservable} pending tasks need a combination of skills no present agent has"
+            else f"{_tasks(unservable)} pending need a combination of skills no present agent has"
         )
     if reasons:
         if room:
@@ -208,3 +208,8 @@ def scale_decision(
     if recommendation == Recommendation.TERMINATE_IDLE and running > minimum and idle:
         return ScaleDecision(stop=(idle[0],), reason="the assessment says agents sit idle")
     return ScaleDecision(reason=f"the assessment says {recommendation}")
+
+
+def _tasks(count: int) -> str:
+    """``1 task``, ``3 tasks``: the reasons are read by people."""
+    return f"{count} task{'' if count == 1 else 's'}"
