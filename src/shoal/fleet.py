@@ -13,6 +13,17 @@ and ``assess`` (recommend spawning or retiring agents) -- make recovery timely a
 fleet's size right; none of them is needed for correctness. ``prune`` lets history end
 (``_pruning``): the hub runs it too, when the fleet keeps history for a while only.
 
+``Fleet`` is one class built of parts (``_fleetbase`` says why), each in its own module:
+
+- here: opening and closing a fleet, posting work, reading tasks, the leases an agent holds
+  and its heartbeat, the claim, and finishing work (complete, fail, release, defer);
+- ``_fleetagents`` (``AgentVerbs``): the agent registry -- register, agent(s), set_status,
+  pause, resume -- and ``probe``;
+- ``_fleetops`` (``OperatorVerbs``): the operator's verbs on tasks (cancel, set_priority,
+  retry), the hub's jobs (rebalance, reap, assess), prune, status, pending_by_domain,
+  events, wait_for_change, settings and configure, and the access tokens;
+- ``_fleetbase`` (``FleetBase``): the attributes they share (``_store``, ``clock``, ``rng``).
+
 Invariants (checked by the contract suite on every store; each with the function and the
 test that enforce it in docs/ARCHITECTURE.md, "Invariants")
 ---------------------------------------------------------------------------------------
@@ -30,100 +41,53 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from shoal import policy
-from shoal._agents import heartbeat_in, pause_in, register_in, set_status_in
-from shoal._claiming import claim_direct, claim_in, preview_in, rebalance_in
+from shoal._agents import heartbeat_in
+from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
-from shoal._hub import assess_in, reap_in, status_in
+from shoal._fleetagents import AgentVerbs
+from shoal._fleetops import OperatorVerbs
 from shoal._posting import insert_task
-from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
-from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
 from shoal._transitions import (
     after_letting_go,
     count_failure,
     end_lease,
-    flag_stuck,
     held_task,
     live_agent,
     need_task,
     refuse_cycle,
     refuse_ended,
     release_dependents,
-    resume_agent,
-    unknown_agent,
 )
-from shoal.access import Credential, check_token_id, parse_role
 from shoal.clock import Clock, SystemClock, monotonic
 from shoal.clock import wait as wait_for
-from shoal.errors import (
-    BadInput,
-    InvalidTransition,
-    LeaseLost,
-    UnknownTask,
-)
-from shoal.limits import (
-    MAX_DURATION,
-    MAX_EVENTS,
-    MAX_LISTED,
-    MAX_PRUNE_BATCH,
-    MAX_READY,
-    PRUNE_BATCH,
-    TASK_HISTORY,
-)
-from shoal.model import (
-    Agent,
-    Assessment,
-    BatchCompletion,
-    Claim,
-    Completion,
-    Event,
-    FleetStatus,
-    Lease,
-    Move,
-    Probe,
-    PruneReport,
-    ReapReport,
-    Registration,
-    Task,
-    TaskDetail,
-)
-from shoal.settings import Settings
+from shoal.errors import BadInput, LeaseLost, UnknownTask
+from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
+from shoal.model import BatchCompletion, Claim, Completion, Lease, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Finishing, Store, StoreTx
-from shoal.times import iso_time
 from shoal.validation import (
-    MAX_ID,
     as_task_ids,
     check_agent_id,
     check_count,
     check_lease,
-    check_max_concurrent,
     check_n,
     check_post,
     check_result,
     check_text,
     check_wait,
     draft_of,
-    normalize_names,
-    parse_agent_status,
-    parse_duration,
-    parse_priority,
     parse_state,
 )
-from shoal.vocabulary import AgentStatus, ClaimReason, EventKind, TaskState
+from shoal.vocabulary import ClaimReason, EventKind, TaskState
 
 __all__ = ["Fleet"]
 
 
-class _DryRun(Exception):
-    """Raised inside a write transaction to roll back a dry run."""
-
-
-class Fleet:
+class Fleet(AgentVerbs, OperatorVerbs):
     """A fleet of agents and the tasks they share, on one store.
 
     Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one
@@ -328,128 +292,7 @@ class Fleet:
         with self._store.read() as tx:
             return preview_in(tx, self.clock.now(), agent, limit)
 
-    # ------------------------------------------------------------------ agents
-
-    @rerun_on_conflict
-    def register(
-        self,
-        agent_id: str,
-        *,
-        role: str = "worker",
-        skills: Iterable[str] | str | None = None,
-        domains: Iterable[str] | str | None = None,
-        max_concurrent: int = 1,
-        manager: bool = False,
-        ephemeral: bool = False,
-    ) -> Registration:
-        """Join the fleet (or update a live registration).
-
-        Live non-manager agents may not exceed ``max_agents``; terminated agents do not count,
-        re-registering a live agent updates it, and managers are always admitted. A
-        terminated id registered again starts a new incarnation.
-        """
-        check_agent_id(agent_id)
-        skill_names = normalize_names(skills, "skill")
-        domain_names = normalize_names(domains, "domain")
-        role = check_text(role, "role", 64, line=True) or "worker"
-        check_max_concurrent(max_concurrent)
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            return register_in(
-                tx,
-                now,
-                agent_id,
-                role=role,
-                skill_names=skill_names,
-                domain_names=domain_names,
-                max_concurrent=max_concurrent,
-                manager=manager,
-                ephemeral=ephemeral,
-            )
-
-    def agent(self, agent_id: str) -> Agent:
-        """The agent with that id (terminated ones included)."""
-        check_agent_id(agent_id)
-        with self._store.read() as tx:
-            agent = tx.get_agent(agent_id)
-            if agent is None:
-                raise unknown_agent(agent_id)
-            return agent
-
-    def agents(self) -> list[Agent]:
-        """Every agent the fleet has seen, by id."""
-        with self._store.read() as tx:
-            return tx.list_agents()
-
-    @rerun_on_conflict
-    def set_status(
-        self,
-        agent_id: str,
-        status: AgentStatus | str,
-        *,
-        why: str | None = None,
-        release: bool = False,
-    ) -> Agent:
-        """Report an agent's status (idle, working, waiting, offline, terminated).
-
-        Entering ``idle`` stamps ``idle_since``; leaving it clears it. An agent that holds
-        tasks is not idle: that is refused (naming them) unless ``release``, which gives
-        them back first, untouched (with any status: an agent leaving for a while can give
-        back its work at once). ``terminated`` is final: the agent's leases are released
-        (not counted as failures) and its queue goes back to the pool, except tasks pinned
-        to it. ``offline`` sends its queue back too (its leases run on unless ``release``:
-        it may return before they expire). ``why`` goes in the termination's event (a worker
-        leaving when idle says so). ``overloaded`` is the circuit breaker's to set; a paused
-        agent is resumed with ``resume``.
-        """
-        new_status = parse_agent_status(status)
-        check_agent_id(agent_id)
-        reason = check_text(why, "why", 200, line=True) if why is not None else None
-        if new_status is AgentStatus.OVERLOADED:
-            raise BadInput(
-                "overloaded is set by the circuit breaker, not by request",
-                hint="an agent is paused after failure_streak failures in a row",
-            )
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            return set_status_in(tx, now, agent_id, new_status, reason, release)
-
-    @rerun_on_conflict
-    def pause(self, agent_id: str, *, for_: float | str = 3600.0) -> Agent:
-        """Hold an agent for ``for_`` (seconds or 30m, 2h) or until ``resume``: its claims
-        get nothing (reason ``paused``), its queue goes back to the pool, and the leases it
-        holds run on. The circuit breaker's own hold, asked for by a person (status
-        ``overloaded``, event ``agent.paused`` with ``by: request``)."""
-        check_agent_id(agent_id)
-        seconds = parse_duration(for_, "for")
-        if not 0 < seconds <= MAX_DURATION:
-            raise BadInput(
-                f"a pause must last more than 0 and at most 10 years, not {for_!r}",
-                hint="e.g. 30m, 2h, 1d; resume sooner with `shoal agent resume`",
-            )
-        with self._store.write(exclusive=True) as tx:
-            return pause_in(tx, self.clock.now(), agent_id, seconds)
-
-    @rerun_on_conflict
-    def resume(self, agent_id: str) -> Agent:
-        """Let an agent the circuit breaker paused claim again now (its failure count starts
-        over). Resuming an agent that is not paused changes nothing."""
-        check_agent_id(agent_id)
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            agent = live_agent(tx, agent_id)
-            if agent.paused_until is None:
-                return agent
-            return resume_agent(tx, agent, now, "request")
-
-    @rerun_on_conflict
-    def probe(self) -> Probe:
-        """Prove the store takes a write (it records when it was last probed), and read its
-        server's clock in the same transaction: what ``shoal doctor`` checks."""
-        with self._store.write() as tx:
-            now = self.clock.now()
-            tx.set_meta("last_probe", iso_time(now) or "")
-            return Probe(now, tx.server_time())
+    # ------------------------------------------------------------------ leases
 
     def leases(self, agent_id: str) -> list[Lease]:
         """The leases ``agent_id`` holds now, oldest claim first (read only: nothing is
@@ -708,285 +551,3 @@ class Fleet:
             tx.append_event(now, EventKind.DEFERRED, task.id, holder, data)
             after_letting_go(tx, holder, now)
             return need_task(tx, task.id)
-
-    @rerun_on_conflict
-    def cancel(self, task_id: int) -> Task:
-        """Cancel a task that is not finished. A holder's lease on it is revoked."""
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            task = need_task(tx, task_id)
-            if task.state.finished:
-                raise InvalidTransition(
-                    f"task {task_id} is already {task.state.value}; there is nothing to cancel",
-                    hint="`shoal retry` brings back a dead or cancelled task",
-                )
-            tx.cancel_task(task_id, now)
-            tx.append_event(
-                now, EventKind.CANCELLED, task_id, task.agent, {"was": task.state.value}
-            )
-            flag_stuck(tx, task_id, TaskState.CANCELLED, now)
-            if task.state is TaskState.CLAIMED:
-                after_letting_go(tx, task.agent, now)
-            return need_task(tx, task_id)
-
-    @rerun_on_conflict
-    def set_priority(self, task_id: int, priority: int | str) -> Task:
-        """Give a task that is not finished a new priority (1..9 or a name); claims rank it
-        by the new one from now on, with the age it already had."""
-        number = parse_priority(priority)
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            task = need_task(tx, task_id)
-            if task.state.finished:
-                raise InvalidTransition(
-                    f"task {task_id} is already {task.state.value}; its priority no longer matters",
-                    hint="`shoal retry` brings back a dead or cancelled task first",
-                )
-            if task.priority == number:
-                return task
-            key = policy.pool_key(number, task.created_at, tx.load_settings().aging)
-            tx.set_priority(task_id, number, key, now)
-            tx.append_event(
-                now,
-                EventKind.REPRIORITIZED,
-                task_id,
-                task.agent,
-                {"from": task.priority, "to": number},
-            )
-            return need_task(tx, task_id)
-
-    @rerun_on_conflict
-    def retry(self, task_id: int) -> Task:
-        """Make a task claimable now: a dead (or cancelled) task comes back to pending with
-        fresh attempts; a pending task waiting out its retry backoff or its ``not_before``
-        skips the rest of the wait (retry now)."""
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            task = need_task(tx, task_id)
-            if task.waiting(now):
-                assert task.ready_at is not None
-                tx.set_ready_at(task_id, now)
-                data = {"was": "pending", "skipped": round(task.ready_at - now, 3)}
-                tx.append_event(now, EventKind.RETRIED, task_id, task.agent, data)
-                return need_task(tx, task_id)
-            if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
-                raise InvalidTransition(
-                    f"task {task_id} is {task.state.value}; only dead or "
-                    "cancelled tasks, or pending ones waiting to be ready, are retried",
-                    hint="a pending or claimed task is still live; wait for it or cancel it first",
-                )
-            deps = tx.get_tasks(tx.deps_of(task_id))
-            waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
-            state = TaskState.BLOCKED if waiting else TaskState.PENDING
-            dest = task.agent if task.pinned else None
-            key = policy.pool_key(task.priority, task.created_at, tx.load_settings().aging)
-            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, key, now)
-            tx.append_event(
-                now,
-                EventKind.RETRIED,
-                task_id,
-                dest,
-                {"was": task.state.value, "state": state.value},
-            )
-            return need_task(tx, task_id)
-
-    # ------------------------------------------------------------------ the hub's jobs
-
-    @rerun_on_conflict
-    def rebalance(self, *, dry_run: bool = False) -> list[Move]:
-        """Move queued tasks from overloaded agents to agents idle for a while.
-
-        Agents idle at least ``idle_min_for_rebalance`` receive, busiest compatible victim
-        first, the lowest-priority stealable tasks of queues deeper than ``busy_threshold``,
-        within the steal caps. Moved tasks are marked stolen and never move again. With
-        ``dry_run`` nothing changes and the moves that would be made are returned.
-        """
-        moves: list[Move] = []
-        try:
-            with self._store.write(exclusive=True) as tx:
-                moves = rebalance_in(tx, self.clock.now(), self.rng)
-                if dry_run:
-                    raise _DryRun
-        except _DryRun:
-            pass
-        return moves
-
-    @rerun_on_conflict
-    def reap(self) -> ReapReport:
-        """One monitor pass: expire leases, mark silent agents offline (their queues go back
-        to the pool), terminate ephemeral agents idle (or offline) too long, flag stalled
-        tasks."""
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            return reap_in(tx, now, self.rng)
-
-    @rerun_on_conflict
-    def assess(self) -> Assessment:
-        """Assess the workload and recommend spawning or retiring agents (and with what
-        skills). The result is kept as the fleet's last assessment."""
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            return assess_in(tx, now)
-
-    def prune(
-        self,
-        older_than: float | str | None = None,
-        *,
-        batch: int = PRUNE_BATCH,
-        limit: int | None = None,
-        dry_run: bool = False,
-        squash: bool = False,
-    ) -> PruneReport:
-        """Delete history: tasks that finished (done, dead, cancelled) more than
-        ``older_than`` ago (seconds, or "30d"), with their events, and events of no task
-        as old. Without ``older_than``: the fleet's ``history_retention`` (0 keeps all).
-
-        Never live work, never the steal window, never a dead or cancelled task a live one
-        waits on (``_pruning`` says what stays and why). Runs in batches of ``batch`` tasks,
-        one short transaction each, so claims go on meanwhile; ``limit`` stops after about
-        that many tasks and events of no task (the report says ``more``). ``dry_run``
-        counts what would go and changes nothing.
-
-        ``squash`` (the git store only) then replaces the branch's history by one commit
-        holding the fleet as it is, so what was pruned stops taking room in the repository
-        too (``squash_history``).
-        """
-        if squash and dry_run:
-            raise BadInput(
-                "--squash and --dry-run do not go together",
-                hint="look first with --dry-run, then squash",
-            )
-        squash_history = squasher(self._store) if squash else None
-        report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
-        return report if squash_history is None else replace(report, squashed=squash_history())
-
-    def _prune(
-        self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
-    ) -> PruneReport:
-        age = None if older_than is None else prune_age(older_than)
-        batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
-        limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)
-        with self._store.read() as tx:
-            settings = tx.load_settings()
-            age = settings.history_retention if age is None else age
-            if not age:
-                return PruneReport(dry_run=dry_run)
-            cutoff = prune_cutoff(self.clock.now(), age, settings)
-            if dry_run:
-                tasks, events = tx.prune_preview(cutoff)
-                return PruneReport(cutoff, tasks, events, dry_run=True)
-        tasks = events = rows = 0
-        while True:
-            got = self._prune_batch(cutoff, batch)
-            tasks, events = tasks + got.tasks, events + got.events
-            rows += got.tasks + got.untasked
-            if not got.more:
-                return PruneReport(cutoff, tasks, events)
-            if limit is not None and rows >= limit:
-                return PruneReport(cutoff, tasks, events, more=True)
-
-    @rerun_on_conflict
-    def _prune_batch(self, cutoff: float, batch: int) -> Pruned:
-        """One batch of ``prune``: fleet-wide, so nothing changes under it (``_pruning``)."""
-        with self._store.write(exclusive=True) as tx:
-            return prune_batch_in(tx, self.clock.now(), cutoff, batch)
-
-    def status(self) -> FleetStatus:
-        """A snapshot: agents with their load and current tasks, queue depths, counts by
-        state, capacity, stalled tasks and the last assessment."""
-        with self._store.read() as tx:
-            now = self.clock.now()
-            return status_in(tx, now)
-
-    def pending_by_domain(self) -> dict[str | None, int]:
-        """Pending tasks counted by domain (None: of no domain), for dashboards and metrics."""
-        with self._store.read() as tx:
-            return tx.pending_by_domain()
-
-    def events(
-        self,
-        since: int = 0,
-        *,
-        task: int | None = None,
-        agent: str | None = None,
-        limit: int = 1000,
-        newest: bool = False,
-    ) -> list[Event]:
-        """The log, oldest first: events after id ``since``, optionally of one task or agent.
-        With ``newest``, the last ``limit`` of those (still oldest first: a tail)."""
-        since = check_count(since, "since", 0, MAX_ID)
-        limit = check_count(limit, "limit", 1, MAX_EVENTS)
-        (task_id,) = as_task_ids([task], "task") if task is not None else (None,)
-        if agent is not None:
-            check_agent_id(agent)
-        with self._store.read() as tx:
-            found = tx.events(since, task_id, agent, limit, newest)
-        return found[::-1] if newest else found
-
-    def wait_for_change(self, timeout: float) -> bool:
-        """Block until the fleet may have changed (or ``timeout`` seconds pass)."""
-        return self._store.wait_for_change(timeout)
-
-    # ------------------------------------------------------------------ settings
-
-    def settings(self) -> Settings:
-        with self._store.read() as tx:
-            return tx.load_settings()
-
-    @rerun_on_conflict
-    def configure(self, /, **changes: object) -> Settings:
-        """Change fleet settings at run time; each value is checked, and all or none apply.
-
-        Changing ``aging`` re-keys every waiting task in the same transaction (roughly a
-        second per quarter of a million tasks), and claims wait for it.
-        """
-        with self._store.write(exclusive=True) as tx:
-            now = self.clock.now()
-            old = tx.load_settings()
-            new = old.replace(**changes)
-            if new == old:
-                return new
-            tx.save_settings(new)
-            if new.aging != old.aging:
-                tx.rekey_pool({i: policy.pool_key(p, c, new.aging) for i, p, c in tx.keyed_tasks()})
-            diff = {k: v for k, v in new.to_dict().items() if old.to_dict()[k] != v}
-            tx.append_event(now, EventKind.CONFIGURED, None, None, diff)
-            return new
-
-    # ------------------------------------------------------------------ access tokens
-
-    @rerun_on_conflict
-    def create_token(
-        self, role: str, *, agent: str | None = None, name: str = ""
-    ) -> tuple[Credential, str]:
-        """A new access token for ``shoal serve`` (``shoal.access``): its description, and
-        the secret, which the fleet does not keep and nobody can show again. An ``agent``
-        token names the one agent it may act as."""
-        kind = parse_role(role)
-        if (agent is None) == (kind == "agent"):
-            raise BadInput(
-                "an agent token names its agent, and only an agent token does",
-                hint="shoal token create --role agent --agent ID, or leave --agent out",
-            )
-        if agent is not None:
-            check_agent_id(agent)
-        label = check_text(name, "token name", 200, line=True)
-        with self._store.write(exclusive=True) as tx:
-            return create_token_in(tx, self.clock.now(), kind, agent, label)
-
-    def tokens(self) -> list[Credential]:
-        """The fleet's access tokens, oldest first (never their secrets)."""
-        with self._store.read() as tx:
-            return tokens_in(tx)
-
-    @rerun_on_conflict
-    def revoke_token(self, token_id: str) -> Credential:
-        """End the token ``token_id``: from the next request on, it opens nothing."""
-        check_token_id(token_id)
-        with self._store.write(exclusive=True) as tx:
-            return revoke_token_in(tx, token_id)
-
-    def authenticate(self, token: str) -> Credential | None:
-        """The credential ``token`` proves, or None if it is not one of the fleet's."""
-        with self._store.read() as tx:
-            return authenticate_in(tx, token)

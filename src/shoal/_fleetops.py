@@ -1,0 +1,330 @@
+"""The operator's and the hub's verbs of ``Fleet``: acting on tasks from outside, the
+hub's jobs, history, the fleet's status and log, its settings, and its access tokens.
+
+``Fleet`` inherits them (``_fleetbase`` says why it is built of parts). None is an agent's
+own work: ``cancel``, ``set_priority`` and ``retry`` act on tasks for a person; the hub's
+jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` and ``_hub``,
+``prune`` in ``_pruning``, the token verbs in ``_tokens``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shoal import policy
+from shoal._claiming import rebalance_in
+from shoal._conflicts import rerun_on_conflict
+from shoal._fleetbase import FleetBase
+from shoal._hub import assess_in, reap_in, status_in
+from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
+from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
+from shoal._transitions import after_letting_go, flag_stuck, need_task
+from shoal.access import Credential, check_token_id, parse_role
+from shoal.errors import BadInput, InvalidTransition
+from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
+from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapReport, Task
+from shoal.settings import Settings
+from shoal.validation import (
+    MAX_ID,
+    as_task_ids,
+    check_agent_id,
+    check_count,
+    check_text,
+    parse_priority,
+)
+from shoal.vocabulary import EventKind, TaskState
+
+__all__ = ["OperatorVerbs"]
+
+
+class _DryRun(Exception):
+    """Raised inside a write transaction to roll back a dry run."""
+
+
+class OperatorVerbs(FleetBase):
+    """Cancel, reprioritize and retry tasks; the hub's jobs; prune; status, events and
+    settings; access tokens."""
+
+    # ------------------------------------------------------------------ operating on tasks
+
+    @rerun_on_conflict
+    def cancel(self, task_id: int) -> Task:
+        """Cancel a task that is not finished. A holder's lease on it is revoked."""
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; there is nothing to cancel",
+                    hint="`shoal retry` brings back a dead or cancelled task",
+                )
+            tx.cancel_task(task_id, now)
+            tx.append_event(
+                now, EventKind.CANCELLED, task_id, task.agent, {"was": task.state.value}
+            )
+            flag_stuck(tx, task_id, TaskState.CANCELLED, now)
+            if task.state is TaskState.CLAIMED:
+                after_letting_go(tx, task.agent, now)
+            return need_task(tx, task_id)
+
+    @rerun_on_conflict
+    def set_priority(self, task_id: int, priority: int | str) -> Task:
+        """Give a task that is not finished a new priority (1..9 or a name); claims rank it
+        by the new one from now on, with the age it already had."""
+        number = parse_priority(priority)
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; its priority no longer matters",
+                    hint="`shoal retry` brings back a dead or cancelled task first",
+                )
+            if task.priority == number:
+                return task
+            key = policy.pool_key(number, task.created_at, tx.load_settings().aging)
+            tx.set_priority(task_id, number, key, now)
+            tx.append_event(
+                now,
+                EventKind.REPRIORITIZED,
+                task_id,
+                task.agent,
+                {"from": task.priority, "to": number},
+            )
+            return need_task(tx, task_id)
+
+    @rerun_on_conflict
+    def retry(self, task_id: int) -> Task:
+        """Make a task claimable now: a dead (or cancelled) task comes back to pending with
+        fresh attempts; a pending task waiting out its retry backoff or its ``not_before``
+        skips the rest of the wait (retry now)."""
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.waiting(now):
+                assert task.ready_at is not None
+                tx.set_ready_at(task_id, now)
+                data = {"was": "pending", "skipped": round(task.ready_at - now, 3)}
+                tx.append_event(now, EventKind.RETRIED, task_id, task.agent, data)
+                return need_task(tx, task_id)
+            if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
+                raise InvalidTransition(
+                    f"task {task_id} is {task.state.value}; only dead or "
+                    "cancelled tasks, or pending ones waiting to be ready, are retried",
+                    hint="a pending or claimed task is still live; wait for it or cancel it first",
+                )
+            deps = tx.get_tasks(tx.deps_of(task_id))
+            waiting = sum(1 for d in deps.values() if d.state is not TaskState.DONE)
+            state = TaskState.BLOCKED if waiting else TaskState.PENDING
+            dest = task.agent if task.pinned else None
+            key = policy.pool_key(task.priority, task.created_at, tx.load_settings().aging)
+            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, key, now)
+            tx.append_event(
+                now,
+                EventKind.RETRIED,
+                task_id,
+                dest,
+                {"was": task.state.value, "state": state.value},
+            )
+            return need_task(tx, task_id)
+
+    # ------------------------------------------------------------------ the hub's jobs
+
+    @rerun_on_conflict
+    def rebalance(self, *, dry_run: bool = False) -> list[Move]:
+        """Move queued tasks from overloaded agents to agents idle for a while.
+
+        Agents idle at least ``idle_min_for_rebalance`` receive, busiest compatible victim
+        first, the lowest-priority stealable tasks of queues deeper than ``busy_threshold``,
+        within the steal caps. Moved tasks are marked stolen and never move again. With
+        ``dry_run`` nothing changes and the moves that would be made are returned.
+        """
+        moves: list[Move] = []
+        try:
+            with self._store.write(exclusive=True) as tx:
+                moves = rebalance_in(tx, self.clock.now(), self.rng)
+                if dry_run:
+                    raise _DryRun
+        except _DryRun:
+            pass
+        return moves
+
+    @rerun_on_conflict
+    def reap(self) -> ReapReport:
+        """One monitor pass: expire leases, mark silent agents offline (their queues go back
+        to the pool), terminate ephemeral agents idle (or offline) too long, flag stalled
+        tasks."""
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            return reap_in(tx, now, self.rng)
+
+    @rerun_on_conflict
+    def assess(self) -> Assessment:
+        """Assess the workload and recommend spawning or retiring agents (and with what
+        skills). The result is kept as the fleet's last assessment."""
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            return assess_in(tx, now)
+
+    def prune(
+        self,
+        older_than: float | str | None = None,
+        *,
+        batch: int = PRUNE_BATCH,
+        limit: int | None = None,
+        dry_run: bool = False,
+        squash: bool = False,
+    ) -> PruneReport:
+        """Delete history: tasks that finished (done, dead, cancelled) more than
+        ``older_than`` ago (seconds, or "30d"), with their events, and events of no task
+        as old. Without ``older_than``: the fleet's ``history_retention`` (0 keeps all).
+
+        Never live work, never the steal window, never a dead or cancelled task a live one
+        waits on (``_pruning`` says what stays and why). Runs in batches of ``batch`` tasks,
+        one short transaction each, so claims go on meanwhile; ``limit`` stops after about
+        that many tasks and events of no task (the report says ``more``). ``dry_run``
+        counts what would go and changes nothing.
+
+        ``squash`` (the git store only) then replaces the branch's history by one commit
+        holding the fleet as it is, so what was pruned stops taking room in the repository
+        too (``squash_history``).
+        """
+        if squash and dry_run:
+            raise BadInput(
+                "--squash and --dry-run do not go together",
+                hint="look first with --dry-run, then squash",
+            )
+        squash_history = squasher(self._store) if squash else None
+        report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
+        return report if squash_history is None else replace(report, squashed=squash_history())
+
+    def _prune(
+        self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
+    ) -> PruneReport:
+        age = None if older_than is None else prune_age(older_than)
+        batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
+        limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)
+        with self._store.read() as tx:
+            settings = tx.load_settings()
+            age = settings.history_retention if age is None else age
+            if not age:
+                return PruneReport(dry_run=dry_run)
+            cutoff = prune_cutoff(self.clock.now(), age, settings)
+            if dry_run:
+                tasks, events = tx.prune_preview(cutoff)
+                return PruneReport(cutoff, tasks, events, dry_run=True)
+        tasks = events = rows = 0
+        while True:
+            got = self._prune_batch(cutoff, batch)
+            tasks, events = tasks + got.tasks, events + got.events
+            rows += got.tasks + got.untasked
+            if not got.more:
+                return PruneReport(cutoff, tasks, events)
+            if limit is not None and rows >= limit:
+                return PruneReport(cutoff, tasks, events, more=True)
+
+    @rerun_on_conflict
+    def _prune_batch(self, cutoff: float, batch: int) -> Pruned:
+        """One batch of ``prune``: fleet-wide, so nothing changes under it (``_pruning``)."""
+        with self._store.write(exclusive=True) as tx:
+            return prune_batch_in(tx, self.clock.now(), cutoff, batch)
+
+    def status(self) -> FleetStatus:
+        """A snapshot: agents with their load and current tasks, queue depths, counts by
+        state, capacity, stalled tasks and the last assessment."""
+        with self._store.read() as tx:
+            now = self.clock.now()
+            return status_in(tx, now)
+
+    def pending_by_domain(self) -> dict[str | None, int]:
+        """Pending tasks counted by domain (None: of no domain), for dashboards and metrics."""
+        with self._store.read() as tx:
+            return tx.pending_by_domain()
+
+    def events(
+        self,
+        since: int = 0,
+        *,
+        task: int | None = None,
+        agent: str | None = None,
+        limit: int = 1000,
+        newest: bool = False,
+    ) -> list[Event]:
+        """The log, oldest first: events after id ``since``, optionally of one task or agent.
+        With ``newest``, the last ``limit`` of those (still oldest first: a tail)."""
+        since = check_count(since, "since", 0, MAX_ID)
+        limit = check_count(limit, "limit", 1, MAX_EVENTS)
+        (task_id,) = as_task_ids([task], "task") if task is not None else (None,)
+        if agent is not None:
+            check_agent_id(agent)
+        with self._store.read() as tx:
+            found = tx.events(since, task_id, agent, limit, newest)
+        return found[::-1] if newest else found
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until the fleet may have changed (or ``timeout`` seconds pass)."""
+        return self._store.wait_for_change(timeout)
+
+    # ------------------------------------------------------------------ settings
+
+    def settings(self) -> Settings:
+        with self._store.read() as tx:
+            return tx.load_settings()
+
+    @rerun_on_conflict
+    def configure(self, /, **changes: object) -> Settings:
+        """Change fleet settings at run time; each value is checked, and all or none apply.
+
+        Changing ``aging`` re-keys every waiting task in the same transaction (roughly a
+        second per quarter of a million tasks), and claims wait for it.
+        """
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            old = tx.load_settings()
+            new = old.replace(**changes)
+            if new == old:
+                return new
+            tx.save_settings(new)
+            if new.aging != old.aging:
+                tx.rekey_pool({i: policy.pool_key(p, c, new.aging) for i, p, c in tx.keyed_tasks()})
+            diff = {k: v for k, v in new.to_dict().items() if old.to_dict()[k] != v}
+            tx.append_event(now, EventKind.CONFIGURED, None, None, diff)
+            return new
+
+    # ------------------------------------------------------------------ access tokens
+
+    @rerun_on_conflict
+    def create_token(
+        self, role: str, *, agent: str | None = None, name: str = ""
+    ) -> tuple[Credential, str]:
+        """A new access token for ``shoal serve`` (``shoal.access``): its description, and
+        the secret, which the fleet does not keep and nobody can show again. An ``agent``
+        token names the one agent it may act as."""
+        kind = parse_role(role)
+        if (agent is None) == (kind == "agent"):
+            raise BadInput(
+                "an agent token names its agent, and only an agent token does",
+                hint="shoal token create --role agent --agent ID, or leave --agent out",
+            )
+        if agent is not None:
+            check_agent_id(agent)
+        label = check_text(name, "token name", 200, line=True)
+        with self._store.write(exclusive=True) as tx:
+            return create_token_in(tx, self.clock.now(), kind, agent, label)
+
+    def tokens(self) -> list[Credential]:
+        """The fleet's access tokens, oldest first (never their secrets)."""
+        with self._store.read() as tx:
+            return tokens_in(tx)
+
+    @rerun_on_conflict
+    def revoke_token(self, token_id: str) -> Credential:
+        """End the token ``token_id``: from the next request on, it opens nothing."""
+        check_token_id(token_id)
+        with self._store.write(exclusive=True) as tx:
+            return revoke_token_in(tx, token_id)
+
+    def authenticate(self, token: str) -> Credential | None:
+        """The credential ``token`` proves, or None if it is not one of the fleet's."""
+        with self._store.read() as tx:
+            return authenticate_in(tx, token)

@@ -1,0 +1,310 @@
+"""The store verbs that read, once for every SQL dialect: agents, tasks, and the claim
+cascade's candidate queries (the steps of ``_claiming.claim_in``).
+
+The middle layer of ``SqlTx`` (``_sqltx`` says how it is built): it stands on
+``SqlTxBase``'s named statements, and turns their rows back into model values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
+from shoal.policy import Locality, StealFilter
+from shoal.stores._sqlrows import (
+    STATUSES,
+    RowOrder,
+    agent_of,
+    best_first,
+    candidate_of,
+    longest_first,
+    split_skills,
+    unheld_params,
+)
+from shoal.stores._sqltxbase import SqlTxBase
+from shoal.stores.base import ClaimContext
+
+__all__ = ["SqlReads"]
+
+_STATES = {s.value: s for s in TaskState}
+#: Where a lease's token is in a row of the task columns and then the token.
+_TOKEN = 28
+#: How many columns the ``agent`` fragment has.
+_AGENT_COLUMNS = 15
+
+
+#: Agents by the columns they were made from: a claimer's row is the same claim after
+#: claim (``last_seen`` moves once a second), and an Agent is a frozen value of its row.
+_CLAIMERS: dict[tuple[Any, ...], Agent] = {}
+_CLAIMERS_MAX = 1024
+
+
+def _claimer(row: Sequence[Any]) -> Agent:
+    """``agent_of`` the agent columns at the head of ``row``, made once per distinct row."""
+    key = tuple(row[:_AGENT_COLUMNS])
+    agent = _CLAIMERS.get(key)
+    if agent is None:
+        agent = agent_of(key)
+        if len(_CLAIMERS) >= _CLAIMERS_MAX:
+            _CLAIMERS.clear()
+        _CLAIMERS[key] = agent
+    return agent
+
+
+class SqlReads(SqlTxBase):
+    """The reading verbs of ``SqlTx`` (see ``StoreTx``), as named statements."""
+
+    __slots__ = ()
+
+    # agents ---------------------------------------------------------------------------
+
+    def get_agent(self, agent_id: str, *, lock: bool = False) -> Agent | None:
+        row = self._one("lock_agent" if lock else "get_agent", {"id": agent_id})
+        return None if row is None else agent_of(row)
+
+    def list_agents(self) -> list[Agent]:
+        return [agent_of(r) for r in self._all("list_agents")]
+
+    def save_agent(self, agent: Agent) -> None:
+        """Insert or update; ``queued`` is the store's to derive and is never written."""
+        self._run(
+            "save_agent",
+            {
+                "id": agent.id,
+                "role": agent.role,
+                "skills": json.dumps(list(agent.skills)),
+                "domains": json.dumps(list(agent.domains)),
+                "max_concurrent": agent.max_concurrent,
+                "manager": agent.manager,
+                "ephemeral": agent.ephemeral,
+                "status": agent.status.value,
+                "idle_since": agent.idle_since,
+                "last_seen": agent.last_seen,
+                "registered_at": agent.registered_at,
+                "incarnation": agent.incarnation,
+                "failures": agent.failures,
+                "paused_until": agent.paused_until,
+            },
+        )
+
+    def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
+        params = {"id": agent_id, "now": now}
+        if self._locking:
+            with self._d.pipeline(self._c):  # the lock, then a fresh read: one round trip
+                self._run("lock_claimer", params)
+                row = self._one("claim_context", params)
+        else:
+            row = self._one("claim_context", params)
+        if row is None:
+            return None
+        skillsets = self._s._skillsets
+        if row[17] != len(skillsets):
+            self.skillsets()
+        settings = self._parse_settings(row[18])
+        return ClaimContext(_claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
+
+    def queue_depths(self) -> list[QueueDepth]:
+        return [QueueDepth(r[0], int(r[1]), STATUSES[r[2]]) for r in self._all("queue_depths")]
+
+    def idle_agents(self) -> list[Agent]:
+        return [agent_of(r) for r in self._all("idle_agents")]
+
+    # tasks: reads ---------------------------------------------------------------------
+
+    def task_of(self, row: Sequence[Any]) -> Task:
+        """A task from the columns of the ``task`` fragment, read elsewhere (``SqlStore``)."""
+        return self._task(row)
+
+    def _task(self, row: Sequence[Any]) -> Task:
+        """A task from the columns of the ``task`` fragment (positional: this is hot)."""
+        skills = self._s._skillsets.get(row[5])
+        if skills is None:
+            self.skillsets()
+            skills = self._s._skillsets[row[5]]
+        return Task(
+            row[0],  # id
+            row[1],  # title
+            _STATES[row[7]],
+            row[4],  # priority
+            row[2],  # body
+            None if row[3] is None else json.loads(row[3]),  # payload
+            skills,
+            row[6],  # domain
+            row[8],  # agent
+            bool(row[9]),  # pinned
+            bool(row[10]),  # stolen
+            row[11],  # parent
+            row[12],  # key
+            row[13],  # attempts
+            row[14],  # max_attempts
+            row[15],  # lease_ttl
+            row[16],  # expected_duration
+            row[17],  # lease_expires
+            None if row[18] is None else json.loads(row[18]),  # result
+            row[19],  # error
+            row[20],  # waiting_on
+            row[21],  # created_at
+            row[22],  # updated_at
+            row[23],  # claimed_at
+            row[24],  # finished_at
+            row[25],  # stalled_at
+            row[26],  # ready_at
+            row[27],  # retry_delay
+        )
+
+    def get_task(self, task_id: int) -> Task | None:
+        row = self._one("get_task", {"id": task_id})
+        return None if row is None else self._task(row)
+
+    def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
+        if not task_ids:
+            return {}
+        rows = self._all("share_tasks" if share else "get_tasks", {"ids": self._list(task_ids)})
+        return {r[0]: self._task(r) for r in rows}
+
+    def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
+        row = self._one("leased_task", {"id": task_id})
+        return None if row is None else (self._task(row), row[_TOKEN])
+
+    def task_by_key(self, key: str) -> Task | None:
+        if self._d.side_by_side:  # posts with one key take turns: the second finds the first
+            self._run("lock_key", {"key": key})
+        row = self._one("task_by_key", {"key": key})
+        return None if row is None else self._task(row)
+
+    def list_tasks(
+        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+    ) -> list[Task]:
+        params = {
+            "state": None if state is None else state.value,
+            "agent": agent,
+            "before": before,
+            "limit": limit,
+        }
+        return [self._task(r) for r in self._all("list_tasks", params)]
+
+    def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
+        rows = self._all("held_leases" if lock else "held_leases_unlocked", {"agent": agent_id})
+        return [(self._task(r), r[_TOKEN]) for r in rows]
+
+    def claimed_tasks(self) -> list[Task]:
+        return [self._task(r) for r in self._all("claimed_tasks")]
+
+    def expired_leases(self, now: float, limit: int) -> list[Task]:
+        return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]
+
+    def state_counts(self) -> dict[str, int]:
+        self._flush_counts()
+        blocked, pool, queued, claimed = self._one("state_counts")
+        finished = {state: int(n) for state, n in self._all("finished_counts")}
+        return {
+            "blocked": blocked,
+            "pending": pool + queued,
+            "claimed": claimed,
+            "done": finished.get("done", 0),
+            "dead": finished.get("dead", 0),
+            "cancelled": finished.get("cancelled", 0),
+        }
+
+    def pool_depth(self) -> int:
+        return int(self._one("pool_depth")[0])
+
+    def waiting_tasks(self, now: float) -> tuple[int, float | None]:
+        count, first = self._one("waiting_tasks", {"now": now})
+        return int(count), first
+
+    def stuck_tasks(self, limit: int) -> list[int]:
+        return [r[0] for r in self._all("stuck_tasks", {"limit": limit})]
+
+    def pending_demand(self) -> dict[tuple[str, ...], int]:
+        return {split_skills(skills): int(n) for skills, n in self._all("pending_demand")}
+
+    def pending_by_domain(self) -> dict[str | None, int]:
+        return {domain: int(n) for domain, n in self._all("pending_by_domain")}
+
+    # the claim cascade's candidate queries (the steps of _claiming.claim_in) -------------------
+
+    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
+        name = "queue_head_longest" if longest else "queue_head"
+        rows = self._all(name, {"agent": agent_id, "limit": limit, "now": now})
+        return [candidate_of(r) for r in rows]
+
+    def skillsets(self) -> dict[int, tuple[str, ...]]:
+        rows = self._all("skillsets")
+        cache = self._s._skillsets
+        if len(rows) != len(cache):  # ids never change once given: only new ones to add
+            with self._s._cache_lock:
+                cache.update((sid, split_skills(skills)) for sid, skills in rows)
+        return dict(cache)
+
+    def pool_best(
+        self,
+        skillsets: Sequence[int],
+        domain: str | None,
+        limit: int,
+        held: Locality,
+        now: float,
+    ) -> list[Candidate]:
+        if domain is None:
+            name, params = "pool_best", {"limit": limit, "now": now, **self._unheld(held)}
+        else:
+            name, params = "pool_best_in_domain", {"domain": domain, "limit": limit, "now": now}
+        return [candidate_of(r) for r in self._pool(name, skillsets, params, best_first)]
+
+    def pool_longest(
+        self, skillsets: Sequence[int], limit: int, held: Locality, now: float
+    ) -> list[Candidate]:
+        params = {"limit": limit, "now": now, **self._unheld(held)}
+        rows = self._pool("pool_longest", skillsets, params, longest_first)
+        return [candidate_of(r) for r in rows]
+
+    def _pool(
+        self, name: str, skillsets: Sequence[int], params: dict[str, Any], order: RowOrder
+    ) -> list[Any]:
+        """A pool step over ``skillsets``: the best ``params["limit"]`` rows by ``order``,
+        from one statement over the list, or -- where the dialect wants it -- from one per
+        skill set (each one range of a partial index), merged."""
+        if not self._d.pool_per_skillset:
+            return self._all(name, {**params, "skillsets": self._list(skillsets)})
+        rows: list[Any] = []
+        for skillset in skillsets:
+            rows += self._all(name, {**params, "skillset": skillset})
+        if len(skillsets) > 1:
+            rows.sort(key=order)
+        return rows[: params["limit"]]
+
+    def steal_tail(
+        self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
+    ) -> list[Candidate]:
+        if limit <= 0 or not rules.skillsets:
+            return []
+        params = {
+            "victim": victim,
+            "min_priority": rules.min_priority,
+            "skillsets": self._list(rules.skillsets),
+            "domains": self._list(rules.domains),
+            "cross_domain_priority": rules.cross_domain_priority,
+            "free_skillset": rules.free_skillset,
+            "limit": limit,
+            "now": now,
+            **self._unheld(held),
+        }
+        name = "steal_tail_longest" if rules.longest else "steal_tail"
+        return [candidate_of(r) for r in self._all(name, params)]
+
+    def _unheld(self, held: Locality) -> dict[str, Any]:
+        return unheld_params(held, self._json)
+
+    def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
+        params = {"agent": agent_id, "skillsets": self._list(skillsets), "now": now}
+        row = self._one("next_ready", params)
+        return None if row is None or row[0] is None else float(row[0])
+
+    def window_thieves(self, since: float) -> list[str]:
+        if self._d.side_by_side and not self._stole:  # steals take turns, until commit
+            self._run("lock_steals", {"key": self._d.steal_key})
+            self._stole = True
+        self.flush_events()
+        return [r[0] for r in self._all("window_thieves", {"since": since})]
