@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from shoal.stores._writerlock import WriterLock, _Flock, _glibc, _RobustMutex, open_writer_lock
+from shoal.stores._writerlock import (
+    _MUTEX_OFFSET,
+    WriterLock,
+    _Flock,
+    _glibc,
+    _RobustMutex,
+    open_writer_lock,
+)
 
 KINDS: dict[str, Callable[[Path], WriterLock]] = {"flock": _Flock}
 if _glibc() is not None:
@@ -79,9 +89,16 @@ def test_the_last_user_leaving_lets_the_next_first_user_reset_it(tmp_path: Path)
     if "robust-mutex" not in KINDS:
         pytest.skip("only the robust mutex keeps state in the file")
     make = KINDS["robust-mutex"]
-    lock = make(tmp_path / "f.lock")
-    lock.acquire(1.0)  # left locked, as after a machine crash
-    lock.close()
+    make(tmp_path / "f.lock").close()
+    # Left locked, as after a machine crash: the mutex names an owner that is gone (a
+    # process that has exited), and no kernel ran its robust-list clean-up. Written into
+    # the file: taking the lock here and unmapping it would leave this thread's robust
+    # list pointing into unmapped memory (see _RobustMutex.close).
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    with (tmp_path / "f.lock").open("r+b") as queue:
+        queue.seek(_MUTEX_OFFSET)
+        queue.write(struct.pack("<I", int(gone.stdout)))
     again = make(tmp_path / "f.lock")  # alone: re-initialised, so not stuck
     assert again.acquire(0.5)
     again.release()
@@ -134,3 +151,55 @@ def test_the_fallback_gives_up_at_its_deadline(tmp_path: Path) -> None:
     waiter.release()
     holder.close()
     waiter.close()
+
+
+def test_a_user_closing_the_queue_while_holding_it_lets_it_go(tmp_path: Path) -> None:
+    """Closing while holding releases first, so the queue is not left held by this thread
+    and the thread's robust list never points into the unmapped file (which crashed a
+    later, unrelated lock of the same thread)."""
+    if "robust-mutex" not in KINDS:
+        pytest.skip("only the robust mutex lives in a mapping")
+    make = KINDS["robust-mutex"]
+    other = make(tmp_path / "f.lock")  # a second user: the queue is not reset between
+    leaving = make(tmp_path / "f.lock")
+    assert leaving.acquire(1.0)
+    leaving.close()
+    assert other.acquire(0.5)
+    other.release()
+    other.close()
+
+
+#: Take a lock, close it while holding it, then take a lock on another queue: with the
+#: lock not let go at close, the second lock wrote into the unmapped first one (SIGSEGV).
+CLOSE_HELD_THEN_LOCK_ANOTHER = """
+import sys
+from pathlib import Path
+from shoal.stores._writerlock import _glibc, _RobustMutex
+libc = _glibc()
+folder = Path(sys.argv[1])
+other = _RobustMutex(folder / "other.lock", libc)
+held = _RobustMutex(folder / "held.lock", libc)
+assert held.acquire(1.0)
+held.close()
+assert other.acquire(1.0)
+other.release()
+other.close()
+print("carried on")
+"""
+
+
+def test_a_queue_closed_while_held_does_not_crash_the_next_lock_of_the_thread(
+    tmp_path: Path,
+) -> None:
+    """In a process of its own, since what this guards against kills the process."""
+    if "robust-mutex" not in KINDS:
+        pytest.skip("only the robust mutex lives in a mapping")
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_HELD_THEN_LOCK_ANOTHER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert done.stdout.strip() == "carried on"

@@ -265,8 +265,16 @@ class _RobustMutex:
             os.sched_yield()
 
     def close(self) -> None:
+        """Leave the queue. A lock this thread still holds is let go first: glibc keeps
+        every robust mutex a thread holds on a list threaded through the mutexes
+        themselves, and the thread's next lock of any robust mutex writes into the head of
+        that list -- memory this close would unmap, so a crash (or, where the address is
+        mapped again, a write into another fleet's queue) later and far from here."""
         if self._fd < 0:
             return
+        if self._word.value & _FUTEX_TID_MASK == threading.get_native_id():
+            log.warning("closing the writer queue at %s while holding it; letting go", self._path)
+            self._libc.pthread_mutex_unlock(self._mutex)
         del self._word
         del self._mutex
         self._map.close()
