@@ -30,12 +30,9 @@ demo: $(VENV)/.base
 	@echo "  . $(BIN)/activate                        # in this shell"
 	@echo "  pipx install .   (or: uv tool install .)   # in every shell; see Install in README.md"
 
-## Lint, type-check, check the import layers, and run the whole test suite. The browser
-## tests run in pytest processes of their own: Playwright's sync API leaves greenlets and an
-## event loop behind in the process that drove it, and a later test there can crash on them.
+## Lint, type-check, check the import layers, and run the whole test suite.
 test: lint
-	$(BIN)/python -m pytest -n auto -m "not browser"
-	$(BIN)/python -m pytest -n 2 -m browser tests/web/browser
+	$(BIN)/python -m pytest -n auto
 
 ## The in-process tiers only (unit, contract, stores), for the edit-test loop: the tests
 ## marked slow -- tests/faces and tests/processes, which start real processes -- and the

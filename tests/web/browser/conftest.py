@@ -85,10 +85,9 @@ def no_browser(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium per test module. These tests are marked ``browser`` and
-    ``make test`` runs them in pytest processes of their own: Playwright's sync API keeps an
-    event loop running in the test's thread while it is open, and leaves greenlets behind
-    after it stops, which crashed a later, unrelated test of the same process once."""
+    """One headless Chromium per test module. Not per session: Playwright's sync API keeps
+    an event loop running in the test's thread while it is open, so every later test of the
+    same process that starts its own loop (``asyncio.run``) would fail."""
     chromium = shutil.which("chromium")
     if chromium is None:
         no_browser("no Chromium here (`chromium` is not on the PATH)")

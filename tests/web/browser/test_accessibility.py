@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page
 from shoal import Fleet
 from tests.web.browser.conftest import VIEWPORT, serving, sign_in
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = pytest.mark.slow
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 AXE_VERSION = "4.14.1"  # vendor/README.md

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from shoal import Fleet, TaskState
 from tests.web.browser.conftest import Served, act, lane_task, serving, sign_in
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = pytest.mark.slow
 
 
 def make_dead(fleet: Fleet, agent: str = "ada") -> int:

@@ -22,7 +22,7 @@ from tests.web.browser.conftest import (
     open_live,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = pytest.mark.slow
 
 #: How soon a change made elsewhere must show on an open page (issue 15).
 LIVE_WITHIN_MS = 2_000
