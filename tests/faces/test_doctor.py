@@ -102,10 +102,29 @@ def test_a_truncated_sqlite_file_is_named_damaged_and_exits_5(doctor: Doctor, db
     assert result.code == 5, result
     (line, fix) = lines_of(result, "store")
     assert line.startswith("✘ ") and str(db) in line and "is damaged" in line
-    assert "from a backup" in fix
+    assert "integrity check below" in fix
+    (line, fix) = lines_of(result, "integrity")
+    assert line.startswith("✘ ") and "from a backup" in fix
     as_json = doctor("doctor", "--json")
     assert as_json.code == 5 and as_json.data["ok"] is False
     assert as_json.data["checks"][0]["name"] == "store"
+
+
+def test_a_fleet_marked_damaged_is_sent_to_the_integrity_check_not_to_doctor_again(
+    doctor: Doctor, db: Path
+) -> None:
+    """The mark a failed command leaves says "run `shoal doctor`"; inside doctor that
+    advice goes round in a circle, so the store check points at the integrity check."""
+    image = bytearray(db.read_bytes())
+    image[5000:9000] = b"\xff" * 4000
+    db.write_bytes(bytes(image))
+    assert doctor("status").code == 5  # the command that meets the damage marks the file
+    result = doctor("doctor")
+    assert result.code == 5, result
+    (_line, fix) = lines_of(result, "store")
+    assert "shoal doctor" not in fix and "integrity check below" in fix
+    (line, fix) = lines_of(result, "integrity")
+    assert line.startswith("✘ ") and "from a backup" in fix
 
 
 def test_a_file_that_is_not_there_exits_2_saying_how_to_create_it(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import shutil
 import sqlite3
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
@@ -447,7 +447,16 @@ def run_checks(url: str | None) -> list[Check]:
     finally:
         if fleet is not None:
             fleet.close()
-    return checks
+    damaged = any(c.name == "integrity" and not c.ok for c in checks)
+    return [_not_circular(check) if damaged else check for check in checks]
+
+
+def _not_circular(check: Check) -> Check:
+    """A store error met while opening a damaged fleet advises running `shoal doctor` --
+    the command being run. Its integrity check has the finding and the fix: point there."""
+    if check.name != "integrity" and check.fix and check.fix.startswith("run `shoal doctor`"):
+        return replace(check, fix="see the integrity check below: it says what to do")
+    return check
 
 
 def _nearest_fleet() -> Path | None:
