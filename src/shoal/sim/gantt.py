@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shoal.errors import BadInput
+from shoal.extras import install_hint
 
 if TYPE_CHECKING:
     from shoal.sim import Result
@@ -30,7 +31,7 @@ def draw(results: Sequence[Result], path: str | Path, *, title: str | None = Non
     except ImportError:
         raise BadInput(
             "drawing the Gantt chart needs matplotlib, which is not installed",
-            hint="pip install 'shoal[sim]' (or run without --png)",
+            hint=f"{install_hint('sim')} (or run without --png)",
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

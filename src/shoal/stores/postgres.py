@@ -83,6 +83,7 @@ from shoal.errors import (
     StoreUnavailable,
     WriteConflict,
 )
+from shoal.extras import install_hint
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores.base import Capabilities
@@ -94,7 +95,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise InvalidStoreURL(
         f"PostgreSQL fleets need the psycopg driver, which is not installed ({exc.name})",
-        hint="pip install 'shoal[postgres]'",
+        hint=install_hint("postgres"),
     ) from exc
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "postgres_target"]

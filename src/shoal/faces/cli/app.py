@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from shoal.errors import BadInput
+from shoal.extras import install_hint
 from shoal.faces import output
 from shoal.fleet import Fleet
 from shoal.remote import is_remote
@@ -139,7 +140,7 @@ def _remote_fleet(url: str) -> Fleet:
             raise
         raise BadInput(
             f"an http(s):// fleet needs the remote extra, which is not installed here ({exc.name})",
-            hint="pip install 'shoal[remote]'",
+            hint=install_hint("remote"),
         ) from None
     return RemoteFleet.open(url)
 

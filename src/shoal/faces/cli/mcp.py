@@ -22,6 +22,7 @@ import click
 from rich.console import Console
 
 from shoal.errors import BadInput
+from shoal.extras import install_hint
 from shoal.faces.cli.app import App, agent_option, pass_app
 from shoal.faces.cli.prime import mcp_config_command
 from shoal.fleet import Fleet
@@ -102,7 +103,7 @@ def run_mcp(
             raise
         raise BadInput(
             f"`shoal mcp` needs the MCP SDK, which is not installed here ({exc.name})",
-            hint="pip install 'shoal[mcp]'",
+            hint=install_hint("mcp"),
         ) from None
     http = None
     if transport == "http":

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from shoal.access import Credential
 from shoal.errors import BadInput
+from shoal.extras import install_hint
 from shoal.faces import output
 from shoal.faces.cli.app import App, json_option, pass_app
 from shoal.faces.exposure import allowed_hosts, bind, check_port, is_loopback
@@ -70,7 +71,7 @@ def run_serve(
             raise
         raise BadInput(
             f"`shoal serve` needs the web extra, which is not installed here ({exc.name})",
-            hint="pip install 'shoal[web]'",
+            hint=install_hint("web"),
         ) from None
     tokens = fleet.tokens()
     if not tokens and not is_loopback(host):
