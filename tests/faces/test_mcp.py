@@ -44,6 +44,8 @@ TOOLS = {
     "get_task",
     "cancel_task",
     "retry_task",
+    "set_task_priority",
+    "pause_agent",
     "resume_agent",
 }
 #: A model carries the tool list in its context all along: a server pinned to an agent keeps
@@ -509,6 +511,35 @@ async def test_settings_are_read_and_changed_and_bad_values_change_nothing(url: 
         retry_at = datetime.fromisoformat(held["retry_at"].replace("Z", "+00:00"))
         assert retry_at.timestamp() == pytest.approx(paper.created_at + 1200, abs=0.001)
         assert "retry_at" in held["next_step"]
+
+
+async def test_managers_reorder_work_and_pause_an_agent(url: str) -> None:
+    """set_task_priority moves a task up the claim order; pause_agent stops an agent's
+    claims (reason paused) until resume_agent; bad input changes nothing."""
+    with Fleet.open(url) as fleet:
+        first = fleet.post("first", priority=5).id
+        later = fleet.post("later", priority=8).id
+    async with (
+        stdio_session(url, "--agent", "boss", "--manager") as boss,
+        stdio_session(url, "--agent", "ada") as ada,
+    ):
+        raised = await call(boss, "set_task_priority", task_id=later, priority="critical")
+        assert raised["task"]["priority"] == 1 and raised["message"]
+        text = await refused(boss, "set_task_priority", task_id=later, priority="urgentest")
+        assert text.startswith("invalid_priority:")
+        text = await refused(boss, "set_task_priority", task_id=999, priority=2)
+        assert text.startswith("unknown_task:")
+        paused = await call(boss, "pause_agent", agent_id="ada", duration="2h")
+        assert paused["status"] == "overloaded" and ISO.match(paused["paused_until"])
+        held = await call(ada, "claim_best_task")
+        assert held["claimed"] is False and held["reason"] == "paused"
+        text = await refused(boss, "pause_agent", agent_id="ada", duration="forever")
+        assert text.startswith("bad_input:")
+        await call(boss, "resume_agent", agent_id="ada")
+        claim = await call(ada, "claim_best_task")
+        assert claim["task"]["id"] == later  # critical now: ahead of "first"
+    with Fleet.open(url) as fleet:
+        assert fleet.get(first).priority == 5 and fleet.get(later).priority == 1
 
 
 async def test_a_paused_agent_is_resumed_and_work_posted_for_later_waits(url: str) -> None:

@@ -151,6 +151,31 @@ def add_fleet_tools(box: Toolbox) -> None:
         return TaskResult.of(task, now(), f"task {task.id} is {task.state.value} again")
 
     @box.tool()
+    def set_task_priority(
+        ctx: Context,
+        task_id: TaskIdArg,
+        priority: Annotated[
+            int | str, Field(description="1 (most urgent) to 9, or critical, high, medium, low.")
+        ],
+    ) -> TaskResult:
+        """Manager: change the priority of a task that is not finished; the next claims
+        take it in its new place."""
+        task = desk.fleet.set_priority(task_id, priority)
+        return TaskResult.of(task, now(), f"task {task.id} now has priority {task.priority}")
+
+    @box.tool()
+    def pause_agent(
+        ctx: Context,
+        agent_id: Annotated[str, Field(description="The agent to pause.")],
+        duration: Annotated[
+            str | float, Field(description='How long: seconds, or "30m", "2h".')
+        ] = 3600.0,
+    ) -> AgentInfo:
+        """Manager: stop an agent claiming for a while (its queue goes back to the pool;
+        tasks it holds stay its own); resume_agent ends the pause early."""
+        return AgentInfo.of(desk.fleet.pause(agent_id, for_=duration))
+
+    @box.tool()
     def resume_agent(
         ctx: Context, agent_id: Annotated[str, Field(description="The paused agent.")]
     ) -> AgentInfo:

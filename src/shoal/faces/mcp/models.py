@@ -269,6 +269,7 @@ class AgentInfo(BaseModel):
     idle_since: MaybeTime
     last_seen: Time
     queued: int
+    paused_until: MaybeTime = Field(default=None, description="claims get nothing until then")
 
     @classmethod
     def of(cls, agent: Agent) -> AgentInfo:

@@ -67,7 +67,8 @@ _STEPS = """\
 4. When nothing is waiting, wait_for_task blocks until work arrives (up to a timeout).
 5. add_task posts new work (subtasks with parent=, ordering with after=).
 Managers: read_state shows the fleet; assess_workload says whether to spawn agents or retire
-idle ones; cancel_task and retry_task clean up. An idle non-manager agent should
+idle ones; cancel_task and retry_task clean up; set_task_priority reorders work;
+pause_agent and resume_agent hold an agent back and let it go. An idle non-manager agent should
 set_agent_status terminated when told to. When this session ends, your agent leaves the
 fleet and the tasks you hold go back to the others.
 Errors start with a code (e.g. stale_lease, already_done, fleet_full), say what went wrong
