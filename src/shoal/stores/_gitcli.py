@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -312,27 +313,35 @@ class GitClone:
 
     # -- reading a commit ------------------------------------------------------------
 
-    def tree(self, commit: str) -> dict[str, str]:
-        """Every file of ``commit``: path -> blob."""
+    def tree(self, commit: str, wanted: Callable[[str], bool]) -> dict[str, str]:
+        """The files of ``commit`` that ``wanted`` asks for: path -> blob. The others are
+        never read: a person may keep anything beside the board (a submodule, a binary, a
+        name that is not UTF-8) without it costing a read or breaking one."""
         out = self.run("ls-tree", "-r", "-z", "--full-tree", commit)
         files = {}
         for entry in out.split(b"\0"):
             if entry:
-                meta, path = entry.split(b"\t", 1)
-                files[path.decode()] = meta.split()[2].decode()
+                meta, raw = entry.split(b"\t", 1)
+                path = raw.decode("utf-8", "surrogateescape")
+                if wanted(path):
+                    files[path] = meta.split()[2].decode()
         return files
 
-    def changes(self, old: str, new: str) -> list[Change]:
-        """The paths that differ between two commits, with their blobs in ``new``."""
+    def changes(self, old: str, new: str, wanted: Callable[[str], bool]) -> list[Change]:
+        """The paths ``wanted`` asks for that differ between two commits, with their blobs
+        in ``new``."""
         out = self.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new)
         fields = out.split(b"\0")
         changes = []
         for meta, path in zip(fields[0::2], fields[1::2], strict=False):
             if not meta:
                 continue
+            name = path.decode("utf-8", "surrogateescape")
+            if not wanted(name):
+                continue
             parts = meta.decode().split()
             status, blob = parts[4], parts[3]
-            changes.append(Change(path.decode(), None if status == "D" else blob))
+            changes.append(Change(name, None if status == "D" else blob))
         return changes
 
     def blobs(self, blobs: list[str]) -> dict[str, bytes]:

@@ -48,6 +48,7 @@ __all__ = [
     "event_segment",
     "events_file",
     "initial_files",
+    "is_board_file",
     "load",
     "small_files",
     "task_file",
@@ -88,6 +89,19 @@ def task_path(task_id: int) -> str:
 
 def agent_path(agent_id: str) -> str:
     return f"agents/{quote(agent_id, safe='@._-')}.json"
+
+
+#: The small files at the top of the board that ``load`` reads.
+SMALL_FILES = ("fleet.json", "settings.json", "meta.json")
+
+
+def is_board_file(path: str) -> bool:
+    """Whether shoal reads ``path``: the layout's files, and nothing else on the branch."""
+    return (
+        path in SMALL_FILES
+        or (path.startswith(("tasks/", "agents/")) and path.endswith(".json"))
+        or (path.startswith("events/") and path.endswith(".jsonl"))
+    )
 
 
 def event_segment(event_id: int) -> int:

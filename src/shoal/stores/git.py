@@ -58,6 +58,7 @@ from shoal.stores._gitlayout import (
     event_segment,
     events_file,
     initial_files,
+    is_board_file,
     load,
     small_files,
     task_file,
@@ -251,13 +252,13 @@ class GitStore:
         there is a fleet in memory, else every file."""
         try:
             if self._sha is None:
-                tree = self._clone.tree(tip)
+                tree = self._clone.tree(tip, is_board_file)
                 blobs = self._clone.blobs(sorted(set(tree.values())))
                 files = {path: blobs[blob] for path, blob in tree.items()}
                 self._data = load(files)
             else:
                 try:
-                    changes = self._clone.changes(self._sha, tip)
+                    changes = self._clone.changes(self._sha, tip, is_board_file)
                 except GitFailed:  # the old tip is gone from the clone: read everything
                     self._sha = None
                     self._load(tip)

@@ -1,0 +1,94 @@
+"""A person edits the board by hand and pushes (as a reviewed pull request would): whatever
+they push, the fleet either goes on working with no task lost or doubled, or is refused
+with a clear message that changes nothing. Each test pushes with real git from a person's
+own working clone, and reads the board through two fleets: one that had it in memory
+before the edit (it reads only the changed files) and a fresh one (it reads them all)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from shoal import Fleet, ManualClock
+from shoal.stores.git import GitStore
+from tests.conftest import git_board
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def hand_edit(url: str, work: Path, edit: Callable[[Path], None]) -> None:
+    """Clone the board's branch into ``work``, let ``edit`` change the files, and push the
+    change as a person would (an ordinary commit on top of the tip)."""
+    board = url.removeprefix("git+file://")
+    subprocess.run(
+        ["git", "clone", "--quiet", "--branch", "shoal", board, str(work)],
+        check=True,
+        capture_output=True,
+    )
+    edit(work)
+    git("add", "-A", cwd=work)
+    git(
+        "-c",
+        "user.name=A Person",
+        "-c",
+        "user.email=p@example.com",
+        "commit",
+        "-qm",
+        "by hand",
+        cwd=work,
+    )
+    git("push", "--quiet", "origin", "shoal", cwd=work)
+
+
+def open_on(url: str, clock: ManualClock, cache: Path) -> Fleet:
+    return Fleet(GitStore(url, cache=cache), clock=clock, rng=random.Random(0))
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return git_board(tmp_path)
+
+
+def test_files_beside_the_board_are_never_read_whatever_they_are(
+    url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A submodule, a name that is not UTF-8 and a big binary outside the layout: the board
+    reads on (they used to end every command with exit 70 or exit 5)."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.post("keep me")
+
+    def add_strangers(work: Path) -> None:
+        (work / "notes").mkdir()
+        with open(bytes(work) + b"/notes/\xff.txt", "wb") as odd:  # a name that is not UTF-8
+            odd.write(b"\x89PNG\xff")
+        (work / "tasks" / "0" / "picture.png").write_bytes(bytes(range(256)) * 64)
+        inner = work / "notes" / "sub"
+        inner.mkdir()
+        git("init", "-q", cwd=inner)
+        git(
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+            cwd=inner,
+        )
+
+    hand_edit(url, tmp_path / "work", add_strangers)
+    tree = git("ls-tree", "-r", "shoal", cwd=Path(url.removeprefix("git+file://")))
+    assert "commit" in tree and "picture.png" in tree  # the submodule and the binary landed
+    fresh = open_on(url, clock, tmp_path / "fresh")
+    assert [t.title for t in before.tasks()] == [t.title for t in fresh.tasks()] == ["keep me"]
+    assert before.post("and me").id == 2
+    assert fresh.post("and me too").id == 3
