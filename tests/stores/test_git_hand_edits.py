@@ -6,6 +6,7 @@ before the edit (it reads only the changed files) and a fresh one (it reads them
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 from collections.abc import Callable
@@ -92,3 +93,36 @@ def test_files_beside_the_board_are_never_read_whatever_they_are(
     assert [t.title for t in before.tasks()] == [t.title for t in fresh.tasks()] == ["keep me"]
     assert before.post("and me").id == 2
     assert fresh.post("and me too").id == 3
+
+
+def lower_the_counters(work: Path) -> None:
+    fleet = json.loads((work / "fleet.json").read_text())
+    fleet["last_task_id"] = 1
+    fleet["last_event_id"] = 1
+    (work / "fleet.json").write_text(json.dumps(fleet, indent=2) + "\n")
+
+
+def add_a_task_past_the_counter(work: Path) -> None:
+    task = json.loads((work / "tasks" / "0" / "2.json").read_text())
+    task.update(id=3, title="added by hand")
+    (work / "tasks" / "0" / "3.json").write_text(json.dumps(task, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("edit", [lower_the_counters, add_a_task_past_the_counter])
+def test_a_hand_edit_of_the_counters_never_makes_a_post_overwrite_a_task(
+    url: str, clock: ManualClock, tmp_path: Path, edit: Callable[[Path], None]
+) -> None:
+    """fleet.json's counters lowered by hand (or a task file added past them) used to give
+    the next post an id a task already had: its file was written over, the task lost."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.post("one")
+    before.post("two")
+    hand_edit(url, tmp_path / "work", edit)
+    fresh = open_on(url, clock, tmp_path / "fresh")
+    had = {t.id: t.title for t in fresh.tasks()}
+    new = [before.post("three").id, fresh.post("four").id]
+    assert not set(new) & set(had)
+    titles = {t.id: t.title for t in open_on(url, clock, tmp_path / "last").tasks()}
+    assert titles == {**had, new[0]: "three", new[1]: "four"}
+    ids = [e.id for e in fresh.events(limit=100)]
+    assert len(ids) == len(set(ids))

@@ -228,7 +228,18 @@ def load(files: Mapping[str, bytes]) -> Data:
     data.events.sort(key=lambda e: e.id)
     for row, after in sorted(tasks, key=lambda t: t[0].task.id):
         _add_task(data, row, after)
+    _keep_counters_ahead(data, data.tasks)
     return data
+
+
+def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
+    """Raise the counters to the highest task (of ``task_ids``) and event on the board. A
+    person may lower ``last_task_id`` in fleet.json, or add a task file past it, by hand:
+    the next post would then take an id a task already has and write over its file -- a
+    task lost without a word. Ids are never reused, so a counter behind them is wrong."""
+    data.last_task_id = max(data.last_task_id, max(task_ids, default=0))
+    if data.events:
+        data.last_event_id = max(data.last_event_id, data.events[-1].id)
 
 
 def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
@@ -350,6 +361,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
         )
         data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
     segments: dict[int, list[Event]] = {}
+    added: list[int] = []
     for path, content in changed.items():
         if path.startswith("tasks/") and path.endswith(".json"):
             task_id = _first_number(path, ".json")
@@ -357,6 +369,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
             if content is not None:
                 row, after = _task_row(json.loads(content), path)
                 _add_task(data, row, after)
+                added.append(task_id)
         elif path.startswith("agents/") and path.endswith(".json"):
             agent_id = unquote(path[len("agents/") : -len(".json")])
             data.agents.pop(agent_id, None)
@@ -372,6 +385,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
         data.events = sorted(
             [*kept, *(e for log in segments.values() for e in log)], key=lambda e: e.id
         )
+    _keep_counters_ahead(data, data.tasks if "fleet.json" in changed else added)
 
 
 def _drop_task(data: Data, task_id: int) -> None:
