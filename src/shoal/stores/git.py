@@ -98,12 +98,27 @@ def parse_git_url(url: str) -> tuple[str, str]:
         raise InvalidStoreURL(
             f"store URL {url!r} names no repository", hint="write git+file:///path/to/board.git"
         )
-    if not _BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+    if not _is_branch_name(branch):
         raise InvalidStoreURL(
             f"{branch!r} in store URL {redact(url)!r} is not a branch name shoal accepts",
             hint="use letters, digits and . _ / - after the #, e.g. #shoal",
         )
     return remote, branch
+
+
+def _is_branch_name(branch: str) -> bool:
+    """Whether git takes ``branch`` as a branch name (``git check-ref-format --branch``'s
+    rules, over the few characters shoal allows). A name git refuses used to pass here and
+    fail at the first fetch as a remote that "cannot be reached" (exit 4, "retry"), when
+    no retry can help; ``HEAD`` would make a branch that every ``git log HEAD`` confuses."""
+    parts = branch.split("/")
+    return (
+        bool(_BRANCH_RE.fullmatch(branch))
+        and branch != "HEAD"
+        and ".." not in branch
+        and not branch.endswith(".")
+        and all(part and not part.startswith(".") and not part.endswith(".lock") for part in parts)
+    )
 
 
 def cache_root() -> Path:
