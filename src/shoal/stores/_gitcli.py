@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
+from shoal.text import shown_url
 
 __all__ = ["Change", "GitClone", "GitFailed", "no_repository", "redact"]
 
@@ -64,14 +65,17 @@ def no_repository(remote: str) -> StoreNotFound:
 
 def redact(url: str) -> str:
     """``url`` without a password or token in it, fit for a message or a log."""
-    parts = urlsplit(url)
-    if parts.password is None and "@" not in parts.netloc:
-        return url
-    host = parts.hostname or ""
-    user = parts.username
-    netloc = (f"{user}:***@" if parts.password else f"{user}@") if user else ""
-    netloc += host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return shown_url(url)
+
+
+def _secret_of(remote: str) -> str | None:
+    """The password (or, over http(s), the token in place of a user) ``remote`` holds."""
+    shown = shown_url(remote)
+    if shown == remote:
+        return None
+    userinfo = remote.partition("://")[2].rpartition("@")[0]
+    user, colon, password = userinfo.partition(":")
+    return (password if colon else user) or None
 
 
 class GitFailed(Exception):
@@ -131,6 +135,7 @@ class GitClone:
         self.branch = branch
         self.path = path
         self.tracking = f"refs/remotes/origin/{branch}"
+        self._secret = _secret_of(remote)
         self._env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
@@ -165,8 +170,17 @@ class GitClone:
             ) from exc
         if done.returncode != 0:
             said = (done.stderr + b"\n" + done.stdout).decode("utf-8", "replace")
-            raise GitFailed(args, done.returncode, said)
+            raise GitFailed(args, done.returncode, self._scrub(said))
         return done.stdout
+
+    def _scrub(self, said: str) -> str:
+        """git's words without the remote's password or token: git hides them itself only
+        in a URL it could parse, and one with an unescaped ``/`` or ``?`` in its password
+        comes back whole in "unable to access '...'"."""
+        if self._secret:
+            for secret in {self._secret, unquote(self._secret)}:
+                said = said.replace(secret, "***")
+        return said
 
     # -- the clone itself ------------------------------------------------------------
 

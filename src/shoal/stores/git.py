@@ -96,7 +96,13 @@ def parse_git_url(url: str) -> tuple[str, str]:
         )
     if scheme == "file" and not urlsplit(remote).path:
         raise InvalidStoreURL(
-            f"store URL {url!r} names no repository", hint="write git+file:///path/to/board.git"
+            f"store URL {redact(url)!r} names no repository",
+            hint="write git+file:///path/to/board.git",
+        )
+    if "@" in branch:  # a '#' in a password: the rest of it is no branch, and not shown
+        raise InvalidStoreURL(
+            f"store URL {redact(url)!r} has a '#' before its host",
+            hint="write a '#' in a user name or password as %23; #branch comes last",
         )
     if not _is_branch_name(branch):
         raise InvalidStoreURL(
