@@ -11,10 +11,12 @@ import random
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from shoal import Fleet, ManualClock
+from shoal.errors import StoreDamaged
 from shoal.stores.git import GitStore
 from tests.conftest import git_board
 
@@ -126,3 +128,40 @@ def test_a_hand_edit_of_the_counters_never_makes_a_post_overwrite_a_task(
     assert titles == {**had, new[0]: "three", new[1]: "four"}
     ids = [e.id for e in fresh.events(limit=100)]
     assert len(ids) == len(set(ids))
+
+
+def rewrite(path: Path, **changes: Any) -> None:
+    value = json.loads(path.read_text())
+    value.update(changes)
+    path.write_text(json.dumps(value, indent=2) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda w: rewrite(w / "tasks" / "0" / "1.json", priority="high"), "priority"),
+        (lambda w: rewrite(w / "tasks" / "0" / "1.json", attempts=True), "attempts"),
+        (lambda w: rewrite(w / "tasks" / "0" / "1.json", skills=["py", 3]), "skills"),
+        (lambda w: rewrite(w / "agents" / "ada.json", max_concurrent="2"), "max_concurrent"),
+        (lambda w: rewrite(w / "agents" / "ada.json", id="bob"), "holds agent 'bob'"),
+    ],
+    ids=["priority-name", "attempts-bool", "skill-number", "max-concurrent-text", "agent-id"],
+)
+def test_a_hand_edit_that_parses_but_holds_a_wrong_value_is_refused_changing_nothing(
+    url: str, clock: ManualClock, tmp_path: Path, edit: Callable[[Path], None], named: str
+) -> None:
+    """A value of the wrong kind (``"priority": "high"``) used to load, and every claim
+    after it failed with an internal error; an agent file renamed inside was taken by a
+    fleet reading only the changes, and refused by a fresh one. Both refuse it now (exit
+    5), naming the file, and nothing is written."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.register("ada")
+    before.post("one")
+    hand_edit(url, tmp_path / "work", edit)
+    board = Path(url.removeprefix("git+file://"))
+    tip = git("rev-parse", "shoal", cwd=board)
+    with pytest.raises(StoreDamaged, match=named):
+        before.claim("ada")
+    with pytest.raises(StoreDamaged, match=named):
+        open_on(url, clock, tmp_path / "fresh")
+    assert git("rev-parse", "shoal", cwd=board) == tip

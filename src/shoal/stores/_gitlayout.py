@@ -25,8 +25,11 @@ act as any agent -- the git store trusts everyone with access to it (SECURITY.md
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from enum import Enum
+from types import UnionType
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -213,9 +216,7 @@ def load(files: Mapping[str, bytes]) -> Data:
             if path.startswith("tasks/") and path.endswith(".json"):
                 tasks.append(_task_row(json.loads(content), path))
             elif path.startswith("agents/") and path.endswith(".json"):
-                agent = _agent(json.loads(content))
-                if agent_path(agent.id) != path:
-                    raise Malformed(f"{path} holds agent {agent.id!r}")
+                agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
             elif path.startswith("events/") and path.endswith(".jsonl"):
                 data.events.extend(
@@ -242,11 +243,47 @@ def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
         data.last_event_id = max(data.last_event_id, data.events[-1].id)
 
 
+def _kinds(cls: type) -> dict[str, tuple[type, ...] | None]:
+    """The JSON types each field of ``cls`` may hold (None: any; enums and tuples are
+    converted before the check, their items checked as strings)."""
+    kinds: dict[str, tuple[type, ...] | None] = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        if hint is Any or (isinstance(hint, type) and issubclass(hint, Enum)):
+            kinds[name] = None
+            continue
+        allowed: set[type] = set()
+        for arg in typing.get_args(hint) if isinstance(hint, UnionType) else (hint,):
+            one = typing.get_origin(arg) or arg
+            allowed |= {int, float} if one is float else {one}
+        kinds[name] = tuple(allowed)
+    return kinds
+
+
+_KINDS = {Task: _kinds(Task), Agent: _kinds(Agent)}
+
+
+def _check_kinds(cls: type, values: dict[str, Any], path: str) -> None:
+    """Each field of a task or agent file holds a value of its type. A person's edit that
+    wrote ``"priority": "high"`` parsed, and every later claim or ``ready`` failed on it
+    with an internal error (exit 70): it is refused here, naming the file and field."""
+    for name, value in values.items():
+        allowed = _KINDS[cls].get(name)
+        if allowed is None:
+            continue
+        wrong = isinstance(value, bool) and bool not in allowed
+        wrong = wrong or not isinstance(value, allowed)
+        if not wrong and isinstance(value, tuple):
+            wrong = not all(isinstance(item, str) for item in value)
+        if wrong:
+            raise Malformed(f"{path}: {name} holds {value!r}, not a value of its kind")
+
+
 def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     known = {f.name for f in fields(Task)}
     values = {k: v for k, v in raw.items() if k in known}
     values["state"] = TaskState(values["state"])
     values["skills"] = tuple(values.get("skills") or ())
+    _check_kinds(Task, values, path)
     task = Task(**values)
     if task_path(task.id) != path:
         raise Malformed(f"{path} holds task {task.id}")
@@ -256,13 +293,17 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     return row, [int(i) for i in raw.get("after") or ()]
 
 
-def _agent(raw: dict[str, Any]) -> Agent:
+def _agent(raw: dict[str, Any], path: str) -> Agent:
     known = {f.name for f in fields(Agent)}
     values = {k: v for k, v in raw.items() if k in known}
     values["status"] = AgentStatus(values["status"])
     values["skills"] = tuple(values.get("skills") or ())
     values["domains"] = tuple(values.get("domains") or ())
-    return Agent(**values)
+    _check_kinds(Agent, values, path)
+    agent = Agent(**values)
+    if agent_path(agent.id) != path:
+        raise Malformed(f"{path} holds agent {agent.id!r}")
+    return agent
 
 
 def _event(raw: dict[str, Any]) -> Event:
@@ -374,7 +415,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
             agent_id = unquote(path[len("agents/") : -len(".json")])
             data.agents.pop(agent_id, None)
             if content is not None:
-                agent = _agent(json.loads(content))
+                agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
         elif path.startswith("events/") and path.endswith(".jsonl"):
             first = _first_number(path, ".jsonl")
