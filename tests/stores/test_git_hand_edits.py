@@ -165,3 +165,45 @@ def test_a_hand_edit_that_parses_but_holds_a_wrong_value_is_refused_changing_not
     with pytest.raises(StoreDamaged, match=named):
         open_on(url, clock, tmp_path / "fresh")
     assert git("rev-parse", "shoal", cwd=board) == tip
+
+
+def copy_the_log_elsewhere(work: Path) -> None:
+    (work / "events" / "copy").mkdir()
+    log = work / "events" / "000000001" / "000000001.jsonl"
+    (work / "events" / "copy" / "000000001.jsonl").write_bytes(log.read_bytes())
+
+
+def move_an_event_to_another_file(work: Path) -> None:
+    log = work / "events" / "000000001" / "000000001.jsonl"
+    first, *rest = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(rest))
+    (work / "events" / "000000001" / "000000101.jsonl").write_bytes(first)
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (copy_the_log_elsewhere, "events/copy/000000001.jsonl is not where"),
+        (move_an_event_to_another_file, "000000101.jsonl holds events that are not its own"),
+        (lambda w: (w / "settings.json").write_text('{"lease_ttl": "soon"}'), "settings.json"),
+    ],
+    ids=["log-copied", "event-moved", "bad-setting"],
+)
+def test_a_hand_edit_of_the_log_or_the_settings_is_refused_as_a_damaged_board(
+    url: str, clock: ManualClock, tmp_path: Path, edit: Callable[[Path], None], named: str
+) -> None:
+    """A copy of the log's file under another name used to be read as more events, and
+    each write after it put one more copy of every event into the log; a bad value in
+    settings.json was reported as the caller's bad input (exit 2), naming no file. Both
+    are a damaged board now (exit 5), the file named, nothing written."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.register("ada")
+    before.post("one")
+    hand_edit(url, tmp_path / "work", edit)
+    board = Path(url.removeprefix("git+file://"))
+    tip = git("rev-parse", "shoal", cwd=board)
+    with pytest.raises(StoreDamaged, match=named):
+        before.post("two")
+    with pytest.raises(StoreDamaged, match=named):
+        open_on(url, clock, tmp_path / "fresh")
+    assert git("rev-parse", "shoal", cwd=board) == tip

@@ -33,6 +33,7 @@ from types import UnionType
 from typing import Any
 from urllib.parse import quote, unquote
 
+from shoal.errors import InvalidSetting
 from shoal.model import Agent, AgentStatus, Event, Task, TaskState
 from shoal.settings import Settings
 from shoal.stores._memdata import Data, Row
@@ -219,11 +220,11 @@ def load(files: Mapping[str, bytes]) -> Data:
                 agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
             elif path.startswith("events/") and path.endswith(".jsonl"):
-                data.events.extend(
-                    _event(json.loads(line)) for line in content.splitlines() if line.strip()
-                )
+                data.events.extend(_events_at(path, content)[1])
     except Malformed:
         raise
+    except InvalidSetting as exc:  # not the caller's input: a hand edit of the board
+        raise Malformed(f"settings.json: {exc.message}") from exc
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
     data.events.sort(key=lambda e: e.id)
@@ -304,6 +305,21 @@ def _agent(raw: dict[str, Any], path: str) -> Agent:
     if agent_path(agent.id) != path:
         raise Malformed(f"{path} holds agent {agent.id!r}")
     return agent
+
+
+def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
+    """The events file at ``path``: its segment and its events. It must be where its
+    segment's file goes, and hold only that segment's events, once each: a copy a person
+    left under another name used to be read as more events, and every write after it
+    wrote the doubles back into the log's file -- one more copy of each per write."""
+    segment = event_segment(_first_number(path, ".jsonl"))
+    if event_path(segment) != path:
+        raise Malformed(f"{path} is not where the event log keeps a file")
+    log = [_event(json.loads(line)) for line in content.splitlines() if line.strip()]
+    ids = [e.id for e in log]
+    if any(event_segment(i) != segment for i in ids) or len(set(ids)) != len(ids):
+        raise Malformed(f"{path} holds events that are not its own, or one twice")
+    return segment, log
 
 
 def _event(raw: dict[str, Any]) -> Event:
@@ -418,9 +434,8 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
                 agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
         elif path.startswith("events/") and path.endswith(".jsonl"):
-            first = _first_number(path, ".jsonl")
-            lines = (content or b"").splitlines()
-            segments[event_segment(first)] = [_event(json.loads(x)) for x in lines if x.strip()]
+            segment, log = _events_at(path, content or b"")
+            segments[segment] = log
     if segments:
         kept = [e for e in data.events if event_segment(e.id) not in segments]
         data.events = sorted(
