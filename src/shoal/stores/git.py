@@ -44,7 +44,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from shoal import policy
-from shoal.errors import InvalidStoreURL, StoreDamaged, StoreNotFound, WriteConflict
+from shoal.errors import (
+    InvalidStoreURL,
+    StoreDamaged,
+    StoreNotFound,
+    StoreUnavailable,
+    WriteConflict,
+)
 from shoal.model import Event
 from shoal.stores._gitcli import GitClone, GitFailed, no_repository, redact
 from shoal.stores._gitlayout import (
@@ -221,13 +227,31 @@ class GitStore:
         """The private clone exists and is sound (made or made again under a lock, so two
         processes of this host never build it at once)."""
         path = self._clone.path
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise self._no_cache(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._clone.ensure()
+        except OSError as exc:
+            raise self._no_cache(exc) from exc
+        except GitFailed as exc:
+            raise self._no_cache(exc) from exc
         finally:
             os.close(fd)
+
+    def _no_cache(self, exc: Exception) -> StoreUnavailable:
+        """The private clone cannot be made or written (a read-only or full disk, a cache
+        folder of another user): this host's trouble, not the board's -- it used to end
+        the command with an internal error (exit 70)."""
+        said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return StoreUnavailable(
+            f"cannot write the private clone of the board at {self._clone.path}: {said}",
+            hint="free some space or make that folder writable, or point SHOAL_GIT_CACHE at "
+            "a folder this user can write; nothing was changed on the board",
+        )
 
     def _refresh_or_none(self) -> str | None:
         """Fetch, and bring the fleet in memory to the remote's tip; the tip, or None when
@@ -331,7 +355,12 @@ class GitStore:
                     new = data.events[logged:] if data.events is events else []
                     message, author = commit_message(new, files)
                     assert self._sha is not None
-                    commit = self._clone.commit(self._sha, files, message, author, self._scratch)
+                    try:
+                        commit = self._clone.commit(
+                            self._sha, files, message, author, self._scratch
+                        )
+                    except GitFailed as exc:  # nothing left the clone: the board is as it was
+                        raise self._no_cache(exc) from exc
                     refused = self._clone.push(commit)
                     self._commits += 1
                     spent = time.monotonic() - began
