@@ -207,3 +207,22 @@ def test_a_hand_edit_of_the_log_or_the_settings_is_refused_as_a_damaged_board(
     with pytest.raises(StoreDamaged, match=named):
         open_on(url, clock, tmp_path / "fresh")
     assert git("rev-parse", "shoal", cwd=board) == tip
+
+
+def test_a_branch_a_person_forces_back_in_history_is_said_aloud(
+    url: str, clock: ManualClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A person force-pushes the branch back past a claim: the claim is undone, and the
+    task goes to the next agent (git cannot keep a rewritten history's work; README says
+    never to do it). The holder's process says what happened, so that its refused
+    completion has a reason in its log."""
+    holder = open_on(url, clock, tmp_path / "holder")
+    holder.register("ada")
+    holder.post("one")
+    board = Path(url.removeprefix("git+file://"))
+    before_claim = git("rev-parse", "shoal", cwd=board).strip()
+    holder.claim("ada")
+    git("update-ref", "refs/heads/shoal", before_claim, cwd=board)  # the force-push
+    with caplog.at_level("WARNING", logger="shoal.stores.git"):
+        holder.heartbeat("ada")
+    assert "went back in its history" in caplog.text

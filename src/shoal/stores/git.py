@@ -261,9 +261,11 @@ class GitStore:
             try:
                 tip = self._clone.fetch(self._sha)
                 if tip is not None and tip != self._sha:
+                    logged = self._data.last_event_id if self._sha is not None else 0
                     if self._sha is not None:  # someone else pushed since we looked
                         self._others_at = time.monotonic()
                     self._load(tip)
+                    self._warn_if_rewound(logged)
                 return tip
             except GitFailed as exc:  # a board file shoal cannot read is StoreDamaged at once
                 if attempt or not (exc.broken_clone or exc.ref_locked):
@@ -276,6 +278,25 @@ class GitStore:
                 self._clone.reclone()
                 self._sha = None
         raise AssertionError("unreachable")
+
+    def _warn_if_rewound(self, logged: int) -> None:
+        """Say so when the branch went back in its history: its log ends before the last
+        event this process read. Only a person does that (``git push --force`` or a reset
+        of the branch on the remote); shoal never does (a squash keeps every counter).
+        What was recorded after the old tip is undone -- a claim made there is no lease
+        any more, and its task is handed out again -- so the holder learns why its next
+        ``complete`` is refused rather than only that it was."""
+        now = self._data.last_event_id
+        if now < logged:
+            log.warning(
+                "the branch %r of %s went back in its history (its log ends at event %d, "
+                "it ended at %d): someone force-pushed or reset it; what was recorded "
+                "after that is undone, and the leases taken there are lost",
+                self._clone.branch,
+                redact(self._clone.remote),
+                now,
+                logged,
+            )
 
     def _refresh(self) -> None:
         if self._refresh_or_none() is None:
