@@ -226,3 +226,19 @@ def test_a_branch_a_person_forces_back_in_history_is_said_aloud(
     with caplog.at_level("WARNING", logger="shoal.stores.git"):
         holder.heartbeat("ada")
     assert "went back in its history" in caplog.text
+
+
+def test_a_task_deleted_by_hand_leaves_the_ones_waiting_on_it_stuck_and_shown(
+    url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A person deletes a task file that another task waits on: the waiting task can
+    never start, and status and assess name it as stuck (they used to fail with an
+    internal error, KeyError), so that a person can cancel or retry it."""
+    before = open_on(url, clock, tmp_path / "before")
+    first = before.post("first")
+    then = before.post("then", after=[first.id])
+    hand_edit(url, tmp_path / "work", lambda w: (w / "tasks" / "0" / "1.json").unlink())
+    for fleet in (before, open_on(url, clock, tmp_path / "fresh")):
+        assert list(fleet.status().stuck) == [then.id]
+        fleet.assess()
+    before.cancel(then.id)
