@@ -69,6 +69,7 @@ from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
 from shoal.model import BatchCompletion, Claim, Completion, Lease, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Finishing, Store, StoreTx
+from shoal.text import shown_url
 from shoal.validation import (
     as_task_ids,
     check_agent_id,
@@ -141,6 +142,12 @@ class Fleet(AgentVerbs, OperatorVerbs):
     @property
     def url(self) -> str:
         return self._store.url
+
+    @property
+    def where(self) -> str:
+        """The store's URL fit to show (a banner, a message, ``--json``): without the
+        password or token ``url`` may hold, which opens the fleet but is nobody's to see."""
+        return shown_url(self._store.url)
 
     @property
     def created(self) -> bool:

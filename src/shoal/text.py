@@ -32,6 +32,7 @@ __all__ = [
     "check_storable",
     "describe",
     "safe",
+    "shown_url",
 ]
 
 #: Bidirectional controls: embeddings and overrides (U+202A..U+202E) and isolates
@@ -139,3 +140,25 @@ def safe(text: str, *, one_line: bool = False) -> str:
     lone surrogate written out as ``\\x1b`` / ``\\u202e``, so it is seen, not obeyed.
     Line breaks and tabs stay, unless ``one_line`` (then a line break is ``\\x0a`` too)."""
     return (_UNSAFE_ONE_LINE if one_line else _UNSAFE).sub(_escape, text)
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a message, a log or a banner: no password or token in it.
+
+    The user part is taken to end at the *last* ``@`` of the address, not at the first
+    ``/``, ``?`` or ``#``: a password written with those unescaped
+    (``https://ada:pa/ss@host``) is still a password, and a URL parser would show it as a
+    path. A user with no password stays for ssh and the databases (``git@host``) but is
+    hidden for http(s), where it is usually a token (``https://<token>@host/...``). A
+    path with an ``@`` in it may be hidden too: a message shows a little less, never a
+    secret."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest or rest.startswith("/"):
+        return url
+    userinfo, _, after = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if colon:
+        return f"{scheme}://{user}:***@{after}"
+    if scheme.endswith(("http", "https")):
+        return f"{scheme}://***@{after}"
+    return url

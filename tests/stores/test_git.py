@@ -196,6 +196,11 @@ def test_squash_is_refused_where_there_is_no_history_and_with_a_dry_run(
         ("git+file://", "names no repository"),
         ("git+file:///tmp/board.git#bad..branch", "not a branch name"),
         ("git+file:///tmp/board.git#-x", "not a branch name"),
+        ("git+file:///tmp/board.git#a/.b", "not a branch name"),
+        ("git+file:///tmp/board.git#a.", "not a branch name"),
+        ("git+file:///tmp/board.git#x.lock/y", "not a branch name"),
+        ("git+file:///tmp/board.git#a//b", "not a branch name"),
+        ("git+file:///tmp/board.git#HEAD", "not a branch name"),
     ],
 )
 def test_a_malformed_git_url_is_refused_with_the_forms_that_work(url: str, words: str) -> None:

@@ -1,16 +1,19 @@
 """The git store's private clone: its fetch reports the board's tip without asking git
 again when the branch stayed where this process left it, and still sees every move another
 clone made -- a plain push, a squash of the history, a packed ref (``git gc`` in the
-clone); and the loose objects its writes leave are packed now and then."""
+clone); the loose objects its writes leave are packed now and then; and a clone that
+cannot be written is this host's trouble, said plainly."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from shoal import Fleet
+from shoal.errors import StoreUnavailable
 from shoal.stores import git as git_module
 from shoal.stores.git import GitStore
 from tests.conftest import git_board
@@ -72,3 +75,27 @@ def test_the_private_clone_packs_what_the_writes_leave_loose(
     # writes of ~90 objects each (gc estimates its count from a sample, so not always 0).
     assert loose_objects(store) <= 1_200
     assert fleet.status().counts["pending"] == 3200
+
+
+def test_a_private_clone_that_cannot_be_written_is_a_clear_retryable_error(
+    tmp_path: Path,
+) -> None:
+    """A cache folder that cannot be made, or a clone whose objects cannot be written (a
+    read-only or full disk): StoreUnavailable naming the clone and SHOAL_GIT_CACHE (exit
+    4), the board untouched -- both used to be an internal error (exit 70)."""
+    url = git_board(tmp_path)
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(StoreUnavailable, match="cannot write the private clone") as raised:
+        GitStore(url, cache=tmp_path / "a-file" / "cache")
+    assert "SHOAL_GIT_CACHE" in (raised.value.hint or "")
+    store = GitStore(url, cache=tmp_path / "cache")
+    fleet = Fleet(store)
+    fleet.post("kept")
+    board = Path(url.removeprefix("git+file://"))
+    tip = (board / "refs" / "heads" / "shoal").read_text()
+    pack = store._clone.path / "objects" / "pack"
+    shutil.rmtree(pack)
+    pack.write_text("not a folder")  # fast-import can write no pack here
+    with pytest.raises(StoreUnavailable, match="cannot write the private clone"):
+        fleet.post("not written")
+    assert (board / "refs" / "heads" / "shoal").read_text() == tip

@@ -5,6 +5,7 @@ which git itself handles.)"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -16,9 +17,10 @@ from typing import ClassVar
 import pytest
 
 from shoal import Fleet
-from shoal.errors import StoreUnavailable
+from shoal.errors import ShoalError, StoreUnavailable
 from shoal.stores.git import GitStore
 from tests.helpers import one
+from tests.workers import SHOAL
 
 BACKEND = Path("/usr/lib/git-core/git-http-backend")
 
@@ -85,3 +87,57 @@ def test_a_repository_the_host_does_not_have_is_a_clear_error(
     with pytest.raises(StoreUnavailable, match="cannot reach the git remote") as raised:
         GitStore(f"git+{git_host}/nowhere.git", cache=tmp_path / "c")
     assert "git ls-remote" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "secret"),
+    [("ada:s3cret-pw", "s3cret-pw"), ("ghp_T0KEN", "ghp_T0KEN")],
+)
+def test_a_password_or_token_in_the_url_shows_in_no_output_of_a_working_fleet(
+    git_host: str, tmp_path: Path, userinfo: str, secret: str
+) -> None:
+    """init, doctor and status (text, --json, -vv) on a fleet reached with credentials in
+    its URL: none prints them (init and doctor used to print the URL whole, and a token
+    alone in place of a user was never hidden)."""
+    url = "git+" + git_host.replace("http://", f"http://{userinfo}@") + "/board.git"
+    env = {**os.environ, "SHOAL_GIT_CACHE": str(tmp_path / "cache")}
+    said = []
+    for args in (
+        ["init"],
+        ["init", "--json"],
+        ["doctor"],
+        ["doctor", "--json"],
+        ["-vv", "status"],
+        ["status", "--json"],
+        ["-vv", "add", "reviewed over http"],
+    ):
+        done = subprocess.run(
+            [*SHOAL, "--store", url, *args], capture_output=True, text=True, env=env, check=False
+        )
+        said.append(done.stdout + done.stderr)
+        assert done.returncode == 0, said[-1]
+    assert all(secret not in text for text in said), said
+    assert "127.0.0.1" in said[0]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git+https://ada:pa/ss-w0rd@127.0.0.1:9/board.git",
+        "git+https://ada:pa?ss-w0rd@127.0.0.1:9/board.git",
+        "git+https://ada:pa#ss-w0rd@127.0.0.1:9/board.git",
+        "git+http://ss-w0rd@127.0.0.1:9/board.git",
+        "git+file://ada:ss-w0rd@localhost",
+    ],
+)
+def test_a_password_a_url_parser_would_misread_never_shows_in_a_message(
+    url: str, tmp_path: Path
+) -> None:
+    """A password with an unescaped / ? or # (which a URL parser reads as the path, the
+    query or the branch), or a token in place of a user: the error names the remote
+    without it."""
+    with pytest.raises(ShoalError) as raised:
+        GitStore(url, cache=tmp_path / "c")
+    said = f"{raised.value} {raised.value.hint}"
+    assert "ss-w0rd" not in said, said
+    assert "***" in said

@@ -137,6 +137,11 @@ class RemoteFleet(Fleet):
         return self._api.url
 
     @property
+    def where(self) -> str:
+        """The hub's URL fit to show: no user name or password."""
+        return self._api.shown
+
+    @property
     def created(self) -> bool:
         return False
 

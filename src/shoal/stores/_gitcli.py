@@ -19,11 +19,13 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
+from shoal.text import shown_url
 
 __all__ = ["Change", "GitClone", "GitFailed", "no_repository", "redact"]
 
@@ -63,14 +65,17 @@ def no_repository(remote: str) -> StoreNotFound:
 
 def redact(url: str) -> str:
     """``url`` without a password or token in it, fit for a message or a log."""
-    parts = urlsplit(url)
-    if parts.password is None and "@" not in parts.netloc:
-        return url
-    host = parts.hostname or ""
-    user = parts.username
-    netloc = (f"{user}:***@" if parts.password else f"{user}@") if user else ""
-    netloc += host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return shown_url(url)
+
+
+def _secret_of(remote: str) -> str | None:
+    """The password (or, over http(s), the token in place of a user) ``remote`` holds."""
+    shown = shown_url(remote)
+    if shown == remote:
+        return None
+    userinfo = remote.partition("://")[2].rpartition("@")[0]
+    user, colon, password = userinfo.partition(":")
+    return (password if colon else user) or None
 
 
 class GitFailed(Exception):
@@ -130,6 +135,7 @@ class GitClone:
         self.branch = branch
         self.path = path
         self.tracking = f"refs/remotes/origin/{branch}"
+        self._secret = _secret_of(remote)
         self._env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
@@ -164,8 +170,17 @@ class GitClone:
             ) from exc
         if done.returncode != 0:
             said = (done.stderr + b"\n" + done.stdout).decode("utf-8", "replace")
-            raise GitFailed(args, done.returncode, said)
+            raise GitFailed(args, done.returncode, self._scrub(said))
         return done.stdout
+
+    def _scrub(self, said: str) -> str:
+        """git's words without the remote's password or token: git hides them itself only
+        in a URL it could parse, and one with an unescaped ``/`` or ``?`` in its password
+        comes back whole in "unable to access '...'"."""
+        if self._secret:
+            for secret in {self._secret, unquote(self._secret)}:
+                said = said.replace(secret, "***")
+        return said
 
     # -- the clone itself ------------------------------------------------------------
 
@@ -312,27 +327,35 @@ class GitClone:
 
     # -- reading a commit ------------------------------------------------------------
 
-    def tree(self, commit: str) -> dict[str, str]:
-        """Every file of ``commit``: path -> blob."""
+    def tree(self, commit: str, wanted: Callable[[str], bool]) -> dict[str, str]:
+        """The files of ``commit`` that ``wanted`` asks for: path -> blob. The others are
+        never read: a person may keep anything beside the board (a submodule, a binary, a
+        name that is not UTF-8) without it costing a read or breaking one."""
         out = self.run("ls-tree", "-r", "-z", "--full-tree", commit)
         files = {}
         for entry in out.split(b"\0"):
             if entry:
-                meta, path = entry.split(b"\t", 1)
-                files[path.decode()] = meta.split()[2].decode()
+                meta, raw = entry.split(b"\t", 1)
+                path = raw.decode("utf-8", "surrogateescape")
+                if wanted(path):
+                    files[path] = meta.split()[2].decode()
         return files
 
-    def changes(self, old: str, new: str) -> list[Change]:
-        """The paths that differ between two commits, with their blobs in ``new``."""
+    def changes(self, old: str, new: str, wanted: Callable[[str], bool]) -> list[Change]:
+        """The paths ``wanted`` asks for that differ between two commits, with their blobs
+        in ``new``."""
         out = self.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new)
         fields = out.split(b"\0")
         changes = []
         for meta, path in zip(fields[0::2], fields[1::2], strict=False):
             if not meta:
                 continue
+            name = path.decode("utf-8", "surrogateescape")
+            if not wanted(name):
+                continue
             parts = meta.decode().split()
             status, blob = parts[4], parts[3]
-            changes.append(Change(path.decode(), None if status == "D" else blob))
+            changes.append(Change(name, None if status == "D" else blob))
         return changes
 
     def blobs(self, blobs: list[str]) -> dict[str, bytes]:

@@ -25,11 +25,15 @@ act as any agent -- the git store trusts everyone with access to it (SECURITY.md
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from enum import Enum
+from types import UnionType
 from typing import Any
 from urllib.parse import quote, unquote
 
+from shoal.errors import InvalidSetting
 from shoal.model import Agent, AgentStatus, Event, Task, TaskState
 from shoal.settings import Settings
 from shoal.stores._memdata import Data, Row
@@ -48,6 +52,7 @@ __all__ = [
     "event_segment",
     "events_file",
     "initial_files",
+    "is_board_file",
     "load",
     "small_files",
     "task_file",
@@ -88,6 +93,19 @@ def task_path(task_id: int) -> str:
 
 def agent_path(agent_id: str) -> str:
     return f"agents/{quote(agent_id, safe='@._-')}.json"
+
+
+#: The small files at the top of the board that ``load`` reads.
+SMALL_FILES = ("fleet.json", "settings.json", "meta.json")
+
+
+def is_board_file(path: str) -> bool:
+    """Whether shoal reads ``path``: the layout's files, and nothing else on the branch."""
+    return (
+        path in SMALL_FILES
+        or (path.startswith(("tasks/", "agents/")) and path.endswith(".json"))
+        or (path.startswith("events/") and path.endswith(".jsonl"))
+    )
 
 
 def event_segment(event_id: int) -> int:
@@ -199,22 +217,66 @@ def load(files: Mapping[str, bytes]) -> Data:
             if path.startswith("tasks/") and path.endswith(".json"):
                 tasks.append(_task_row(json.loads(content), path))
             elif path.startswith("agents/") and path.endswith(".json"):
-                agent = _agent(json.loads(content))
-                if agent_path(agent.id) != path:
-                    raise Malformed(f"{path} holds agent {agent.id!r}")
+                agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
             elif path.startswith("events/") and path.endswith(".jsonl"):
-                data.events.extend(
-                    _event(json.loads(line)) for line in content.splitlines() if line.strip()
-                )
+                data.events.extend(_events_at(path, content)[1])
     except Malformed:
         raise
+    except InvalidSetting as exc:  # not the caller's input: a hand edit of the board
+        raise Malformed(f"settings.json: {exc.message}") from exc
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
     data.events.sort(key=lambda e: e.id)
     for row, after in sorted(tasks, key=lambda t: t[0].task.id):
         _add_task(data, row, after)
+    _keep_counters_ahead(data, data.tasks)
     return data
+
+
+def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
+    """Raise the counters to the highest task (of ``task_ids``) and event on the board. A
+    person may lower ``last_task_id`` in fleet.json, or add a task file past it, by hand:
+    the next post would then take an id a task already has and write over its file -- a
+    task lost without a word. Ids are never reused, so a counter behind them is wrong."""
+    data.last_task_id = max(data.last_task_id, max(task_ids, default=0))
+    if data.events:
+        data.last_event_id = max(data.last_event_id, data.events[-1].id)
+
+
+def _kinds(cls: type) -> dict[str, tuple[type, ...] | None]:
+    """The JSON types each field of ``cls`` may hold (None: any; enums and tuples are
+    converted before the check, their items checked as strings)."""
+    kinds: dict[str, tuple[type, ...] | None] = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        if hint is Any or (isinstance(hint, type) and issubclass(hint, Enum)):
+            kinds[name] = None
+            continue
+        allowed: set[type] = set()
+        for arg in typing.get_args(hint) if isinstance(hint, UnionType) else (hint,):
+            one = typing.get_origin(arg) or arg
+            allowed |= {int, float} if one is float else {one}
+        kinds[name] = tuple(allowed)
+    return kinds
+
+
+_KINDS = {Task: _kinds(Task), Agent: _kinds(Agent)}
+
+
+def _check_kinds(cls: type, values: dict[str, Any], path: str) -> None:
+    """Each field of a task or agent file holds a value of its type. A person's edit that
+    wrote ``"priority": "high"`` parsed, and every later claim or ``ready`` failed on it
+    with an internal error (exit 70): it is refused here, naming the file and field."""
+    for name, value in values.items():
+        allowed = _KINDS[cls].get(name)
+        if allowed is None:
+            continue
+        wrong = isinstance(value, bool) and bool not in allowed
+        wrong = wrong or not isinstance(value, allowed)
+        if not wrong and isinstance(value, tuple):
+            wrong = not all(isinstance(item, str) for item in value)
+        if wrong:
+            raise Malformed(f"{path}: {name} holds {value!r}, not a value of its kind")
 
 
 def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
@@ -222,6 +284,7 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     values = {k: v for k, v in raw.items() if k in known}
     values["state"] = TaskState(values["state"])
     values["skills"] = tuple(values.get("skills") or ())
+    _check_kinds(Task, values, path)
     task = Task(**values)
     if task_path(task.id) != path:
         raise Malformed(f"{path} holds task {task.id}")
@@ -231,13 +294,32 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     return row, [int(i) for i in raw.get("after") or ()]
 
 
-def _agent(raw: dict[str, Any]) -> Agent:
+def _agent(raw: dict[str, Any], path: str) -> Agent:
     known = {f.name for f in fields(Agent)}
     values = {k: v for k, v in raw.items() if k in known}
     values["status"] = AgentStatus(values["status"])
     values["skills"] = tuple(values.get("skills") or ())
     values["domains"] = tuple(values.get("domains") or ())
-    return Agent(**values)
+    _check_kinds(Agent, values, path)
+    agent = Agent(**values)
+    if agent_path(agent.id) != path:
+        raise Malformed(f"{path} holds agent {agent.id!r}")
+    return agent
+
+
+def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
+    """The events file at ``path``: its segment and its events. It must be where its
+    segment's file goes, and hold only that segment's events, once each: a copy a person
+    left under another name used to be read as more events, and every write after it
+    wrote the doubles back into the log's file -- one more copy of each per write."""
+    segment = event_segment(_first_number(path, ".jsonl"))
+    if event_path(segment) != path:
+        raise Malformed(f"{path} is not where the event log keeps a file")
+    log = [_event(json.loads(line)) for line in content.splitlines() if line.strip()]
+    ids = [e.id for e in log]
+    if any(event_segment(i) != segment for i in ids) or len(set(ids)) != len(ids):
+        raise Malformed(f"{path} holds events that are not its own, or one twice")
+    return segment, log
 
 
 def _event(raw: dict[str, Any]) -> Event:
@@ -336,6 +418,7 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
         )
         data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
     segments: dict[int, list[Event]] = {}
+    added: list[int] = []
     for path, content in changed.items():
         if path.startswith("tasks/") and path.endswith(".json"):
             task_id = _first_number(path, ".json")
@@ -343,21 +426,22 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
             if content is not None:
                 row, after = _task_row(json.loads(content), path)
                 _add_task(data, row, after)
+                added.append(task_id)
         elif path.startswith("agents/") and path.endswith(".json"):
             agent_id = unquote(path[len("agents/") : -len(".json")])
             data.agents.pop(agent_id, None)
             if content is not None:
-                agent = _agent(json.loads(content))
+                agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
         elif path.startswith("events/") and path.endswith(".jsonl"):
-            first = _first_number(path, ".jsonl")
-            lines = (content or b"").splitlines()
-            segments[event_segment(first)] = [_event(json.loads(x)) for x in lines if x.strip()]
+            segment, log = _events_at(path, content or b"")
+            segments[segment] = log
     if segments:
         kept = [e for e in data.events if event_segment(e.id) not in segments]
         data.events = sorted(
             [*kept, *(e for log in segments.values() for e in log)], key=lambda e: e.id
         )
+    _keep_counters_ahead(data, data.tasks if "fleet.json" in changed else added)
 
 
 def _drop_task(data: Data, task_id: int) -> None:

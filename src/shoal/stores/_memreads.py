@@ -144,12 +144,16 @@ class MemoryReads(MemoryTxBase):
         return len(due), min(due, default=None)
 
     def stuck_tasks(self, limit: int) -> list[int]:
+        """Blocked tasks that wait on one that ended without finishing -- or, on a git
+        board, on one a person deleted by hand (a prune never deletes a task another
+        waits on): it will never finish either, and asking for it by id used to fail."""
         ended = (TaskState.DEAD, TaskState.CANCELLED)
+        tasks = self.d.tasks
         stuck = sorted(
             task_id
             for task_id, deps in self.d.deps.items()
-            if self.d.tasks[task_id].task.state is TaskState.BLOCKED
-            and any(self.d.tasks[dep].task.state in ended for dep in deps)
+            if tasks[task_id].task.state is TaskState.BLOCKED
+            and any(dep not in tasks or tasks[dep].task.state in ended for dep in deps)
         )
         return stuck[:limit]
 

@@ -44,7 +44,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from shoal import policy
-from shoal.errors import InvalidStoreURL, StoreDamaged, StoreNotFound, WriteConflict
+from shoal.errors import (
+    InvalidStoreURL,
+    StoreDamaged,
+    StoreNotFound,
+    StoreUnavailable,
+    WriteConflict,
+)
 from shoal.model import Event
 from shoal.stores._gitcli import GitClone, GitFailed, no_repository, redact
 from shoal.stores._gitlayout import (
@@ -58,6 +64,7 @@ from shoal.stores._gitlayout import (
     event_segment,
     events_file,
     initial_files,
+    is_board_file,
     load,
     small_files,
     task_file,
@@ -95,14 +102,35 @@ def parse_git_url(url: str) -> tuple[str, str]:
         )
     if scheme == "file" and not urlsplit(remote).path:
         raise InvalidStoreURL(
-            f"store URL {url!r} names no repository", hint="write git+file:///path/to/board.git"
+            f"store URL {redact(url)!r} names no repository",
+            hint="write git+file:///path/to/board.git",
         )
-    if not _BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".lock", "/")):
+    if "@" in branch:  # a '#' in a password: the rest of it is no branch, and not shown
+        raise InvalidStoreURL(
+            f"store URL {redact(url)!r} has a '#' before its host",
+            hint="write a '#' in a user name or password as %23; #branch comes last",
+        )
+    if not _is_branch_name(branch):
         raise InvalidStoreURL(
             f"{branch!r} in store URL {redact(url)!r} is not a branch name shoal accepts",
             hint="use letters, digits and . _ / - after the #, e.g. #shoal",
         )
     return remote, branch
+
+
+def _is_branch_name(branch: str) -> bool:
+    """Whether git takes ``branch`` as a branch name (``git check-ref-format --branch``'s
+    rules, over the few characters shoal allows). A name git refuses used to pass here and
+    fail at the first fetch as a remote that "cannot be reached" (exit 4, "retry"), when
+    no retry can help; ``HEAD`` would make a branch that every ``git log HEAD`` confuses."""
+    parts = branch.split("/")
+    return (
+        bool(_BRANCH_RE.fullmatch(branch))
+        and branch != "HEAD"
+        and ".." not in branch
+        and not branch.endswith(".")
+        and all(part and not part.startswith(".") and not part.endswith(".lock") for part in parts)
+    )
 
 
 def cache_root() -> Path:
@@ -199,13 +227,31 @@ class GitStore:
         """The private clone exists and is sound (made or made again under a lock, so two
         processes of this host never build it at once)."""
         path = self._clone.path
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise self._no_cache(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._clone.ensure()
+        except OSError as exc:
+            raise self._no_cache(exc) from exc
+        except GitFailed as exc:
+            raise self._no_cache(exc) from exc
         finally:
             os.close(fd)
+
+    def _no_cache(self, exc: Exception) -> StoreUnavailable:
+        """The private clone cannot be made or written (a read-only or full disk, a cache
+        folder of another user): this host's trouble, not the board's -- it used to end
+        the command with an internal error (exit 70)."""
+        said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return StoreUnavailable(
+            f"cannot write the private clone of the board at {self._clone.path}: {said}",
+            hint="free some space or make that folder writable, or point SHOAL_GIT_CACHE at "
+            "a folder this user can write; nothing was changed on the board",
+        )
 
     def _refresh_or_none(self) -> str | None:
         """Fetch, and bring the fleet in memory to the remote's tip; the tip, or None when
@@ -215,9 +261,11 @@ class GitStore:
             try:
                 tip = self._clone.fetch(self._sha)
                 if tip is not None and tip != self._sha:
+                    logged = self._data.last_event_id if self._sha is not None else 0
                     if self._sha is not None:  # someone else pushed since we looked
                         self._others_at = time.monotonic()
                     self._load(tip)
+                    self._warn_if_rewound(logged)
                 return tip
             except GitFailed as exc:  # a board file shoal cannot read is StoreDamaged at once
                 if attempt or not (exc.broken_clone or exc.ref_locked):
@@ -230,6 +278,25 @@ class GitStore:
                 self._clone.reclone()
                 self._sha = None
         raise AssertionError("unreachable")
+
+    def _warn_if_rewound(self, logged: int) -> None:
+        """Say so when the branch went back in its history: its log ends before the last
+        event this process read. Only a person does that (``git push --force`` or a reset
+        of the branch on the remote); shoal never does (a squash keeps every counter).
+        What was recorded after the old tip is undone -- a claim made there is no lease
+        any more, and its task is handed out again -- so the holder learns why its next
+        ``complete`` is refused rather than only that it was."""
+        now = self._data.last_event_id
+        if now < logged:
+            log.warning(
+                "the branch %r of %s went back in its history (its log ends at event %d, "
+                "it ended at %d): someone force-pushed or reset it; what was recorded "
+                "after that is undone, and the leases taken there are lost",
+                self._clone.branch,
+                redact(self._clone.remote),
+                now,
+                logged,
+            )
 
     def _refresh(self) -> None:
         if self._refresh_or_none() is None:
@@ -251,13 +318,13 @@ class GitStore:
         there is a fleet in memory, else every file."""
         try:
             if self._sha is None:
-                tree = self._clone.tree(tip)
+                tree = self._clone.tree(tip, is_board_file)
                 blobs = self._clone.blobs(sorted(set(tree.values())))
                 files = {path: blobs[blob] for path, blob in tree.items()}
                 self._data = load(files)
             else:
                 try:
-                    changes = self._clone.changes(self._sha, tip)
+                    changes = self._clone.changes(self._sha, tip, is_board_file)
                 except GitFailed:  # the old tip is gone from the clone: read everything
                     self._sha = None
                     self._load(tip)
@@ -309,7 +376,12 @@ class GitStore:
                     new = data.events[logged:] if data.events is events else []
                     message, author = commit_message(new, files)
                     assert self._sha is not None
-                    commit = self._clone.commit(self._sha, files, message, author, self._scratch)
+                    try:
+                        commit = self._clone.commit(
+                            self._sha, files, message, author, self._scratch
+                        )
+                    except GitFailed as exc:  # nothing left the clone: the board is as it was
+                        raise self._no_cache(exc) from exc
                     refused = self._clone.push(commit)
                     self._commits += 1
                     spent = time.monotonic() - began

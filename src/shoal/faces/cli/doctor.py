@@ -123,7 +123,7 @@ def _probe(fleet: Fleet) -> Check:
                     f"`chmod u+w {place}` (SQLite also writes its -wal and -shm files "
                     "beside the database), or run shoal as the fleet's owner",
                 )
-    return Check("store", True, f"reachable and writable at {fleet.url}")
+    return Check("store", True, f"reachable and writable at {fleet.where}")
 
 
 def _sqlite_file(url: str | None) -> Path | None:

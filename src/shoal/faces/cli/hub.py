@@ -25,8 +25,8 @@ def init(app: App) -> None:
     app.adopt(fleet)
     created = fleet.created
     app.emit(
-        {"store": fleet.url, "created": created},
-        f"{'created a fleet' if created else 'fleet ready'} at {fleet.url}\n"
+        {"store": fleet.where, "created": created},
+        f"{'created a fleet' if created else 'fleet ready'} at {fleet.where}\n"
         "next: `shoal register AGENT --skill ...` and `shoal add TITLE`",
     )
 

@@ -322,7 +322,7 @@ def monitor(app: App, interval: str, once: bool) -> None:
         return
     stop = threading.Event()
     if not app.json:
-        app.out.print(f"{_stamp()}  monitoring {app.fleet().url} every {every:g}s", style="dim")
+        app.out.print(f"{_stamp()}  monitoring {app.fleet().where} every {every:g}s", style="dim")
     with _on_signals(stop.set, stop.set):
         hub.run(every, stop, on_action)
 

@@ -82,7 +82,9 @@ def run_serve(
     sock = bind(exposure)
     where = f"{'https' if tls else 'http'}://{exposure.address}/"
     access = "open to this machine: no token made yet" if not tokens else "tokens required"
-    app.err.print(f"shoal serve: {fleet.url} at {where} ({access})", highlight=False, markup=False)
+    app.err.print(
+        f"shoal serve: {fleet.where} at {where} ({access})", highlight=False, markup=False
+    )
     app.err.print(
         f"shoal serve: API {where}api/v1/docs · metrics {where}metrics · Ctrl-C stops",
         highlight=False,

@@ -46,7 +46,7 @@ DurationArg = Annotated[str | float | None, Field(description='Seconds, or "90s"
 def _summary(desk: FleetDesk, you: str | None) -> tuple[str, dict[str, Any]]:
     fleet = desk.fleet
     status = fleet.status()
-    text = fleet_summary(status, fleet.ready(limit=5), you, fleet.url)
+    text = fleet_summary(status, fleet.ready(limit=5), you, fleet.where)
     return text, iso_times(status.to_dict())
 
 

@@ -124,8 +124,8 @@ class FleetDesk:
 
     @property
     def url(self) -> str | None:
-        """The fleet's URL, once it is open."""
-        return None if self._fleet is None else self._fleet.url
+        """The fleet's URL fit to show (no password), once it is open."""
+        return None if self._fleet is None else self._fleet.where
 
     def start(self) -> ShoalError | None:
         """Open the fleet and register the pinned agent (kept in ``registration``); the
