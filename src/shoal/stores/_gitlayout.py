@@ -407,6 +407,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
 
 
 def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
+    known_task_id = data.last_task_id  # at or above every task in memory (see below)
     if any(p in changed for p in ("fleet.json", "settings.json", "meta.json")):
         small = small_files(data)
         merged = {p: changed.get(p, small[p]) or b"{}" for p in small}
@@ -441,7 +442,10 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
         data.events = sorted(
             [*kept, *(e for log in segments.values() for e in log)], key=lambda e: e.id
         )
-    _keep_counters_ahead(data, data.tasks if "fleet.json" in changed else added)
+    # Only a counter that went back (a hand edit, a branch forced back) needs every task
+    # looked at; otherwise the tasks this change added are all that can be past it.
+    lowered = data.last_task_id < known_task_id
+    _keep_counters_ahead(data, data.tasks if lowered else added)
 
 
 def _drop_task(data: Data, task_id: int) -> None:
