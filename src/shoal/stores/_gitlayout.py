@@ -99,13 +99,24 @@ def agent_path(agent_id: str) -> str:
 SMALL_FILES = ("fleet.json", "settings.json", "meta.json")
 
 
+def board_kind(path: str) -> str | None:
+    """What ``path`` holds on the board: ``small`` (one of ``SMALL_FILES``), ``task``,
+    ``agent`` or ``events``; None for anything else a person keeps on the branch, which
+    shoal never reads."""
+    if path in SMALL_FILES:
+        return "small"
+    if path.startswith("tasks/") and path.endswith(".json"):
+        return "task"
+    if path.startswith("agents/") and path.endswith(".json"):
+        return "agent"
+    if path.startswith("events/") and path.endswith(".jsonl"):
+        return "events"
+    return None
+
+
 def is_board_file(path: str) -> bool:
     """Whether shoal reads ``path``: the layout's files, and nothing else on the branch."""
-    return (
-        path in SMALL_FILES
-        or (path.startswith(("tasks/", "agents/")) and path.endswith(".json"))
-        or (path.startswith("events/") and path.endswith(".jsonl"))
-    )
+    return board_kind(path) is not None
 
 
 def event_segment(event_id: int) -> int:
@@ -214,12 +225,13 @@ def load(files: Mapping[str, bytes]) -> Data:
         data.meta = {str(k): str(v) for k, v in json.loads(files.get("meta.json", b"{}")).items()}
         tasks: list[tuple[Row, list[int]]] = []
         for path, content in files.items():
-            if path.startswith("tasks/") and path.endswith(".json"):
+            kind = board_kind(path)
+            if kind == "task":
                 tasks.append(_task_row(json.loads(content), path))
-            elif path.startswith("agents/") and path.endswith(".json"):
+            elif kind == "agent":
                 agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
-            elif path.startswith("events/") and path.endswith(".jsonl"):
+            elif kind == "events":
                 data.events.extend(_events_at(path, content)[1])
     except Malformed:
         raise
@@ -408,7 +420,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
 
 def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
     known_task_id = data.last_task_id  # at or above every task in memory (see below)
-    if any(p in changed for p in ("fleet.json", "settings.json", "meta.json")):
+    if any(p in changed for p in SMALL_FILES):
         small = small_files(data)
         merged = {p: changed.get(p, small[p]) or b"{}" for p in small}
         fresh = load(merged)  # no tasks, agents or events: only the small files
@@ -421,20 +433,21 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
     segments: dict[int, list[Event]] = {}
     added: list[int] = []
     for path, content in changed.items():
-        if path.startswith("tasks/") and path.endswith(".json"):
+        kind = board_kind(path)
+        if kind == "task":
             task_id = _first_number(path, ".json")
             _drop_task(data, task_id)
             if content is not None:
                 row, after = _task_row(json.loads(content), path)
                 _add_task(data, row, after)
                 added.append(task_id)
-        elif path.startswith("agents/") and path.endswith(".json"):
+        elif kind == "agent":
             agent_id = unquote(path[len("agents/") : -len(".json")])
             data.agents.pop(agent_id, None)
             if content is not None:
                 agent = _agent(json.loads(content), path)
                 data.agents[agent.id] = agent
-        elif path.startswith("events/") and path.endswith(".jsonl"):
+        elif kind == "events":
             segment, log = _events_at(path, content or b"")
             segments[segment] = log
     if segments:
