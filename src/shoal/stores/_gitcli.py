@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
 from shoal.text import shown_url
 
-__all__ = ["Change", "GitClone", "GitFailed", "no_repository", "redact"]
+__all__ = ["Change", "GitClone", "GitFailed", "no_repository"]
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,6 @@ def no_repository(remote: str) -> StoreNotFound:
         hint=f"make one with `git init --bare {path}`, then start a fleet in it with "
         f"`shoal init --store git+file://{path}`; or check the path",
     )
-
-
-def redact(url: str) -> str:
-    """``url`` without a password or token in it, fit for a message or a log."""
-    return shown_url(url)
 
 
 def _secret_of(remote: str) -> str | None:
@@ -195,7 +190,7 @@ class GitClone:
                 "the local clone of the board at %s is unusable (%s); cloning it again from %s",
                 self.path,
                 problem,
-                redact(self.remote),
+                shown_url(self.remote),
             )
         self.reclone()
 
@@ -209,7 +204,7 @@ class GitClone:
         except GitFailed as failed:
             return failed.last_line if failed.stderr else "it tracks no remote"
         if origin != self.remote:
-            return f"it is a clone of {redact(origin)}, not of {redact(self.remote)}"
+            return f"it is a clone of {shown_url(origin)}, not of {shown_url(self.remote)}"
         return None
 
     def reclone(self) -> None:
@@ -320,8 +315,8 @@ class GitClone:
             else "nothing was changed"
         )
         return StoreUnavailable(
-            f"cannot reach the git remote {redact(self.remote)}: {failed.last_line}",
-            hint=f"check the URL and your access with `git ls-remote {redact(self.remote)}`; "
+            f"cannot reach the git remote {shown_url(self.remote)}: {failed.last_line}",
+            hint=f"check the URL and your access with `git ls-remote {shown_url(self.remote)}`; "
             + outcome,
         )
 
@@ -433,7 +428,7 @@ class GitClone:
             if self.landed(commit):
                 log.warning(
                     "the push to %s failed (%s), but the remote has the commit: it landed",
-                    redact(self.remote),
+                    shown_url(self.remote),
                     failed.last_line,
                 )
                 return None

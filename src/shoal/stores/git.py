@@ -52,7 +52,7 @@ from shoal.errors import (
     WriteConflict,
 )
 from shoal.model import Event
-from shoal.stores._gitcli import GitClone, GitFailed, no_repository, redact
+from shoal.stores._gitcli import GitClone, GitFailed, no_repository
 from shoal.stores._gitlayout import (
     EVENTS_PER_FILE,
     Malformed,
@@ -73,6 +73,7 @@ from shoal.stores._gitlayout import (
 from shoal.stores._memdata import Data
 from shoal.stores.base import Capabilities, DirectOutcome, Finishing
 from shoal.stores.memory import _MemoryTx
+from shoal.text import shown_url
 
 __all__ = ["GitStore", "parse_git_url"]
 
@@ -96,23 +97,23 @@ def parse_git_url(url: str) -> tuple[str, str]:
     scheme = urlsplit(remote).scheme
     if scheme not in ("file", "ssh", "https", "http"):
         raise InvalidStoreURL(
-            f"store URL {redact(url)!r} is not a git remote shoal can use",
+            f"store URL {shown_url(url)!r} is not a git remote shoal can use",
             hint="write git+file:///path/to/board.git, git+ssh://host/path.git or "
             "git+https://host/path.git, with #branch to pick a branch (default shoal)",
         )
     if scheme == "file" and not urlsplit(remote).path:
         raise InvalidStoreURL(
-            f"store URL {redact(url)!r} names no repository",
+            f"store URL {shown_url(url)!r} names no repository",
             hint="write git+file:///path/to/board.git",
         )
     if "@" in branch:  # a '#' in a password: the rest of it is no branch, and not shown
         raise InvalidStoreURL(
-            f"store URL {redact(url)!r} has a '#' before its host",
+            f"store URL {shown_url(url)!r} has a '#' before its host",
             hint="write a '#' in a user name or password as %23; #branch comes last",
         )
     if not _is_branch_name(branch):
         raise InvalidStoreURL(
-            f"{branch!r} in store URL {redact(url)!r} is not a branch name shoal accepts",
+            f"{branch!r} in store URL {shown_url(url)!r} is not a branch name shoal accepts",
             hint="use letters, digits and . _ / - after the #, e.g. #shoal",
         )
     return remote, branch
@@ -216,8 +217,8 @@ class GitStore:
             if self._refresh_or_none() is None:
                 if not create:
                     raise StoreNotFound(
-                        f"the git remote {redact(remote)} has no branch {branch!r}",
-                        hint=f"run `shoal init --store {redact(url)}` to start a fleet there",
+                        f"the git remote {shown_url(remote)} has no branch {branch!r}",
+                        hint=f"run `shoal init --store {shown_url(url)}` to start a fleet there",
                     )
                 self._start_board()
 
@@ -293,7 +294,7 @@ class GitStore:
                 "it ended at %d): someone force-pushed or reset it; what was recorded "
                 "after that is undone, and the leases taken there are lost",
                 self._clone.branch,
-                redact(self._clone.remote),
+                shown_url(self._clone.remote),
                 now,
                 logged,
             )
@@ -301,14 +302,14 @@ class GitStore:
     def _refresh(self) -> None:
         if self._refresh_or_none() is None:
             raise StoreNotFound(
-                f"the branch {self._clone.branch!r} is gone from {redact(self._clone.remote)}",
+                f"the branch {self._clone.branch!r} is gone from {shown_url(self._clone.remote)}",
                 hint="someone deleted it; restore it with git (its old tip is in the reflog "
                 "of any clone) or start a new fleet with `shoal init`",
             )
 
     def _damaged(self, exc: Exception) -> StoreDamaged:
         return StoreDamaged(
-            f"the git store at {redact(self.url)} cannot be read: {exc}",
+            f"the git store at {shown_url(self.url)} cannot be read: {exc}",
             hint=f"look at the latest commits of the branch (`git log {self._clone.branch}`); "
             "if a hand edit broke a file, `git revert` that commit",
         )
@@ -347,7 +348,9 @@ class GitStore:
         )
         if self._clone.push(commit) is None:
             log.info(
-                "started a fleet on branch %r of %s", self._clone.branch, redact(self._clone.remote)
+                "started a fleet on branch %r of %s",
+                self._clone.branch,
+                shown_url(self._clone.remote),
             )
             self.created = True
         self._refresh()

@@ -87,6 +87,7 @@ from shoal.extras import install_hint
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores.base import Capabilities
+from shoal.text import shown_url
 
 try:
     import psycopg
@@ -156,16 +157,6 @@ def postgres_target(url: str) -> tuple[str, str, dict[str, str]]:
     return conninfo, schema, ours
 
 
-def _where(url: str) -> str:
-    """The URL without a password, to show in messages."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-
-
 class PostgresStore(SqlStore):
     """A fleet in a PostgreSQL schema. See the module docstring."""
 
@@ -199,7 +190,7 @@ class PostgresDialect(Dialect):
     version_word = "version"
 
     def __init__(self, url: str) -> None:
-        self.where = _where(url)
+        self.where = shown_url(url)
         conninfo, self.schema, options = postgres_target(url)
         self.target = f"schema {self.schema} at {self.where}"
         try:
