@@ -407,20 +407,27 @@ ANOTHER_ON_TOP = (
 )
 
 
-@pytest.mark.parametrize("after", ["", ANOTHER_ON_TOP], ids=["tip", "moved-on"])
-def test_a_push_whose_answer_is_lost_after_it_landed_is_reported_as_done(
-    tmp_path: Path, after: str
-) -> None:
+def a_board_that_drops_a_push(tmp_path: Path, after: str) -> tuple[str, Fleet, Path]:
+    """A board with agent bob and one task, whose ``DROP_AFTER_LANDING`` hook (running
+    ``after`` first) is armed for the next push: its URL, a fleet on it, the arming file."""
     url = git_board(tmp_path)
-    board = board_of(url)
     fleet = Fleet.open(url)
     fleet.register("bob")
     fleet.post("the only job")
     arm = tmp_path / "arm"
-    hook = board / "hooks" / "reference-transaction"
+    hook = board_of(url) / "hooks" / "reference-transaction"
     hook.write_text(DROP_AFTER_LANDING.format(arm=arm, after=after))
     hook.chmod(0o755)
     arm.touch()
+    return url, fleet, arm
+
+
+@pytest.mark.parametrize("after", ["", ANOTHER_ON_TOP], ids=["tip", "moved-on"])
+def test_a_push_whose_answer_is_lost_after_it_landed_is_reported_as_done(
+    tmp_path: Path, after: str
+) -> None:
+    url, fleet, arm = a_board_that_drops_a_push(tmp_path, after)
+    board = board_of(url)
 
     done = shoal(tmp_path / "bob-cache", url, "claim", "--agent", "bob", "--json")
 
@@ -443,17 +450,10 @@ def test_a_push_whose_answer_is_lost_after_it_landed_is_reported_as_done(
 def test_a_push_whose_landing_cannot_be_checked_says_it_may_have_landed(
     tmp_path: Path,
 ) -> None:
-    url = git_board(tmp_path)
-    board = board_of(url)
-    fleet = Fleet.open(url)
-    fleet.register("bob")
-    fleet.post("the only job")
-    arm, away = tmp_path / "arm", tmp_path / "away.git"
-    hook = board / "hooks" / "reference-transaction"
+    away = tmp_path / "away.git"
     # The remote takes the push, then vanishes before answering (and before the check).
-    hook.write_text(DROP_AFTER_LANDING.format(arm=arm, after=f'mv "$(pwd)" {away}'))
-    hook.chmod(0o755)
-    arm.touch()
+    url, _fleet, _arm = a_board_that_drops_a_push(tmp_path, f'mv "$(pwd)" {away}')
+    board = board_of(url)
 
     done = shoal(tmp_path / "bob-cache", url, "claim", "--agent", "bob", "--json")
 
@@ -463,7 +463,7 @@ def test_a_push_whose_landing_cannot_be_checked_says_it_may_have_landed(
     assert "may have reached it" in error["hint"]
     assert "nothing was changed" not in error["hint"]
     away.rename(board)  # the remote is back: the next command reads what landed
-    hook.unlink()
+    (board / "hooks" / "reference-transaction").unlink()
     status = shoal(tmp_path / "bob-cache", url, "show", "1", "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["agent"] == "bob"

@@ -136,6 +136,29 @@ def rewrite(path: Path, **changes: Any) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
+def refused_changing_nothing(
+    url: str,
+    clock: ManualClock,
+    tmp_path: Path,
+    edit: Callable[[Path], None],
+    named: str,
+    act: Callable[[Fleet], object],
+) -> None:
+    """After a person's ``edit``, a fleet that was open before it fails ``act`` and a fresh
+    one fails to open, both with StoreDamaged naming ``named``; the branch did not move."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.register("ada")
+    before.post("one")
+    hand_edit(url, tmp_path / "work", edit)
+    board = Path(url.removeprefix("git+file://"))
+    tip = git("rev-parse", "shoal", cwd=board)
+    with pytest.raises(StoreDamaged, match=named):
+        act(before)
+    with pytest.raises(StoreDamaged, match=named):
+        open_on(url, clock, tmp_path / "fresh")
+    assert git("rev-parse", "shoal", cwd=board) == tip
+
+
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
@@ -154,17 +177,7 @@ def test_a_hand_edit_that_parses_but_holds_a_wrong_value_is_refused_changing_not
     after it failed with an internal error; an agent file renamed inside was taken by a
     fleet reading only the changes, and refused by a fresh one. Both refuse it now (exit
     5), naming the file, and nothing is written."""
-    before = open_on(url, clock, tmp_path / "before")
-    before.register("ada")
-    before.post("one")
-    hand_edit(url, tmp_path / "work", edit)
-    board = Path(url.removeprefix("git+file://"))
-    tip = git("rev-parse", "shoal", cwd=board)
-    with pytest.raises(StoreDamaged, match=named):
-        before.claim("ada")
-    with pytest.raises(StoreDamaged, match=named):
-        open_on(url, clock, tmp_path / "fresh")
-    assert git("rev-parse", "shoal", cwd=board) == tip
+    refused_changing_nothing(url, clock, tmp_path, edit, named, lambda fleet: fleet.claim("ada"))
 
 
 def copy_the_log_elsewhere(work: Path) -> None:
@@ -196,17 +209,7 @@ def test_a_hand_edit_of_the_log_or_the_settings_is_refused_as_a_damaged_board(
     each write after it put one more copy of every event into the log; a bad value in
     settings.json was reported as the caller's bad input (exit 2), naming no file. Both
     are a damaged board now (exit 5), the file named, nothing written."""
-    before = open_on(url, clock, tmp_path / "before")
-    before.register("ada")
-    before.post("one")
-    hand_edit(url, tmp_path / "work", edit)
-    board = Path(url.removeprefix("git+file://"))
-    tip = git("rev-parse", "shoal", cwd=board)
-    with pytest.raises(StoreDamaged, match=named):
-        before.post("two")
-    with pytest.raises(StoreDamaged, match=named):
-        open_on(url, clock, tmp_path / "fresh")
-    assert git("rev-parse", "shoal", cwd=board) == tip
+    refused_changing_nothing(url, clock, tmp_path, edit, named, lambda fleet: fleet.post("two"))
 
 
 def test_a_branch_a_person_forces_back_in_history_is_said_aloud(
