@@ -252,9 +252,18 @@ class _RobustMutex:
         if not self.acquire(1.0):
             return False
         try:
-            return self._word.value & _FUTEX_TID_MASK == threading.get_native_id()
+            return self._owner_is_this_thread()
         finally:
             self._libc.pthread_mutex_unlock(self._mutex)
+
+    def _owner_is_this_thread(self) -> bool:
+        """Whether the mutex's futex word names this thread as its owner (glibc's layout)."""
+        return self._word.value & _FUTEX_TID_MASK == threading.get_native_id()
+
+    def _holds(self) -> bool:
+        """Whether this thread holds the lock, where the layout check said the futex word
+        can tell (``_sees_waiters``); elsewhere it is not guessed."""
+        return self._sees_waiters and self._owner_is_this_thread()
 
     def release(self) -> None:
         waiting = self._sees_waiters and self._word.value & _FUTEX_WAITERS
@@ -272,7 +281,7 @@ class _RobustMutex:
         mapped again, a write into another fleet's queue) later and far from here."""
         if self._fd < 0:
             return
-        if self._word.value & _FUTEX_TID_MASK == threading.get_native_id():
+        if self._holds():
             log.warning("closing the writer queue at %s while holding it; letting go", self._path)
             self._libc.pthread_mutex_unlock(self._mutex)
         del self._word
