@@ -442,12 +442,11 @@ class GitClone:
         is on the board. The branch is the commit itself, or -- if another agent pushed in
         the meantime -- a descendant of it (a fetch brings that tip to look)."""
         try:
-            out = self.run("ls-remote", "origin", f"refs/heads/{self.branch}").decode()
-        except GitFailed:
+            tip = self.remote_tip()
+        except StoreError:
             return False  # the remote does not answer at all: unknown, so not landed
-        if not out.strip():
+        if tip is None:
             return False
-        tip = out.split()[0]
         if tip == commit:
             return True
         try:
