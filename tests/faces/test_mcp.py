@@ -22,36 +22,19 @@ pytest.importorskip("mcp")
 
 from shoal import Fleet, ManualClock, TaskState
 from shoal.extras import install_hint
-from tests.faces.mcp_support import call, refused, server_env, stdio_session, tool_list_tokens
+from tests.faces.mcp_support import (
+    MANAGER_TOOLS,
+    WORKER_TOOLS,
+    call,
+    refused,
+    server_env,
+    stdio_session,
+    tool_list_tokens,
+)
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.anyio
 
-#: What every session may do: its own work, posting work, reading the fleet.
-WORKER_TOOLS = {
-    "register_agent",
-    "claim_best_task",
-    "wait_for_task",
-    "complete_task",
-    "fail_task",
-    "release_task",
-    "heartbeat",
-    "add_task",
-    "set_agent_status",
-    "read_state",
-    "list_tasks",
-    "get_task",
-}
-#: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
-MANAGER_TOOLS = {
-    "assess_workload",
-    "configure_fleet",
-    "cancel_task",
-    "retry_task",
-    "set_task_priority",
-    "pause_agent",
-    "resume_agent",
-}
 #: A model carries the tool list in its context all along: a server pinned to an agent keeps
 #: it under this many tokens (characters / 4 of the tools/list JSON).
 TOKEN_BUDGET = 3000
