@@ -23,19 +23,21 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession, StdioServerParameters
 
 pytest.importorskip("mcp")
 
 from shoal import Fleet, ManualClock, TaskState
 from shoal.faces.mcp.server import FleetDesk
 from tests.faces.mcp_support import (
+    COMMAND,
     call,
     eventually,
     http_server,
     http_server_here,
     http_session,
     refused,
+    server_env,
     stdio_session,
 )
 
@@ -266,3 +268,27 @@ async def test_a_pinned_stdio_claim_says_the_session_must_stay_open(url: str) ->
     assert "Keep this MCP session open" in claim["next_step"]
     assert "new server for each call" in claim["next_step"]
     await eventually(claimable(url, task), "the one-call session's task", WITHIN)
+
+
+async def test_a_stdio_client_of_one_connection_per_call_keeps_its_claim(url: str) -> None:
+    """The SDK's own Client, in its default mode, sends each call as a connection of its
+    own (the per-request protocol): over stdio the session is still the process, so the
+    claim outlives the call that made it, and the next call finishes it without a token."""
+    with Fleet.open(url) as fleet:
+        task = fleet.post("kept across calls").id
+    params = StdioServerParameters(
+        command=COMMAND[0],
+        args=[*COMMAND[1:], "--store", url, "mcp", "--agent", "carol"],
+        env=server_env(),
+    )
+    async with Client(params) as carol:
+        claim = await carol.call_tool("claim_best_task", {})
+        assert claim.structured_content and claim.structured_content["task"]["id"] == task
+        await carol.call_tool("read_state", {})  # a call later: the claim is still held
+        with Fleet.open(url) as fleet:
+            assert fleet.get(task).state is TaskState.CLAIMED
+        done = await carol.call_tool("complete_task", {"task_id": task, "result": "ok"})
+        assert not done.is_error, done.content
+    with Fleet.open(url) as fleet:
+        assert fleet.get(task).state is TaskState.DONE
+        assert fleet.agent("carol").status.value == "offline"

@@ -134,6 +134,7 @@ class FleetDesk:
         self._sessions: set[Session] = set()
         self._registering = threading.Lock()
         self._in = False  # the pinned agent is in the fleet through this server
+        self._lasting: Session | None = None  # the stdio session: the process's
         self.registration: Registration | None = None  # the pinned agent's, at start
 
     # the fleet ----------------------------------------------------------
@@ -201,6 +202,15 @@ class FleetDesk:
         with self._lock:
             self._sessions.add(session)
         return session
+
+    def lasting_session(self, name: str) -> Session:
+        """The one session of a server whose client is the process's (stdio): opened on
+        first use, ended when the server stops (``close``)."""
+        with self._lock:
+            if self._lasting is None:
+                self._lasting = Session(name, self.now())
+                self._sessions.add(self._lasting)
+            return self._lasting
 
     @contextlib.contextmanager
     def calling(self, session: Session) -> Iterator[None]:

@@ -68,27 +68,33 @@ def _connection(ctx: Context) -> Connection | None:
     client's connection, and its ``exit_stack`` is unwound when the connection ends (stdio
     EOF, HTTP DELETE, the HTTP idle timeout, server shutdown) -- the SDK's place for
     per-connection cleanup. MCPServer's ``Context`` does not expose it (SDK 2.3), so it is
-    read off the request's session; None if a later SDK moves it (then sessions end only
-    when the server stops)."""
+    read off the request's session; None if a later SDK moves it (then HTTP calls are
+    served as stateless ones)."""
     found = getattr(ctx.request_context.session, "_connection", None)
     return found if isinstance(found, Connection) else None
 
 
 def session_of(ctx: Context, desk: FleetDesk) -> Session | None:
-    """The ``Session`` of the connection ``ctx`` came in on, opened on first use, or None
-    for a stateless HTTP request (which names its agent in each call).
+    """The ``Session`` a call belongs to, opened on first use, or None for a stateless
+    HTTP request (which names its agent in each call).
+
+    Over stdio (a request with no HTTP headers) the client is the process's, so the
+    session is the process's: one for every connection, ended when the server stops. The
+    SDK's per-request protocol (``mcp.Client``'s default mode from 2026) makes each call
+    a connection of its own, and a session per connection would give a claim back at the
+    end of the very call that made it. Over HTTP the session is the ``mcp-session-id``'s.
 
     Must first be called on the event loop (the session's end is hooked to the
     connection's exit stack); ``Toolbox`` does so before a tool runs."""
+    if ctx.headers is None:
+        return desk.lasting_session(STDIO)
     connection = _connection(ctx)
-    if connection is None:
+    if connection is None or connection.session_id is None:
         return None
     session = connection.state.get(_SESSION_KEY)
     if isinstance(session, Session):
         return session
-    if ctx.headers is not None and connection.session_id is None:
-        return None
-    session = desk.open_session(connection.session_id or STDIO)
+    session = desk.open_session(connection.session_id)
     connection.state[_SESSION_KEY] = session
 
     async def end() -> None:
