@@ -72,9 +72,9 @@ from typing import Any
 
 from shoal.clock import Clock
 from shoal.errors import AgentInUse, LeaseLost, ShoalError, UnknownAgent
-from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NoToken
+from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NotAManager, NoToken
 from shoal.fleet import Fleet
-from shoal.model import Claim, Lease, Registration, Task, TaskState
+from shoal.model import AgentStatus, Claim, Lease, Registration, Task, TaskState
 
 __all__ = ["FleetDesk", "Session"]
 
@@ -386,7 +386,18 @@ class FleetDesk:
     def register(self, session: Session | None, agent: str, **spec: Any) -> Registration:
         """Register ``agent`` as ``session``'s own (unpinned servers only): it acts as the
         session's default from now on, and leaves the fleet when the session ends. An agent
-        another session holds is refused before anything is written (``AgentInUse``)."""
+        another session holds is refused before anything is written (``AgentInUse``), and
+        so is a live manager's id (``NotAManager``): registering it would take the manager's
+        place in the fleet."""
+        try:
+            known = self.fleet.agent(agent)
+        except UnknownAgent:
+            known = None
+        if known is not None and known.manager and known.status is not AgentStatus.TERMINATED:
+            raise NotAManager(
+                f"agent {agent!r} is a manager; a session here cannot register as it",
+                hint="register an agent id of your own; managers are made by the operator only",
+            )
         self._take(session, agent)
         try:
             reg = self.fleet.register(agent, **spec)
