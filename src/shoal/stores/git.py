@@ -308,10 +308,20 @@ class GitStore:
             )
 
     def _damaged(self, exc: Exception) -> StoreDamaged:
+        branch = self._clone.branch
+        path = exc.path if isinstance(exc, Malformed) else None
+        if path is None:
+            hint = (
+                f"look at the latest commits of the branch (`git log {branch}`); "
+                "if a hand edit broke a file, `git revert` that commit"
+            )
+        else:
+            hint = (
+                f"see who changed {path} (`git log -p {branch} -- {path}`), then `git revert` "
+                "that commit, or correct the file, commit and push"
+            )
         return StoreDamaged(
-            f"the git store at {shown_url(self.url)} cannot be read: {exc}",
-            hint=f"look at the latest commits of the branch (`git log {self._clone.branch}`); "
-            "if a hand edit broke a file, `git revert` that commit",
+            f"the git store at {shown_url(self.url)} cannot be read: {exc}", hint=hint
         )
 
     def _load(self, tip: str) -> None:
