@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from shoal import Fleet
-from shoal.errors import StoreDamaged
+from shoal.errors import ShoalError, StoreDamaged
 from shoal.stores._gitguard import Credentials, split_credentials
 from shoal.stores.git import GitStore
 from tests.conftest import git_board
@@ -154,3 +154,27 @@ def test_something_else_where_the_clone_goes_is_refused_and_a_loose_clone_is_nar
 )
 def test_credentials_are_taken_out_of_the_url_git_is_given(remote: str, split: Credentials) -> None:
     assert split_credentials(remote) == split
+
+
+@pytest.mark.parametrize(
+    "remote",
+    [
+        "git+--upload-pack=touch {ran}/x",
+        "git+file://--upload-pack=touch%20{ran}/x",
+        "git+ssh://-oProxyCommand=touch%20{ran}/x/board.git",
+        "git+ssh://-oProxyCommand=touch%20{ran}/x@host/board.git",
+        "git+ssh://git@-oProxyCommand=touch%20{ran}/x/board.git",
+        "git+ext::sh -c touch% {ran}/x",
+        "git+file:///nowhere/board.git#../../x",
+    ],
+)
+def test_a_store_url_that_would_run_a_command_is_refused_and_runs_none(
+    remote: str, tmp_path: Path
+) -> None:
+    """Options and commands smuggled into a store URL stay refused now that the URL is
+    split before git sees it: none is run, and each fails as a shoal error."""
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    with pytest.raises(ShoalError):
+        GitStore(remote.format(ran=ran), cache=tmp_path / "cache")
+    assert list(ran.iterdir()) == []

@@ -216,3 +216,12 @@ def test_a_password_in_the_url_reaches_the_host_but_no_command_line_and_no_file(
         assert secret not in commands
         assert secret not in config
     assert any("git-receive-pack" in path for path in _GitHostWithPassword.let_in)
+    # A clone an older shoal made kept the password in its config: it is made again.
+    clone = store._clone.path
+    subprocess.run(
+        ["git", f"--git-dir={clone}", "config", "remote.origin.url", url[4:] + "/board.git"],
+        check=True,
+    )
+    assert written in (clone / "config").read_text()
+    assert [t.id for t in Fleet(GitStore(f"{url}/board.git", cache=tmp_path / "cache")).tasks()]
+    assert written not in (clone / "config").read_text()

@@ -200,6 +200,8 @@ class GitClone:
         if origin is None:
             return "it tracks no remote"
         if origin != [self.url]:
+            if [split_credentials(url).url for url in origin] == [self.url]:  # an older shoal's
+                return "its config holds the URL's password, which git is now given otherwise"
             shown = ", ".join(shown_url(url) for url in origin)
             return f"it is a clone of {shown}, not of {shown_url(self.url)}"
         return None
