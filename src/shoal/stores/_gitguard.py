@@ -9,7 +9,8 @@ hand, by an older tool) runs none of it:
 * every command runs with hooks pointed nowhere (``core.hooksPath=/dev/null``), no
   fsmonitor and no signing program (``GUARDS``, given on the command line, which wins over
   any config), no protocol but those a store URL may name (``GIT_ALLOW_PROTOCOL``: no
-  ``ext::`` command and no remote helper, whatever a config asks) and no askpass program;
+  ``ext::`` command and no remote helper, whatever a config asks), no askpass program, and
+  SSH as ``GIT_SSH_COMMAND`` says (always set, so a ``core.sshCommand`` is never read);
   ``_gitcli`` also names ``git-upload-pack`` and ``git-receive-pack`` on the command line
   of each fetch and push (a ``-c`` would not do: git takes the *first* of several
   ``remote.origin.uploadpack``, and that is the clone's);
