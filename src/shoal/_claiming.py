@@ -316,8 +316,12 @@ def rebalance_in(tx: StoreTx, now: float, rng: random.Random) -> list[Move]:
         rules = policy.steal_filter(thief, settings, skillsets)
         order = policy.order_victims(depth.items(), thief.id, settings.busy_threshold, rng)
         victims = [(victim, depth[victim] - settings.busy_threshold) for victim in order]
-        for task, victim in steal_tails(tx, rules, victims, budget, now):
-            tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
+        taken = steal_tails(tx, rules, victims, budget, now)
+        # Work sent to the thief, behind what it has; taken tail first, so numbered from
+        # the back to keep the order they had in the victim's queue.
+        numbers = tx.next_seqs(len(taken))[::-1] if taken else []
+        for (task, victim), number in zip(taken, numbers, strict=True):
+            tx.move_task(task.id, thief.id, policy.queue_place(False, number), True, now)
             data = {"from": victim, "by": "rebalance"}
             tx.append_event(now, EventKind.STOLEN, task.id, thief.id, data)
             window.append(thief.id)
