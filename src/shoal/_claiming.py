@@ -46,11 +46,11 @@ docs/ARCHITECTURE.md, "The claim", names the code and queries behind each):
   agent that runs dry takes even a busy peer's only queued task; ties broken at random)
   take one task, the one the victim would reach last: the lowest priority, and within it
   the newest of the work sent to the victim -- or, when only its own work is left, its
-  oldest child, the biggest piece of the tree it is working down. The anti-thrashing rules bound it: only priority numbers >= ``steal_min_priority``,
-  never a task stolen before, never a pinned one, skills and domain must fit (or the task
-  is simple: priority >= ``cross_domain_priority``, no skills), and at most
-  ``max_steals_per_agent`` per thief and ``max_steals_per_cycle`` fleet-wide per
-  ``rebalance_interval``.
+  oldest child, the biggest piece of the tree it is working down. The anti-thrashing
+  rules bound it: only priority numbers >= ``steal_min_priority``, never a task stolen
+  before, never a pinned one, skills and domain must fit (or the task is simple: priority
+  >= ``cross_domain_priority``, no skills), and at most ``max_steals_per_agent`` per thief
+  and ``max_steals_per_cycle`` fleet-wide per ``rebalance_interval``.
 * **idle** -- nothing: the agent is marked ``idle`` (reason ``empty``). A caller may wait
   for a change in the fleet and ask again (``Fleet.claim(..., wait=seconds)``).
 

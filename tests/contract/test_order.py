@@ -63,6 +63,27 @@ def test_children_an_agent_spawns_go_ahead_of_posted_work_newest_first(fleet: Fl
     assert titles == ["child 2", "grandchild", "child 1", "sent 1", "sent 2"]
 
 
+def test_a_batch_of_children_and_sent_work_keeps_its_listed_order_in_each(fleet: Fleet) -> None:
+    """One call is one moment: the children come first, the sent work after them, each in
+    the order listed; a thief takes the last-listed sent task."""
+    fleet.configure(max_steals_per_agent=10)
+    fleet.register("ada", max_concurrent=2)
+    fleet.register("bob")
+    fleet.post("parent", to="ada")
+    parent, lease = one(fleet.claim("ada", 1))
+    specs: list[dict[str, object]] = [
+        {"title": "child a", "parent": parent.id},
+        {"title": "sent x", "to": "ada"},
+        {"title": "child b", "parent": parent.id},
+        {"title": "sent y", "to": "ada"},
+    ]
+    fleet.post_many(specs)
+    assert [t.title for t in fleet.ready("ada")] == ["child a", "child b", "sent x", "sent y"]
+    assert one(fleet.claim("bob"))[0].title == "sent y"
+    fleet.complete(lease)
+    assert claim_all(fleet, "ada") == ["child a", "child b", "sent x"]
+
+
 def test_a_child_sent_to_another_agent_is_work_sent_to_it(fleet: Fleet) -> None:
     fleet.register("ada")
     fleet.register("bob")
