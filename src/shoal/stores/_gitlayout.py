@@ -18,8 +18,12 @@ write; in folders, two small ones.
 
 Every file is JSON with a stable key order and a final newline, so a diff between two
 commits shows exactly what an operation changed. Moments are epoch seconds, as the other
-stores keep them. Lease tokens are in the task files: whoever can read the repository can
-act as any agent -- the git store trusts everyone with access to it (SECURITY.md).
+stores keep them. A task's ``store`` holds what only the store needs: its skill set, its
+pool key, and its place in a queue (``seq``, signed as ``policy.queue_place`` gives it,
+``"signed": true``; a file without that mark was written before places had a sign, and
+is read the way the SQL stores' migration 0007 converts their tasks). Lease tokens are
+in the task files: whoever can read the repository can act as any agent -- the git store
+trusts everyone with access to it (SECURITY.md).
 """
 
 from __future__ import annotations
@@ -153,7 +157,12 @@ def task_file(row: Row, deps: Iterable[int]) -> bytes:
     out = {f.name: _plain(getattr(task, f.name)) for f in fields(Task)}
     out["after"] = sorted(deps)
     out["lease_token"] = row.token
-    out["store"] = {"skillset": row.skillset, "pool_key": row.pool_key, "seq": row.seq}
+    out["store"] = {
+        "skillset": row.skillset,
+        "pool_key": row.pool_key,
+        "seq": row.seq,
+        "signed": True,
+    }
     return dump(out)
 
 
@@ -304,7 +313,7 @@ def load(files: Mapping[str, bytes]) -> Data:
     with _reading("meta.json"):
         meta = _parse(files.get("meta.json", b"{}"), "meta.json")
         data.meta = {str(k): str(v) for k, v in meta.items()}
-    tasks: list[tuple[Row, list[int]]] = []
+    tasks: list[tuple[Row, list[int], bool]] = []
     for path, content in files.items():
         with _reading(path):
             kind = board_kind(path)
@@ -316,10 +325,26 @@ def load(files: Mapping[str, bytes]) -> Data:
             elif kind == "events":
                 data.events.extend(_events_at(path, content)[1])
     data.events.sort(key=lambda e: e.id)
-    for row, after in sorted(tasks, key=lambda t: t[0].task.id):
+    for row, after, _ in sorted(tasks, key=lambda t: t[0].task.id):
         _add_task(data, row, after)
+    _sign_places(data, [row for row, _, signed in tasks if not signed])
     _keep_counters_ahead(data, data.tasks)
     return data
+
+
+def _sign_places(data: Data, rows: Iterable[Row]) -> None:
+    """Give the queued tasks of files written before places had a sign the place they would
+    have now -- the rule of the SQL stores' migration 0007: the work others sent an agent
+    goes behind, oldest first; its own (a child of a task it holds or held, a task it
+    started) stays in front. Run once every row is in ``data``: it looks at parents."""
+    for row in rows:
+        task = row.task
+        queued = task.state in (TaskState.PENDING, TaskState.BLOCKED) and task.agent is not None
+        if not queued or row.seq <= 0 or task.claimed_at is not None:
+            continue
+        parent = data.tasks.get(task.parent) if task.parent is not None else None
+        if parent is None or parent.task.agent != task.agent:
+            row.seq = -row.seq
 
 
 def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
@@ -367,7 +392,8 @@ def _check_kinds(cls: type, values: dict[str, Any], path: str) -> None:
             raise Malformed(f"{path}: {name} holds {value!r}, not a value of its kind")
 
 
-def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
+def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
+    """The row of a task file, what it waits on, and whether its place is signed."""
     known = {f.name for f in fields(Task)}
     values = {k: v for k, v in raw.items() if k in known}
     values["state"] = TaskState(values["state"])
@@ -380,7 +406,7 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     pool_key = _finite(store["pool_key"], "store.pool_key")
     row = Row(task, int(store["skillset"]), pool_key, int(store["seq"]))
     row.token = raw.get("lease_token")
-    return row, [int(i) for i in raw.get("after") or ()]
+    return row, [int(i) for i in raw.get("after") or ()], store.get("signed") is True
 
 
 def _agent(raw: dict[str, Any], path: str) -> Agent:
@@ -503,6 +529,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
         data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
     segments: dict[int, list[Event]] = {}
     added: list[int] = []
+    unsigned: list[Row] = []
     for path, content in changed.items():
         with _reading(path):
             kind = board_kind(path)
@@ -510,9 +537,11 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
                 task_id = _first_number(path, ".json")
                 _drop_task(data, task_id)
                 if content is not None:
-                    row, after = _task_row(_parse(content, path), path)
+                    row, after, signed = _task_row(_parse(content, path), path)
                     _add_task(data, row, after)
                     added.append(task_id)
+                    if not signed:
+                        unsigned.append(row)
             elif kind == "agent":
                 agent_id = unquote(path[len("agents/") : -len(".json")])
                 data.agents.pop(agent_id, None)
@@ -522,6 +551,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
             elif kind == "events":
                 segment, log = _events_at(path, content or b"")
                 segments[segment] = log
+    _sign_places(data, unsigned)
     if segments:
         kept = [e for e in data.events if event_segment(e.id) not in segments]
         data.events = sorted(
