@@ -24,19 +24,25 @@ reports, and then SIGKILLs the rest of the group, so that nothing the command st
 outlives a stop. If the shim itself is killed the worker notices (no ``exit`` line) and kills
 the group in its place.
 
-Run as ``python -I -S _shim.py FD COMMAND...``: the standard library only, nothing of shoal,
-so that it starts in milliseconds (it runs once per task). It writes nothing to the
-command's stdout or stderr, and does not read its stdin.
+Run as ``python -I -S _shim.py FD COMMAND...``, it starts in about the time of a bare
+``python -c pass`` (it runs once per task): the standard library's C modules only, nothing
+of shoal, no threads (one loop waits on the channel and on the command at once, woken by
+SIGCHLD through ``signal.set_wakeup_fd``), and the C half of ``signal``, whose Python half
+would double the start-up with ``enum``. It writes nothing to the command's stdout or
+stderr, and does not read its stdin.
 """
 
 from __future__ import annotations
 
 import os
 import select
-import signal
 import sys
-import threading
-from contextlib import suppress
+import time
+
+try:  # the C half of `signal`: the same calls and numbers, without the enum classes
+    import _signal as signal  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal
 
 __all__ = ["ORPHAN_GRACE", "main"]
 
@@ -46,57 +52,70 @@ ORPHAN_GRACE = 0.5
 #: Signals that mean "the group is being stopped": noted, so the shim outlives the command.
 _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Signals the command gets at their default, whatever the shim's Python did with them.
-_DEFAULTS = (*_STOPS, signal.SIGPIPE, signal.SIGXFSZ)
+_DEFAULTS = (*_STOPS, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
 
 
-def _say(channel: int, line: str) -> None:
-    """One line to the worker; if it is gone there is nobody to tell (the watch acts)."""
-    with suppress(OSError):
-        os.write(channel, f"{line}\n".encode("ascii"))
-
-
-def _watch(channel: int, stopping: threading.Event) -> None:
-    """Block until the worker's end of the channel closes, then end the group."""
-    while True:
-        try:
-            if not os.read(channel, 512):
-                break
-        except OSError:
-            break
-    stopping.set()
-    os.killpg(0, signal.SIGTERM)
-    threading.Event().wait(ORPHAN_GRACE)  # if the command ends sooner, main() ends us all
-    os.killpg(0, signal.SIGKILL)
-
-
-def _worker_gone(channel: int) -> bool:
-    """Whether the worker's end is closed (it never writes, so readable means closed)."""
+def _say(channel: int, line: str) -> bool:
+    """One line to the worker; False if it is gone (there is nobody to tell)."""
     try:
-        return bool(select.select([channel], [], [], 0)[0])
+        os.write(channel, f"{line}\n".encode("ascii"))
+    except OSError:
+        return False
+    return True
+
+
+def _closed(channel: int) -> bool:
+    """Whether the worker's end is closed. It never writes: readable means closed."""
+    try:
+        return bool(select.select([channel], [], [], 0)[0]) and not os.read(channel, 512)
     except OSError:
         return True
+
+
+def _wait(pid: int, channel: int, wake: int) -> tuple[int, bool]:
+    """Wait for the command to end; if the worker's end of ``channel`` closes first, end
+    the group (SIGTERM, then SIGKILL after ``ORPHAN_GRACE``). The command's wait status,
+    and whether the worker was gone."""
+    orphaned: float | None = None
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, orphaned is not None
+        if orphaned is None:
+            ready = select.select([channel, wake], [], [])[0]
+            if channel in ready and _closed(channel):
+                orphaned = time.monotonic()
+                os.killpg(0, signal.SIGTERM)
+        else:
+            left = orphaned + ORPHAN_GRACE - time.monotonic()
+            if left <= 0:
+                os.killpg(0, signal.SIGKILL)  # the command, what it started, and us
+            ready = select.select([wake], [], [], max(left, 0.0))[0]
+        if wake in ready:
+            os.read(wake, 512)  # a signal came (SIGCHLD: look again)
 
 
 def main(argv: list[str]) -> int:
     channel, command = int(argv[1]), argv[2:]
     os.set_inheritable(channel, False)  # the command must not hold the worker's lifeline
-    stopping = threading.Event()
-
-    def on_stop(_signum: int, _frame: object) -> None:
-        stopping.set()  # the command got the same signal; wait for it, then clean up
-
-    for sig in _STOPS:
-        signal.signal(sig, on_stop)
+    if os.getpgrp() != os.getpid():  # not started as a group's leader: lead one of our own
+        os.setpgid(0, 0)
+    stopping: list[int] = []
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)
+    signal.set_wakeup_fd(woken)
+    for sig in _STOPS:  # the command got the same signal: wait for it, then clean up
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)  # its wake-up is what counts
     try:
         pid = os.posix_spawnp(command[0], command, os.environ, setsigdef=_DEFAULTS)
     except OSError as exc:
         _say(channel, f"error {exc.errno}")
         return 0
     _say(channel, f"pid {pid}")
-    threading.Thread(target=_watch, args=(channel, stopping), daemon=True).start()
-    _, status = os.waitpid(pid, 0)
-    _say(channel, f"exit {os.waitstatus_to_exitcode(status)}")
-    if stopping.is_set() or _worker_gone(channel):
+    status, orphaned = _wait(pid, channel, wake)
+    told = _say(channel, f"exit {os.waitstatus_to_exitcode(status)}")
+    if stopping or orphaned or not told or _closed(channel):
         os.killpg(0, signal.SIGKILL)  # what the command left running in its group, and us
     return 0
 
