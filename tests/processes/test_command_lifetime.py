@@ -33,15 +33,15 @@ pytestmark = pytest.mark.slow
 CTX = mp.get_context("spawn")
 
 #: A command with a child of its own, in its group: both must end with the task's hold.
-GROUP = "echo $$ > cmd.pid; sleep 60 & echo $! > child.pid; wait"
+GROUP = 'echo $$ > "$SHOAL_TASK_ID.cmd"; sleep 60 & echo $! > "$SHOAL_TASK_ID.child"; wait'
 
 
-def command_pids(folder: Path) -> list[int]:
-    """The pids of the command and its child, once both are running."""
+def command_pids(folder: Path, task_id: int) -> list[int]:
+    """The pids of a task's command and its child, once both are running."""
 
     def written() -> list[int] | None:
         try:
-            return [int((folder / name).read_text()) for name in ("cmd.pid", "child.pid")]
+            return [int((folder / f"{task_id}.{name}").read_text()) for name in ("cmd", "child")]
         except (OSError, ValueError):  # not there yet, or half written
             return None
 
@@ -66,13 +66,14 @@ def kinds_of(fleet: Fleet, task_id: int) -> list[str]:
     return [e.kind for e in fleet.events(task=task_id)]
 
 
-def rescue(url: str, task_id: int) -> None:
-    """Another agent, on a host an hour ahead (the lease long over there), does the task."""
+def rescue(url: str, *task_ids: int) -> None:
+    """Another agent, on a host an hour ahead (the leases long over there), does the tasks."""
     with Fleet.open(url, clock=ManualClock(time.time() + 3600)) as later:
-        later.register("rescuer")
-        claim = later.claim("rescuer")
-        assert [t.id for t in claim.tasks] == [task_id]
-        later.complete(claim.leases[0], "rescued")
+        later.register("rescuer", max_concurrent=len(task_ids))
+        claim = later.claim("rescuer", len(task_ids))
+        assert sorted(t.id for t in claim.tasks) == sorted(task_ids)
+        for lease in claim.leases:
+            later.complete(lease, "rescued")
 
 
 def assert_done_once(fleet: Fleet, task_id: int, by: str) -> None:
@@ -114,25 +115,28 @@ def writes_blocked(kind: str, url: str) -> Iterator[None]:
 def test_a_worker_killed_mid_task_ends_its_commands_group_within_a_second(
     shared_store: tuple[str, str], tmp_path: Path
 ) -> None:
+    """Two tasks at once, so two commands, each with a child: all four end."""
     _kind, url = shared_store
     with Fleet.init(url) as fleet:
-        task = fleet.post("long job")
-        with running(url, "worker", "--agent", "w1", "--json", "--", "sh", "-c", GROUP,
-                     cwd=tmp_path) as worker:  # fmt: skip
-            worker.wait_for("claimed", task=task.id)
-            pids = command_pids(tmp_path)
+        tasks = [fleet.post(f"long job {i}").id for i in range(2)]
+        with running(url, "worker", "--agent", "w1", "--max-concurrent", "2", "--json", "--",
+                     "sh", "-c", GROUP, cwd=tmp_path) as worker:  # fmt: skip
+            pids = [pid for task_id in tasks for pid in command_pids(tmp_path, task_id)]
             os.kill(worker.popen.pid, signal.SIGKILL)
             killed = time.monotonic()
             seen = gone_within(pids, 10)
             worker.wait()
-        print(f"the command's group ended {seen - killed:.3f}s after its worker's kill -9")
+        print(f"the commands' groups ended {seen - killed:.3f}s after their worker's kill -9")
         assert seen - killed < 1.0
-        # Nobody else holds the task until its lease runs out; then one agent does it, once.
-        held = fleet.get(task.id)
-        assert held.state is TaskState.CLAIMED and held.agent == "w1"
-        rescue(url, task.id)
-        assert_done_once(fleet, task.id, "rescuer")
-        assert kinds_of(fleet, task.id) == ["posted", "claimed", "expired", "claimed", "completed"]
+        # Nobody else holds the tasks until their leases run out; then each is done once.
+        for task_id in tasks:
+            held = fleet.get(task_id)
+            assert held.state is TaskState.CLAIMED and held.agent == "w1"
+        rescue(url, *tasks)
+        for task_id in tasks:
+            assert_done_once(fleet, task_id, "rescuer")
+            kinds = kinds_of(fleet, task_id)
+            assert kinds == ["posted", "claimed", "expired", "claimed", "completed"]
 
 
 def test_a_killed_shim_does_not_leave_its_command_running(tmp_path: Path) -> None:
@@ -143,7 +147,7 @@ def test_a_killed_shim_does_not_leave_its_command_running(tmp_path: Path) -> Non
         task = fleet.post("long job", max_attempts=1)
         with running(url, "worker", "--agent", "w1", "--json", "--", "sh", "-c", GROUP,
                      cwd=tmp_path) as worker:  # fmt: skip
-            pids = command_pids(tmp_path)
+            pids = command_pids(tmp_path, task.id)
             shim = os.getpgid(pids[0])  # the group's leader
             assert shim not in pids and shim != worker.popen.pid
             assert os.getpgid(pids[1]) == shim
@@ -173,7 +177,7 @@ def test_a_lease_taken_by_a_host_whose_clock_jumped_ahead_stops_the_command(
         task = fleet.post("contested")
         with running(url, "worker", "--agent", "w1", "--json", "--", "sh", "-c", GROUP,
                      cwd=tmp_path) as worker:  # fmt: skip
-            pids = command_pids(tmp_path)
+            pids = command_pids(tmp_path, task.id)
             with Fleet.open(url, clock=ManualClock(time.time() + 3600)) as ahead:
                 ahead.register("thief")
                 claim = ahead.claim("thief")
@@ -202,7 +206,7 @@ def test_a_store_out_of_reach_for_a_whole_lease_stops_the_command_before_the_lea
         # --drain 0: at the end, the task it claims again is released at once.
         with running(url, "worker", "--agent", "w1", "--json", "--drain", "0", "--",
                      "sh", "-c", GROUP, cwd=tmp_path) as worker:  # fmt: skip
-            pids = command_pids(tmp_path)
+            pids = command_pids(tmp_path, task.id)
             with writes_blocked(kind, url):
                 gone_within(pids, 20)
                 gone_at = time.time()

@@ -43,27 +43,34 @@ def test_a_killed_supervisor_takes_its_workers_and_their_commands_with_it(
 ) -> None:
     _kind, url = shared_store
     with Fleet.init(url) as fleet:
-        task = fleet.post("long job", max_attempts=3)
-        with running(url, "supervise", "--max-agents", "1", "--min", "1", "--interval", "0.1",
+        tasks = [fleet.post(f"long job {i}", max_attempts=3).id for i in range(2)]
+        with running(url, "supervise", "--max-agents", "2", "--min", "2", "--interval", "0.1",
                      "--prefix", "w", "--json", "--", "sh", "-c", LONG,
                      cwd=tmp_path) as sup:  # fmt: skip
-            worker = sup.wait_for("spawned", agent="w-1")["pid"]
-            command = int(wait_until(lambda: written(tmp_path / f"{task.id}.pid"), "a command"))
+            commands = [
+                int(wait_until(lambda i=i: written(tmp_path / f"{i}.pid"), "a command"))
+                for i in tasks
+            ]
+            workers = [e["pid"] for e in sup.events("spawned")]
+            assert len(workers) == 2
             os.kill(sup.popen.pid, signal.SIGKILL)
             sup.wait()
             try:
-                wait_until(lambda: not pid_alive(worker) and not pid_alive(command),
-                           "the worker and its command to end with the supervisor")  # fmt: skip
+                wait_until(lambda: not any(pid_alive(p) for p in workers + commands),
+                           "the workers and their commands to end with the supervisor")  # fmt: skip
             finally:  # leave nothing behind, whatever happened
-                for pid in (worker, command):
+                for pid in workers + commands:
                     with suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-        back = fleet.get(task.id)
-        assert back.state is TaskState.PENDING and back.attempts == 0, back  # untouched
-        assert back.agent is None  # in the pool, for the next supervisor's workers
-        assert [e.kind for e in fleet.events(task=task.id)] == ["posted", "claimed", "released"]
-        ends = [e.data["why"] for e in fleet.events(agent="w-1") if e.kind == "agent.terminated"]
-        assert ends == [f"its supervisor (pid {sup.popen.pid}) died"]
+        for task_id in tasks:
+            back = fleet.get(task_id)
+            assert back.state is TaskState.PENDING and back.attempts == 0, back  # untouched
+            assert back.agent is None  # in the pool, for the next supervisor's workers
+            kinds = [e.kind for e in fleet.events(task=task_id)]
+            assert kinds == ["posted", "claimed", "released"]
+        why = f"its supervisor (pid {sup.popen.pid}) died"
+        ends = {e.agent: e.data["why"] for e in fleet.events() if e.kind == "agent.terminated"}
+        assert ends == {"w-1": why, "w-2": why}
 
 
 def with_password(url: str) -> tuple[str, str]:
