@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from shoal import Fleet, ManualClock, TaskState
+from shoal.runtime import CommandHandler, Worker
 from shoal.runtime._holding import LEASE_GONE, LEASE_UNRENEWED
 from tests import pg, procs
 from tests.helpers import wait_until
@@ -191,6 +193,44 @@ def test_a_lease_taken_by_a_host_whose_clock_jumped_ahead_stops_the_command(
         assert lost["error"] == LEASE_GONE
         assert_done_once(fleet, task.id, "thief")
         assert fleet.get(task.id).result == "taken over"
+
+
+def test_a_clock_jump_on_the_workers_host_stops_the_command_before_any_heartbeat(
+    shared_store: tuple[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """This host's clock jumps an hour ahead (a laptop waking, a clock stepped forward): by
+    it the lease is over, and any agent of the host may be given the task. The worker sees
+    it at once -- its next heartbeat is half a minute away -- and stops the command; the
+    task is done once. (A worker in this process, so that the jump is a manual clock's.)"""
+    _kind, url = shared_store
+    clock = ManualClock(time.time())
+    with Fleet.init(url) as setup:
+        setup.configure(lease_ttl=600)  # a heartbeat every 30 s
+    fleet = Fleet.open(url, clock=clock)
+    task = fleet.post("long job")
+    said: list[tuple[str, dict[str, Any]]] = []
+    handler = CommandHandler(["sh", "-c", GROUP], cwd=tmp_path)
+    worker = Worker(Fleet.open(url, clock=clock), "w1", handler,
+                    listener=lambda kind, data: said.append((kind, data)))  # fmt: skip
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        pids = command_pids(tmp_path, task.id)
+        clock.advance(3600)
+        jumped = time.monotonic()
+        seen = gone_within(pids, 10)
+        print(f"the command ended {seen - jumped:.3f}s after the clock jumped")
+        wait_until(lambda: [d for k, d in said if k in ("released", "lost")], "a settle")
+    finally:
+        worker.stop(now=True)
+        thread.join(30)
+    assert any("(it jumped)" in r.getMessage() for r in caplog.records)
+    fleet.register("other")
+    claim = fleet.claim("other")
+    assert [t.id for t in claim.tasks] == [task.id]
+    fleet.complete(claim.leases[0], "done once")
+    assert_done_once(fleet, task.id, "other")
+    fleet.close()
 
 
 def test_a_store_out_of_reach_for_a_whole_lease_stops_the_command_before_the_lease_ends(

@@ -72,7 +72,7 @@ class TaskSettling:
             except ShoalError as exc:
                 retry = isinstance(exc, StoreUnavailable)
                 unrenewed = ctx.stop_reason == LEASE_UNRENEWED
-                may_hold = unrenewed or hold.may_hold(monotonic(self.clock))
+                may_hold = unrenewed or hold.may_hold(monotonic(self.clock), self.fleet.clock.now())
                 if not retry or self._done.is_set() or not may_hold:
                     log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
                     self._say("error", task=task_id, error=exc.message)

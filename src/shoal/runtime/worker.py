@@ -339,7 +339,7 @@ class Worker(TaskSettling):
             self._tally("stolen")
         self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
         # The lease's length on this worker's clock, counted from now (after the claim).
-        hold = Hold.granted(monotonic(self.clock), lease.expires - self.fleet.clock.now())
+        hold = Hold.granted(monotonic(self.clock), lease.expires, self.fleet.clock.now())
         slot = _Slot(ctx, hold)
         with self._lock:
             self._slots[task.id] = slot
@@ -382,7 +382,7 @@ class Worker(TaskSettling):
                 ctx.stop(f"timed out after {self.timeout:g}s")
             elif self._aborting.is_set():
                 ctx.stop(self._stop_why or "the worker is shutting down")
-            elif not ctx.deferred and not ctx.stopped.is_set() and slot.hold.running_out(now):
+            elif not (ctx.deferred or ctx.stopped.is_set()) and self._running_out(slot, now):
                 self._lease_unrenewed(slot, now)
             if ctx.stopped.is_set():
                 inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
@@ -397,16 +397,26 @@ class Worker(TaskSettling):
             slot.finished.set()
             self._wake.set()
 
+    def _running_out(self, slot: _Slot, now: float) -> bool:
+        with self._lock:  # the heartbeat thread renews holds
+            return slot.hold.running_out(now, self.fleet.clock.now())
+
     def _lease_unrenewed(self, slot: _Slot, now: float) -> None:
-        """No heartbeat has renewed the lease for nearly its whole length (the store is out
-        of reach): stop the command before the task can be handed to anyone else."""
+        """No heartbeat renewed the lease in time (the store is out of reach, or the clock
+        jumped past the lease's end): stop the command before the task can be handed to
+        anyone else."""
+        hold, wall = slot.hold, self.fleet.clock.now()
+        if now >= hold.until - hold.margin:
+            why = f"no heartbeat has reached the store for {now - hold.renewed:.1f}s"
+        else:
+            why = f"this host's clock is {wall - hold.expires:+.1f}s from its end (it jumped)"
         log.warning(
-            "%s: stopping #%d: no heartbeat has reached the store for %.1fs and its lease "
-            "may run out in %.1fs, after which the task may be given to another agent",
+            "%s: stopping #%d: %s, and its lease may run out within %.1fs, after which the "
+            "task may be given to another agent",
             self.agent,
             slot.ctx.task.id,
-            now - slot.hold.renewed,
-            max(0.0, slot.hold.until - now),
+            why,
+            max(0.0, min(hold.until - now, hold.expires - wall)),
         )
         slot.ctx.stop(LEASE_UNRENEWED)
 
@@ -488,12 +498,12 @@ class Worker(TaskSettling):
 
     def _renew_holds(self, asked: float, renewed: list[Lease]) -> None:
         """Move each renewed lease's end, as this worker reckons it (see ``_holding``)."""
-        now = self.fleet.clock.now()
+        wall = self.fleet.clock.now()
         with self._lock:
             for lease in renewed:
                 slot = self._slots.get(lease.task_id)
                 if slot is not None:
-                    slot.hold.renew(asked, lease.expires - now)
+                    slot.hold.renew(asked, lease.expires, wall)
 
     def _lease_gone(self, slot: _Slot) -> None:
         """A heartbeat answered without this task's lease: the task is no longer ours."""
