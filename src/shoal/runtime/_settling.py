@@ -60,10 +60,10 @@ class TaskSettling:
         whose first try did commit is harmless: a second complete says ``already_done``,
         a second fail or release finds the lease gone (``LeaseLost``).
 
-        A task stopped because the store was out of reach for its whole lease is given
-        back the same way, but for as long as the worker runs: once the store answers, a
-        lease still ours would otherwise be renewed by our heartbeats for a task nobody
-        runs."""
+        A task stopped because no heartbeat renewed its lease in time (``_holding``) is
+        given back the same way, but for as long as the worker runs: once the store
+        answers, a lease still ours would otherwise be renewed by our heartbeats for a task
+        nobody runs."""
         task_id = ctx.task.id
         while True:
             try:

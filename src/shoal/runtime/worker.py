@@ -21,8 +21,15 @@ What it promises, and how:
 * **Leases outlive long tasks, not hung ones.** A heartbeat thread renews the agent and all
   its leases every third of the shortest lease TTL, whatever the handlers are doing. A task
   gets ``timeout`` seconds; past that it is stopped (a command's process group is killed) and
-  failed, so a hung handler keeps its lease only until its timeout ends it. A lease found
-  lost at a heartbeat (the task was cancelled, or the agent terminated) stops its handler.
+  failed, so a hung handler keeps its lease only until its timeout ends it.
+* **A lost lease stops the work.** The task is then someone else's, or soon may be: a lease
+  a heartbeat finds gone (expired, the task cancelled or taken back, the agent terminated)
+  stops its handler -- a command's process group -- and so does a lease no heartbeat
+  renewed before it could run out (the store out of reach, the clock jumped), a little
+  before its end by the worker's own count (``_holding``); that task is released once the
+  store answers. The log says which. And a command never outlives its worker: it runs
+  under a shim that ends its group when the worker dies, ``kill -9`` included
+  (``command``, ``_shim``).
 * **Idle, then gone (ephemeral).** An empty claim marks the agent idle in the fleet; an
   ephemeral worker that stays idle for the fleet's ``idle_timeout`` terminates its agent and
   returns. A persistent one keeps waiting.
@@ -30,7 +37,9 @@ What it promises, and how:
   lets running tasks finish for up to ``drain`` seconds; what is still running then is
   stopped and released (back to the pool, the attempt not counted). A second ``stop()``
   releases at once. A worker that leaves on purpose terminates its agent (its place under
-  max_agents is freed, its queue goes back to the pool). SIGKILL is what leases are for.
+  max_agents is freed, its queue goes back to the pool). ``stop(now=True, why=...)`` releases
+  at once and says why (``shoal worker --supervised`` does so when its supervisor dies).
+  SIGKILL is what leases are for.
 * **The worker's faults are not the tasks' failures.** A command that is not there or not
   executable is refused before anything is claimed (``CommandHandler`` checks it). One that
   still cannot be started for a task (a ``{placeholder}`` program, a tool missing from the

@@ -258,8 +258,8 @@ def worker(
     remain). SIGTERM or Ctrl-C: no more claims, running tasks get --drain to finish, then
     are released; a second signal releases them at once. If the worker dies, even by
     kill -9, its command's whole process group ends within a second; if its lease is lost
-    (a heartbeat finds it gone, or the store is out of reach as long as it lasts), the
-    command is stopped, since the task is now another agent's.
+    (a heartbeat finds it gone, or none renews it before it could run out: the store out
+    of reach, the clock jumped), the command is stopped: the task is another agent's now.
 
     A COMMAND that is not found or not executable is refused before anything is claimed
     (exit 2). One that cannot be started for a task (or exits 126/127, a shell's "cannot
