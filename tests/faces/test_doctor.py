@@ -93,7 +93,13 @@ def test_json_is_one_document_of_named_checks(doctor: Doctor) -> None:
     for check in data["checks"]:
         assert set(check) == {"name", "ok", "finding", "fix"}
         assert check["ok"] is True and check["fix"] is None and check["finding"]
-    assert doctor("--json", "doctor").data["checks"] == data["checks"]  # before or after
+    again = doctor("--json", "doctor").data["checks"]  # --json before or after the command
+
+    def steady(checks: list[dict[str, object]]) -> list[dict[str, object]]:
+        # The free space of a shared disk moves between two runs; its check's verdict must not.
+        return [{**c, "finding": None} if c["name"] == "disk_space" else c for c in checks]
+
+    assert steady(again) == steady(data["checks"])
 
 
 def test_a_truncated_sqlite_file_is_named_damaged_and_exits_5(doctor: Doctor, db: Path) -> None:
