@@ -66,7 +66,7 @@ from shoal.clock import Clock, SystemClock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, UnknownTask
 from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
-from shoal.model import BatchCompletion, Claim, Completion, Lease, Task, TaskDetail
+from shoal.model import BatchCompletion, Claim, Completion, Lease, NewTask, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Finishing, Store, StoreTx
 from shoal.text import shown_url
@@ -86,6 +86,25 @@ from shoal.validation import (
 from shoal.vocabulary import ClaimReason, EventKind, TaskState
 
 __all__ = ["Fleet"]
+
+#: ``post``'s defaults, for ``post_new``'s keywords.
+_POST_DEFAULTS: dict[str, Any] = {
+    "body": "",
+    "payload": None,
+    "priority": 5,
+    "skills": None,
+    "domain": None,
+    "to": None,
+    "after": None,
+    "parent": None,
+    "pinned": False,
+    "expected_duration": None,
+    "lease_ttl": None,
+    "max_attempts": None,
+    "key": None,
+    "not_before": None,
+    "retry_delay": None,
+}
 
 
 class Fleet(AgentVerbs, OperatorVerbs):
@@ -168,7 +187,6 @@ class Fleet(AgentVerbs, OperatorVerbs):
 
     # ------------------------------------------------------------------ posting work
 
-    @rerun_on_conflict
     def post(
         self,
         title: str,
@@ -217,13 +235,25 @@ class Fleet(AgentVerbs, OperatorVerbs):
             not_before,
             retry_delay,
         )
+        return self._post_draft(draft)[0]
+
+    def post_new(self, title: str, **fields: Any) -> tuple[Task, bool]:
+        """``post`` (the same keywords), and whether this call made the task: False when
+        ``key`` named a task posted before, which is returned instead. The answer comes
+        from the transaction that wrote (or found) the task, so of many posts racing with
+        one key exactly one is told it made it (the HTTP API's one ``201 Created``)."""
+        given = {**_POST_DEFAULTS, **fields}
+        return self._post_draft(check_post(title, **given))
+
+    @rerun_on_conflict
+    def _post_draft(self, draft: NewTask) -> tuple[Task, bool]:
         with self._store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
-                return existing
+                return existing, False
             task_id = insert_task(tx, draft, self.clock.now(), tx.load_settings())
             task = tx.get_task(task_id)
             assert task is not None
-            return task
+            return task, True
 
     @rerun_on_conflict
     def post_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:

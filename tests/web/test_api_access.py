@@ -26,7 +26,7 @@ def test_a_fleet_with_tokens_needs_one_on_every_route(
     web_fleet: Fleet, make_client: Callable[..., TestClient]
 ) -> None:
     _tokens(web_fleet)
-    anyone = make_client()
+    anyone = make_client("")
     for path in ("/api/v1/status", "/api/v1/tasks", "/api/v1/agents", "/api/v1/events"):
         answer = anyone.get(path)
         assert answer.status_code == 401, path
@@ -177,7 +177,7 @@ def test_the_pages_cookie_reads_the_api_but_never_changes_the_fleet(
     web_fleet: Fleet, make_client: Callable[..., TestClient]
 ) -> None:
     _, admin = web_fleet.create_token("admin")
-    browser = make_client()
+    browser = make_client("")
     browser.cookies.set(guard.COOKIE, admin)
     assert browser.get("/api/v1/status").status_code == 200
     web_fleet.post("keep me")

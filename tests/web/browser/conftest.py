@@ -121,8 +121,11 @@ def free_port() -> int:
 
 
 def cli_env() -> dict[str, str]:
-    """This environment without shoal's own variables (the fleet is given by --store)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    """This environment without shoal's own variables (the fleet is given by --store), but
+    for the test session's folder of private files (``SHOAL_STATE_DIR``)."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("SHOAL_") or k == "SHOAL_STATE_DIR"
+    }
     env.update(COLUMNS="200", NO_COLOR="1")
     return env
 

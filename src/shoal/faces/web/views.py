@@ -144,8 +144,17 @@ def back_to(request: Request, fallback: str = "/") -> str:
 
 
 def local_path(value: str | None, fallback: str = "/") -> str:
-    """``value`` if it is a path on this site (``/tasks?state=dead``), else ``fallback``."""
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+    """``value`` if it is a path on this site (``/tasks?state=dead``), else ``fallback``.
+
+    Only printable ASCII without spaces or backslashes is taken: a browser drops tabs and
+    line breaks from an address and reads ``\\`` as ``/``, so ``/\t/evil.example`` would
+    become ``//evil.example``, another site."""
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and all("!" <= c <= "~" and c != "\\" for c in value)
+    ):
         return value
     return fallback
 
