@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -68,3 +71,28 @@ def damage_tasks_table(db: Path) -> None:
     with open(db, "r+b") as handle:
         handle.seek((root - 1) * page)
         handle.write(b"\xff\xff\xff\xff")
+
+
+#: Runs a command as another local user (nobody), the way a second person on the machine
+#: would: ``setpriv`` needs root, which CI is.
+ANOTHER_USER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def as_another_user(
+    *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run as another local user (uid 65534); skips the test where this process
+    cannot switch users (not root, or no ``setpriv``)."""
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("playing a second local user needs root and setpriv (CI has both)")
+    return subprocess.run(
+        [*ANOTHER_USER, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd="/",
+    )

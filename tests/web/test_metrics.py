@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from shoal import Fleet, ManualClock, __version__
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web.app import create_app
-from tests.web.dash_support import OWNER
 from shoal.faces.web.metrics import TOP_DOMAINS, TOP_QUEUES
+from tests.web.dash_support import OWNER
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

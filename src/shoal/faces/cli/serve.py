@@ -111,12 +111,15 @@ def run_serve(
             "shoal serve: warning: plain HTTP off this machine -- tokens cross the network "
             "in the clear; serve with --certfile/--keyfile or behind a TLS proxy"
         )
+    forget = functools.partial(local_secrets.forget_server, port)
     try:
         if secret_file is not None:
             local_secrets.record_server(port, secret_file)
-        serve(fleet, exposure, sock, log_level=log_level, tls=tls, local_secret=secret)
+        serve(
+            fleet, exposure, sock, log_level=log_level, tls=tls, local_secret=secret, on_stop=forget
+        )
     finally:
-        local_secrets.forget_server(port)
+        forget()
 
 
 def _sign_in_secret(fleet: Fleet, host: str) -> tuple[Path | None, str | None]:

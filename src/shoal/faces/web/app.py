@@ -14,6 +14,7 @@ import contextlib
 import logging
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -108,11 +109,23 @@ def serve(
     log_level: str = "warning",
     tls: tuple[Path, Path] | None = None,
     local_secret: str | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
     """Serve the app on the bound ``sock`` until stopped (Ctrl-C or SIGTERM); over HTTPS
     with ``tls`` (the certificate chain's file, the private key's file). ``local_secret``:
-    the owner's sign-in secret while the fleet is open (``create_app``)."""
+    the owner's sign-in secret while the fleet is open (``create_app``). ``on_stop`` runs
+    once the server has shut down, before a stopping signal ends the process."""
     import uvicorn
+
+    class Server(uvicorn.Server):
+        # uvicorn raises the signal it caught again once it has stopped, which ends the
+        # process before any code after serve() could run: the last word is said here.
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if on_stop is not None:
+                    on_stop()
 
     certfile, keyfile = tls if tls is not None else (None, None)
     config = uvicorn.Config(
@@ -130,4 +143,4 @@ def serve(
     )
     logging.getLogger("uvicorn.access").addFilter(HideSecrets())  # after the Config's setup
     with contextlib.closing(sock):
-        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+        anyio.run(lambda: Server(config).serve(sockets=[sock]))
