@@ -31,21 +31,26 @@ docs/ARCHITECTURE.md, "The claim", names the code and queries behind each):
 * **capacity** -- an agent holding ``max_concurrent`` leases gets nothing: reason ``busy``.
   (An agent the circuit breaker paused gets nothing either: reason ``paused``.)
 * **own queue**, from the head -- tasks routed or assigned to the agent, or spawned by it,
-  highest priority first and newest first among equals. LIFO for the owner: an agent
-  finishes what it just spawned (depth-first), and a deferred continuation comes back to
-  the front.
+  highest priority first; among equals, its own work first and newest first, then the work
+  others sent it in the order it came. Its own work is what it spawned from the task it
+  holds -- LIFO: an agent finishes what it just spawned, depth-first -- and what it
+  started: a deferred continuation comes back to the front when it is freed, and so does a
+  pinned task it lost. Work sent to it is FIFO, because whoever posts "step 1" and then
+  "step 2" to one agent means that order. Each queued task carries one number that says
+  both (``policy.queue_place``), chosen where the task enters the queue.
 * **pool**, best score -- tasks that belong to no one, ranked by priority, domain affinity
   and age (see ``policy``), over the tasks whose skills the agent has. Two indexed look-ups
   per skill set, whatever the size of the pool.
 * **steal**, from the tail -- only when the own queue and the pool gave nothing: from the
   busiest victim at work (more than ``steal_threshold`` tasks queued -- 0 by default, so an
   agent that runs dry takes even a busy peer's only queued task; ties broken at random)
-  take one task, the lowest-priority oldest eligible one -- the one the victim would reach
-  last. The anti-thrashing rules bound it: only priority numbers >= ``steal_min_priority``,
-  never a task stolen before, never a pinned one, skills and domain must fit (or the task
-  is simple: priority >= ``cross_domain_priority``, no skills), and at most
-  ``max_steals_per_agent`` per thief and ``max_steals_per_cycle`` fleet-wide per
-  ``rebalance_interval``.
+  take one task, the one the victim would reach last: the lowest priority, and within it
+  the newest of the work sent to the victim -- or, when only its own work is left, its
+  oldest child, the biggest piece of the tree it is working down. The anti-thrashing
+  rules bound it: only priority numbers >= ``steal_min_priority``, never a task stolen
+  before, never a pinned one, skills and domain must fit (or the task is simple: priority
+  >= ``cross_domain_priority``, no skills), and at most ``max_steals_per_agent`` per thief
+  and ``max_steals_per_cycle`` fleet-wide per ``rebalance_interval``.
 * **idle** -- nothing: the agent is marked ``idle`` (reason ``empty``). A caller may wait
   for a change in the fleet and ask again (``Fleet.claim(..., wait=seconds)``).
 
@@ -70,7 +75,8 @@ steal, an idle claim, dependents to release) before anything is kept, and the ca
 runs instead.
 
 The hub's ``rebalance`` moves queued tasks to agents idle for a while with the same steal
-routine (``steal_tails``), under the same caps; it is never needed for correctness.
+routine (``steal_tails``), under the same caps; a moved task is work sent to its new agent,
+behind what that agent has. It is never needed for correctness.
 """
 
 from __future__ import annotations
@@ -316,8 +322,12 @@ def rebalance_in(tx: StoreTx, now: float, rng: random.Random) -> list[Move]:
         rules = policy.steal_filter(thief, settings, skillsets)
         order = policy.order_victims(depth.items(), thief.id, settings.busy_threshold, rng)
         victims = [(victim, depth[victim] - settings.busy_threshold) for victim in order]
-        for task, victim in steal_tails(tx, rules, victims, budget, now):
-            tx.move_task(task.id, thief.id, tx.next_seq(), True, now)
+        taken = steal_tails(tx, rules, victims, budget, now)
+        # Work sent to the thief, behind what it has; taken tail first, so numbered from
+        # the back to keep the order they had in the victim's queue.
+        numbers = tx.next_seqs(len(taken))[::-1] if taken else []
+        for (task, victim), number in zip(taken, numbers, strict=True):
+            tx.move_task(task.id, thief.id, policy.queue_place(False, number), True, now)
             data = {"from": victim, "by": "rebalance"}
             tx.append_event(now, EventKind.STOLEN, task.id, thief.id, data)
             window.append(thief.id)

@@ -118,7 +118,8 @@ class OperatorVerbs(FleetBase):
             state = TaskState.BLOCKED if waiting else TaskState.PENDING
             dest = task.agent if task.pinned else None
             key = policy.pool_key(task.priority, task.created_at, tx.load_settings().aging)
-            tx.revive_task(task_id, state, dest, tx.next_seq(), waiting, key, now)
+            place = policy.queue_place(False, tx.next_seq())  # as if posted to it now
+            tx.revive_task(task_id, state, dest, place, waiting, key, now)
             tx.append_event(
                 now,
                 EventKind.RETRIED,

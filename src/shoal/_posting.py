@@ -2,9 +2,14 @@
 
 ``Fleet.post`` and ``Fleet.post_many`` check their input first (``validation.check_post``);
 ``insert_task`` then routes the checked draft inside the transaction: to the queue it was
-sent to (if that agent is there to work it), to the head of the queue of the agent that
-holds its parent (work-first: an agent finishes what it spawns), or to the pool; ``blocked``
-while any task it comes after is not done. One ``posted`` event says where it went.
+sent to (if that agent is there to work it), to the queue of the agent that holds its parent
+(work-first: an agent finishes what it spawns), or to the pool; ``blocked`` while any task
+it comes after is not done. One ``posted`` event says where it went.
+
+Its place in a queue (``policy.queue_place``): a child of the task its agent holds is that
+agent's own work, in front and newest first (depth-first); anything else sent to an agent
+goes behind, in the order it was posted -- so ``add "step 1" --to ada; add "step 2" --to
+ada`` runs step 1 first.
 """
 
 from __future__ import annotations
@@ -21,14 +26,31 @@ from shoal.stores.base import StoreTx
 from shoal.times import iso_time
 from shoal.vocabulary import EventKind, TaskState
 
-__all__ = ["insert_task"]
+__all__ = ["Moment", "insert_task"]
+
+
+class Moment:
+    """Tasks posted in one call (``post_many``) are one moment: in a queue they come in the
+    order they are listed, whether they go in front (own work, newest first) or behind
+    (work sent to the agent, oldest first). The batch draws its numbers at once; the first
+    listed gets the number that puts it nearest the head either way."""
+
+    def __init__(self, numbers: list[int]) -> None:
+        self.numbers = numbers  # increasing
+
+    def number(self, index: int, own: bool) -> int:
+        return self.numbers[len(self.numbers) - 1 - index] if own else self.numbers[index]
 
 
 def insert_task(
-    tx: StoreTx, draft: NewTask, now: float, settings: Settings, place: int | None = None
+    tx: StoreTx,
+    draft: NewTask,
+    now: float,
+    settings: Settings,
+    moment: tuple[Moment, int] | None = None,
 ) -> int:
-    """Route, block and insert one checked task, with its event; a queue-bound task goes
-    to ``place`` in its queue (default: the head)."""
+    """Route, block and insert one checked task, with its event; ``moment``: the batch it
+    was posted in and its index there (None: posted alone)."""
     dest = draft.agent
     if dest is not None:
         agent = live_agent(tx, dest)
@@ -44,6 +66,7 @@ def insert_task(
                 f"agent {dest!r} lacks the skills this task requires: {', '.join(lacking)}",
                 hint="route it to an agent with those skills, or post it to the pool",
             )
+    spawner: str | None = None  # the agent holding its parent
     if draft.parent is not None:
         parent_task = tx.get_task(draft.parent)
         if parent_task is None:
@@ -51,16 +74,18 @@ def insert_task(
                 f"parent task {draft.parent} does not exist",
                 hint="give the id of a task in this fleet (see `shoal list`)",
             )
-        if dest is None and parent_task.state is TaskState.CLAIMED and parent_task.agent:
-            spawner = tx.get_agent(parent_task.agent)
-            # Work-first: the spawner's own queue, at the head -- if it can do the child
-            # and is there to (a paused spawner's children go to the pool).
+        if parent_task.state is TaskState.CLAIMED:
+            spawner = parent_task.agent
+        if dest is None and spawner is not None:
+            holder = tx.get_agent(spawner)
+            # Work-first: the spawner's own queue, in front -- if it can do the child and
+            # is there to (a paused spawner's children go to the pool).
             if (
-                spawner is not None
-                and policy.is_present(spawner)
-                and policy.can_do(spawner.skills, draft.skills)
+                holder is not None
+                and policy.is_present(holder)
+                and policy.can_do(holder.skills, draft.skills)
             ):
-                dest = spawner.id
+                dest = holder.id
     waiting = 0
     if draft.after:
         deps = tx.get_tasks(draft.after, share=True)
@@ -82,7 +107,7 @@ def insert_task(
         # while it waits for its moment.
         pool_key=policy.pool_key(draft.priority, max(now, draft.ready_at or now), settings.aging),
         # A place in a queue matters only in a queue; the pool orders by pool_key.
-        seq=(place if place is not None else tx.next_seq()) if dest is not None else 0,
+        seq=_place(tx, dest == spawner, moment) if dest is not None else 0,
         # Ready now, or at its not_before; blocked, it keeps only the not_before.
         ready_at=draft.ready_at if waiting else max(now, draft.ready_at or now),
     )
@@ -98,3 +123,10 @@ def insert_task(
         data["after"] = list(draft.after)
     tx.append_event(now, EventKind.POSTED, task_id, dest, data)
     return task_id
+
+
+def _place(tx: StoreTx, own: bool, moment: tuple[Moment, int] | None) -> int:
+    """A queue-bound task's place: its agent's own work if it is a child of the task that
+    agent holds, else work sent to it (``policy.queue_place``)."""
+    number = tx.next_seq() if moment is None else moment[0].number(moment[1], own)
+    return policy.queue_place(own, number)

@@ -148,9 +148,11 @@ def held_task(tx: StoreTx, lease: Lease, now: float, done_ok: bool = False) -> T
 
 def release_dependents(tx: StoreTx, task_id: int, now: float) -> list[int]:
     """A task is done: dependents waiting on nothing else become pending, in the same
-    transaction, at the head of the queue they were bound for -- or in the pool, if that
+    transaction, in the queue they were bound for -- own work in front, work sent by others
+    at the place it was posted at (``policy.place_when_ready``) -- or in the pool, if that
     agent has gone away (offline or terminated) and the task is not pinned to it."""
-    freed = tx.release_dependents(task_id)
+    places = dict(tx.release_dependents(task_id))
+    freed = sorted(places)
     if not freed:
         return freed
     tasks = tx.get_tasks(freed)
@@ -164,7 +166,7 @@ def release_dependents(tx: StoreTx, task_id: int, now: float) -> list[int]:
                 present[dest] = agent is not None and policy.is_present(agent)
             if not present[dest]:
                 dest = None
-        tx.ready_task(dep, dest, tx.next_seq(), now)
+        tx.ready_task(dep, dest, policy.place_when_ready(places[dep], tx.next_seq()), now)
         tx.append_event(now, EventKind.READY, dep, dest, {"after": task_id})
     return freed
 
@@ -195,7 +197,8 @@ def end_lease(
             ready += policy.retry_backoff(task.attempts, task.retry_delay, settings, rng)
             data["ready_at"] = iso_time(ready)
         dest = policy.return_queue(task)
-        tx.requeue_task(task.id, dest, tx.next_seq(), False, error, now, ready)
+        place = policy.queue_place(True, tx.next_seq())  # work it started: in front
+        tx.requeue_task(task.id, dest, place, False, error, now, ready)
         tx.append_event(now, kind, task.id, task.agent, data)
     else:
         tx.bury_task(task.id, error, now)
@@ -240,7 +243,7 @@ def return_queue(tx: StoreTx, agent: Agent, now: float, why: str) -> list[int]:
     while True:
         bound = tx.bound_tasks(agent.id, SCAN_BATCH)
         for task in bound:
-            tx.move_task(task.id, None, tx.next_seq(), False, now)
+            tx.move_task(task.id, None, 0, False, now)  # the pool orders by pool_key
             tx.append_event(now, EventKind.RETURNED, task.id, agent.id, {"why": why})
             returned.append(task.id)
         if len(bound) < SCAN_BATCH:
@@ -260,7 +263,8 @@ def release_held(tx: StoreTx, agent_id: str, now: float, why: str) -> list[int]:
     released = []
     for task, _ in tx.held_leases(agent_id):
         dest = policy.return_queue(task)
-        tx.requeue_task(task.id, dest, tx.next_seq(), True, None, now, now)
+        place = policy.queue_place(True, tx.next_seq())  # work it started: in front
+        tx.requeue_task(task.id, dest, place, True, None, now, now)
         tx.append_event(now, EventKind.RELEASED, task.id, agent_id, {"why": why})
         released.append(task.id)
     return released

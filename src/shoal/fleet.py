@@ -50,7 +50,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetagents import AgentVerbs
 from shoal._fleetops import OperatorVerbs
-from shoal._posting import insert_task
+from shoal._posting import Moment, insert_task
 from shoal._transitions import (
     after_letting_go,
     count_failure,
@@ -269,12 +269,12 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
-            # Queue places, largest (the head) for the first listed.
-            places = tx.next_seqs(len(drafts))[::-1] if len(drafts) > 1 else [None] * len(drafts)
-            for draft, place in zip(drafts, places, strict=True):
+            moment = Moment(tx.next_seqs(len(drafts))) if len(drafts) > 1 else None
+            for index, draft in enumerate(drafts):
                 if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
                     ids.append(existing.id)
                 else:
+                    place = None if moment is None else (moment, index)
                     ids.append(insert_task(tx, draft, now, settings, place))
         return ids
 
@@ -547,7 +547,8 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             now = self.clock.now()
             task = held_task(tx, lease, now)
-            tx.requeue_task(task.id, policy.return_queue(task), tx.next_seq(), True, None, now, now)
+            place = policy.queue_place(True, tx.next_seq())  # work it started: in front
+            tx.requeue_task(task.id, policy.return_queue(task), place, True, None, now, now)
             tx.append_event(now, EventKind.RELEASED, task.id, task.agent, None)
             after_letting_go(tx, task.agent, now)
             return need_task(tx, task.id)
@@ -556,9 +557,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
     def defer(self, lease: Lease, after: Sequence[int]) -> Task:
         """Put a held task aside until the tasks in ``after`` are done (a continuation).
 
-        The task is ``blocked`` until then, and comes back at the head of the same agent's
-        queue; the attempt is not counted. Typical use: post children with ``parent=``, then
-        defer on them (fork-join).
+        The task is ``blocked`` until then, and comes back to the front of the same agent's
+        queue (its own work, ahead of what others sent it); the attempt is not counted.
+        Typical use: post children with ``parent=``, then defer on them (fork-join).
         """
         check_lease(lease)
         deps = as_task_ids(after, "after")
@@ -581,10 +582,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
             holder = task.agent
             assert holder is not None
             data = {"after": list(deps), "waiting_on": waiting}
-            if waiting:
-                tx.block_task(task.id, holder, waiting, now)
+            place = policy.queue_place(True, tx.next_seq())  # its own work: in front
+            if waiting:  # and in front again when it is freed (policy.place_when_ready)
+                tx.block_task(task.id, holder, place, waiting, now)
             else:
-                tx.requeue_task(task.id, holder, tx.next_seq(), True, None, now, now)
+                tx.requeue_task(task.id, holder, place, True, None, now, now)
             tx.append_event(now, EventKind.DEFERRED, task.id, holder, data)
             after_letting_go(tx, holder, now)
             return need_task(tx, task.id)

@@ -34,6 +34,24 @@ roughly, starting the long tasks first keeps one of them from starting last and 
 the end (the longest-processing-time rule); it gives up the owner's newest-first order,
 which fork-join work relies on.
 
+An agent's queue
+----------------
+Each task in an agent's queue has one number, its place: the owner takes the largest place
+of its highest priority first, a thief the smallest of the lowest. Places come from one
+counter that only grows (``next_seq``), and the sign says whose work it is:
+
+* work others send the agent (posted to it, moved to it) gets ``-n``: each later one
+  behind the earlier ones, so the owner takes it in the order it came (FIFO) and a
+  thief takes the one it would reach last, the newest;
+* the agent's own work -- a child it spawned while holding the parent, a task it deferred
+  or started and handed back -- gets ``+n``: in front of everything sent to it, the newest
+  first (LIFO: depth-first, an agent finishes what it spawned, and a thief takes its
+  oldest, the biggest piece of a tree).
+
+A blocked task keeps its place while it waits, and when it is freed, own work comes to the
+front again (a continuation resumes at once) while work sent by others keeps its place in
+the order of posting (``place_when_ready``).
+
 Locality
 --------
 Two settings keep domain work with its domain's agents without leaving anyone idle for
@@ -93,6 +111,7 @@ __all__ = [
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
+    "is_own_place",
     "is_present",
     "is_silent",
     "is_stalled",
@@ -104,10 +123,12 @@ __all__ = [
     "might_hold",
     "order_victims",
     "pause_over",
+    "place_when_ready",
     "poll_delay",
     "pool_key",
     "pool_order",
     "queue_order",
+    "queue_place",
     "rank_pool",
     "ready_time",
     "reserved_for",
@@ -203,9 +224,29 @@ def rank_pool(
     return [task for _, task in ranked[:n]]
 
 
+def queue_place(own: bool, number: int) -> int:
+    """A task's place in an agent's queue, from ``number`` (a fresh ``next_seq``): ``+n``
+    for the agent's own work, in front and newest first; ``-n`` for work others send it,
+    behind and in the order it came (the module docstring, *An agent's queue*)."""
+    return number if own else -number
+
+
+def is_own_place(place: int) -> bool:
+    """Whether a place is the agent's own work (in front) rather than work sent to it."""
+    return place > 0
+
+
+def place_when_ready(place: int, number: int) -> int:
+    """The place of a blocked task freed now (``number``: a fresh ``next_seq``): the agent's
+    own work -- a deferred continuation, a child it spawned -- comes to the front; work
+    sent by others keeps the place it was posted at."""
+    return queue_place(True, number) if is_own_place(place) else place
+
+
 def queue_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
-    """Sort key of an owner's queue, head first: highest priority, then newest (largest
-    ``seq``) -- or, with ``longest``, longest expected before newest."""
+    """Sort key of an owner's queue, head first: highest priority, then largest place
+    (``queue_place``: own work newest first, then work sent to it oldest first) -- or, with
+    ``longest``, longest expected before place."""
     if longest:
         return (priority, *_length_rank(expected), -seq)
     return (priority, -seq)
@@ -223,8 +264,9 @@ def pool_order(
 
 
 def tail_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
-    """Sort key of a queue seen by a thief, tail first: lowest priority, then oldest -- or,
-    with ``longest``, longest expected before oldest."""
+    """Sort key of a queue seen by a thief, tail first: the end its owner reaches last --
+    lowest priority, then smallest place (the newest work sent to it, else its oldest own
+    work) -- or, with ``longest``, longest expected before place."""
     if longest:
         return (-priority, *_length_rank(expected), seq)
     return (-priority, seq)

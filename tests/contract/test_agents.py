@@ -154,9 +154,9 @@ def test_idle_since_bookkeeping(fleet: Fleet, clock: ManualClock) -> None:
 def test_terminating_releases_work_but_keeps_pinned_tasks(fleet: Fleet) -> None:
     fleet.register("ada", max_concurrent=2)
     fleet.post("held")
-    queued = fleet.post("queued", to="ada").id
     pinned = fleet.post("pinned", to="ada", pinned=True).id
-    claim = fleet.claim("ada", 1)  # takes the queue head: pinned (newest)
+    queued = fleet.post("queued", to="ada").id
+    claim = fleet.claim("ada", 1)  # takes the queue head: pinned (posted first)
     assert claim.tasks[0].id == pinned
     fleet.claim("ada", 1)
     fleet.set_status("ada", "terminated")

@@ -70,14 +70,14 @@ def test_own_queue_comes_before_the_pool(fleet: Fleet) -> None:
     assert task.id == mine.id
 
 
-def test_own_queue_is_priority_then_newest_first(fleet: Fleet) -> None:
+def test_own_queue_is_priority_then_posting_order(fleet: Fleet) -> None:
     fleet.register("ada", max_concurrent=10)
     old5 = fleet.post("old p5", to="ada", priority=5).id
     new5 = fleet.post("new p5", to="ada", priority=5).id
     p2 = fleet.post("p2", to="ada", priority=2).id
     p8 = fleet.post("p8", to="ada", priority=8).id
     claim = fleet.claim("ada", 10)
-    assert [t.id for t in claim.tasks] == [p2, new5, old5, p8]
+    assert [t.id for t in claim.tasks] == [p2, old5, new5, p8]
 
 
 def test_pool_score_priority_domain_bonus(fleet: Fleet) -> None:
@@ -215,14 +215,16 @@ def test_an_owner_that_is_not_at_work_is_not_robbed(crew: Fleet) -> None:
     assert one(crew.claim("iris"))[0].id == routed
 
 
-def test_a_steal_takes_one_task_from_the_tail_lowest_priority_oldest(crew: Fleet) -> None:
+def test_a_steal_takes_one_task_from_the_tail_lowest_priority_last_posted(crew: Fleet) -> None:
+    """The tail is the end the owner reaches last: iris takes what was sent to her in the
+    order it came, so a thief takes the newest of her lowest priority."""
     crew.post("p5", to="iris", priority=5, domain="research")
-    old9 = crew.post("old p9", to="iris", priority=9, domain="research").id
-    crew.post("new p9", to="iris", priority=9, domain="research")
+    crew.post("old p9", to="iris", priority=9, domain="research")
+    new9 = crew.post("new p9", to="iris", priority=9, domain="research").id
     post_many(crew, 4, to="iris", priority=7, domain="research")
     claim = crew.claim("spark", 5)
-    assert [t.id for t in claim.tasks] == [old9]  # one task per claim, whatever room it has
-    assert crew.events(task=old9)[-1].data["from"] == "iris"
+    assert [t.id for t in claim.tasks] == [new9]  # one task per claim, whatever room it has
+    assert crew.events(task=new9)[-1].data["from"] == "iris"
     assert crew.claim("spark").sources == ("steal",)
 
 
@@ -253,9 +255,9 @@ def test_domain_affinity_with_the_cross_domain_exception(crew: Fleet) -> None:
     crew.set_status("spark", "working")  # no idle research agent to leave them to
     post_many(crew, 4, to="iris", priority=6, domain="research")  # domain work
     simple = post_many(crew, 3, to="iris", priority=8, domain="research")  # simple
-    assert crew.claim("loom").tasks[0].id == simple[0]  # ci agent: only simple work
+    assert crew.claim("loom").tasks[0].id == simple[2]  # ci agent: only simple work
     assert crew.claim("loom").tasks[0].id == simple[1]
-    assert crew.claim("loom").tasks[0].id == simple[2]
+    assert crew.claim("loom").tasks[0].id == simple[0]
     assert crew.claim("loom").reason == "empty"  # the cap: 3 steals per thief per window
     assert crew.agent("iris").queued == 4  # research work, for research agents only
 

@@ -44,13 +44,14 @@ def test_overnight_rebalance_moves_three_simple_tasks_to_the_idle_agent(
     assert [m.to_agent for m in moves] == ["loom"] * 3  # capped at 3 per idle agent
     assert {m.from_agent for m in moves} == {"iris"}
     assert {m.priority for m in moves} == {8}  # lowest priority, and simple: cross-domain
-    assert [m.task_id for m in moves] == [1, 2, 3]  # oldest first
+    assert [m.task_id for m in moves] == [6, 5, 4]  # from the tail: the newest first
     for move in moves:
         task = night.get(move.task_id)
         assert task.agent == "loom" and task.stolen and task.state is TaskState.PENDING
     assert night.agent("iris").queued == 9 and night.agent("loom").queued == 3
     claim = night.claim("loom", 1)
     assert claim.sources == ("queue",)
+    assert claim.tasks[0].id == 4  # in loom's queue, in the order they were posted
 
 
 def test_rebalance_dry_run_changes_nothing(night: Fleet, clock: ManualClock) -> None:
@@ -284,7 +285,7 @@ def test_a_shoal_agent_steals_the_moment_it_runs_dry(night: Fleet) -> None:
     night.set_status("iris", "working")
     claim = night.claim("loom")
     assert claim.sources == ("steal",)
-    assert claim.tasks[0].priority == 8 and claim.tasks[0].id == 1
+    assert claim.tasks[0].priority == 8 and claim.tasks[0].id == 6  # the tail: iris's last
 
 
 def test_events_of_one_task_and_one_agent_respect_the_limit(

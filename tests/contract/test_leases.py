@@ -184,9 +184,9 @@ def test_defer_on_finished_work_goes_straight_back_to_the_head(fleet: Fleet) -> 
     fleet.register("ada", max_concurrent=2)
     done = fleet.post("prep")
     fleet.complete(one(fleet.claim("ada"))[1])
-    fleet.post("other", to="ada", priority=5)
-    main = fleet.post("main", to="ada", priority=5)
     fleet.post("first", to="ada", priority=5)
+    main = fleet.post("main", to="ada", priority=5)
+    fleet.post("other", to="ada", priority=5)
     task, lease = one(fleet.claim("ada"))
     assert task.title == "first"
     back = fleet.defer(lease, [done.id])

@@ -2,7 +2,8 @@
 
 Over stdio each connection starts its own server process (as Claude Code does); over
 streamable HTTP one server process serves many clients. Both run the installed `shoal`
-script against a real SQLite fleet.
+script against a real SQLite fleet. ``http_server_here`` serves HTTP from this process
+instead, so its fleet can run on a ManualClock and its session limits be set small.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -27,9 +29,39 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from shoal.local_secrets import mcp_token_file, read_secret
 
+if TYPE_CHECKING:
+    from shoal.faces.mcp.http_sessions import SessionLimits
+    from shoal.faces.mcp.sessions import FleetDesk
+
 SCRIPT = Path(sys.executable).with_name("shoal")
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.faces.cli"]
 ENV_NAMES = ("SHOAL_STORE", "SHOAL_AGENT", "SHOAL_TOKEN")
+
+#: What every session may do: its own work, posting work, reading the fleet.
+WORKER_TOOLS = {
+    "register_agent",
+    "claim_best_task",
+    "wait_for_task",
+    "complete_task",
+    "fail_task",
+    "release_task",
+    "heartbeat",
+    "add_task",
+    "set_agent_status",
+    "read_state",
+    "list_tasks",
+    "get_task",
+}
+#: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
+MANAGER_TOOLS = {
+    "assess_workload",
+    "configure_fleet",
+    "cancel_task",
+    "retry_task",
+    "set_task_priority",
+    "pause_agent",
+    "resume_agent",
+}
 
 
 def server_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -159,3 +191,35 @@ def http_server(url: str, *args: str, env: Mapping[str, str] | None = None) -> I
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+@contextmanager
+def http_server_here(
+    desk: FleetDesk, *, session_ttl: float = 1800.0, limits: SessionLimits | None = None
+) -> Iterator[str]:
+    """Serve ``desk`` as `shoal mcp --transport http` does, from a thread of this process, on
+    a free loopback port; yield its endpoint. Stopping ends its sessions and closes the desk."""
+    import uvicorn
+
+    from shoal.faces.mcp.http_serving import bind, http_app, plan_exposure
+    from shoal.faces.mcp.server import build_server
+
+    exposure = plan_exposure("127.0.0.1", free_port())
+    sock = bind(exposure)
+    server = build_server(desk, exposure)
+    app = http_app(server, exposure, session_ttl=session_ttl, limits=limits)
+    serving = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=anyio.run, args=(serving.serve, [sock]), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not serving.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the in-process MCP server did not start")
+            time.sleep(0.01)
+        yield f"http://{exposure.address}/mcp"
+    finally:
+        serving.should_exit = True
+        thread.join(30)
+        sock.close()
+        desk.close()

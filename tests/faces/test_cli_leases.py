@@ -59,6 +59,23 @@ def test_claim_in_human_form_shows_the_task_and_the_token_to_copy(
     assert len(tokens) == 2
 
 
+def test_steps_added_to_an_agent_are_claimed_in_the_order_they_were_added(shoal: Shoal) -> None:
+    """The report, through the installed script: ada got step 2 first."""
+    assert shoal("register", "ada").code == 0
+    for step in ("step 1: migrate the database", "step 2: deploy"):
+        added = shoal("add", step, "--to", "ada")
+        assert added.code == 0, added
+    preview = shoal("ready", "--agent", "ada", "--json")
+    assert [t["title"] for t in preview.data] == ["step 1: migrate the database", "step 2: deploy"]
+    first = shoal("claim", "--agent", "ada", "--json")
+    assert first.code == 0, first
+    assert first.data["task"]["title"] == "step 1: migrate the database"
+    done = shoal("done", str(first.data["task"]["id"]), "--token", first.data["lease"]["token"])
+    assert done.code == 0, done
+    second = shoal("claim", "--agent", "ada", "--json")
+    assert second.data["task"]["title"] == "step 2: deploy"
+
+
 def test_claim_with_nothing_to_do_exits_1(shoal: Shoal, fleet: Fleet) -> None:
     fleet.register("ada")
     human = shoal("claim", "--agent", "ada")

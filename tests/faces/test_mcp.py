@@ -22,32 +22,19 @@ pytest.importorskip("mcp")
 
 from shoal import Fleet, ManualClock, TaskState
 from shoal.extras import install_hint
-from tests.faces.mcp_support import call, refused, server_env, stdio_session, tool_list_tokens
+from tests.faces.mcp_support import (
+    MANAGER_TOOLS,
+    WORKER_TOOLS,
+    call,
+    refused,
+    server_env,
+    stdio_session,
+    tool_list_tokens,
+)
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {
-    "register_agent",
-    "claim_best_task",
-    "wait_for_task",
-    "complete_task",
-    "fail_task",
-    "release_task",
-    "heartbeat",
-    "add_task",
-    "set_agent_status",
-    "assess_workload",
-    "configure_fleet",
-    "read_state",
-    "list_tasks",
-    "get_task",
-    "cancel_task",
-    "retry_task",
-    "set_task_priority",
-    "pause_agent",
-    "resume_agent",
-}
 #: A model carries the tool list in its context all along: a server pinned to an agent keeps
 #: it under this many tokens (characters / 4 of the tools/list JSON).
 TOKEN_BUDGET = 3000
@@ -71,8 +58,11 @@ async def test_every_tool_is_described_and_typed(url: str) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         resources = [str(r.uri) for r in (await session.list_resources()).resources]
         templates = (await session.list_resource_templates()).resource_templates
-    assert set(tools) == TOOLS
-    for tool in tools.values():
+    async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+        managers = {tool.name: tool for tool in (await boss.list_tools()).tools}
+    assert set(tools) == WORKER_TOOLS
+    assert set(managers) == WORKER_TOOLS - {"register_agent"} | MANAGER_TOOLS
+    for tool in [*tools.values(), *managers.values()]:
         assert len(tool.description or "") > 40, f"{tool.name} has no real description"
         assert tool.input_schema["type"] == "object"
         assert "title" not in tool.input_schema, "generated titles only cost tokens"
@@ -90,7 +80,7 @@ async def test_a_pinned_server_lists_no_agent_parameters_and_no_register_tool(ur
     async with stdio_session(url, "--agent", "ada") as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         text = await refused(session, "register_node", agent="ada")
-    assert set(tools) == TOOLS - {"register_agent"}
+    assert set(tools) == WORKER_TOOLS - {"register_agent"}
     for tool in tools.values():
         if tool.name != "list_tasks":  # whose `agent` is a filter, not who you are
             assert "agent" not in tool.input_schema.get("properties", {}), tool.name
@@ -100,12 +90,17 @@ async def test_a_pinned_server_lists_no_agent_parameters_and_no_register_tool(ur
 
 async def test_the_pinned_tool_list_fits_the_token_budget(url: str) -> None:
     async with stdio_session(url, "--agent", "ada", "--manager") as pinned:
-        pinned_tokens = await tool_list_tokens(pinned)
+        manager_tokens = await tool_list_tokens(pinned)
+    async with stdio_session(url, "--agent", "bob") as pinned:
+        worker_tokens = await tool_list_tokens(pinned)
     async with stdio_session(url) as unpinned:
         unpinned_tokens = await tool_list_tokens(unpinned)
-    print(f"tool list: {pinned_tokens} tokens pinned, {unpinned_tokens} unpinned")
-    assert pinned_tokens < TOKEN_BUDGET
-    assert pinned_tokens < unpinned_tokens
+    print(
+        f"tool list: {manager_tokens} tokens for a manager, {worker_tokens} for a pinned "
+        f"worker, {unpinned_tokens} unpinned"
+    )
+    assert manager_tokens < TOKEN_BUDGET
+    assert worker_tokens < unpinned_tokens < manager_tokens
 
 
 async def test_two_agents_race_and_no_task_is_handed_out_twice(url: str) -> None:
@@ -485,7 +480,7 @@ async def test_a_store_that_cannot_be_opened_is_a_tool_error(
 
 
 async def test_settings_are_read_and_changed_and_bad_values_change_nothing(url: str) -> None:
-    async with stdio_session(url, "--agent", "loom", "--domain", "ci") as loom:
+    async with stdio_session(url, "--agent", "loom", "--domain", "ci", "--manager") as loom:
         read = await call(loom, "configure_fleet")
         assert read["settings"]["steal_threshold"] == 0 and read["changed"] == []
         assert read["settings"]["order"] == "priority"

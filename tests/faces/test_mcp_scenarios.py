@@ -1,20 +1,24 @@
 """The anti-idle scenarios, played by agents through `shoal mcp` tools: scale up when work
 piles up, scale down when it runs out, and refuse a fifth agent when four are live.
 
-One server session plays the whole cast, naming in each call the agent it acts for: the
-manager "boss" and developers that come and go, as a spawner would (one process per
-scenario keeps the suite quick; sessions fixed to one agent are tested in test_mcp). The
+The manager "boss" is a server the operator started for it (`--agent boss --manager`: no
+session can make itself a manager); one other session plays the developers that come and
+go, naming in each call the agent it acts for, as a spawner would (one process for all of
+them keeps the suite quick; sessions fixed to one agent are tested in test_mcp). The
 grace periods of the protocol are the agents' own waits, so they are not waited out here:
 each step happens when the tools say it should.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mcp")
+
+from mcp import ClientSession
 
 from shoal import Fleet
 from tests.faces.mcp_support import call, refused, stdio_session
@@ -34,14 +38,17 @@ def url(tmp_path: Path) -> str:
     return url
 
 
+def manager(url: str) -> AbstractAsyncContextManager[ClientSession]:
+    """The manager's own server, as the operator starts it."""
+    return stdio_session(url, "--agent", "boss", "--role", "manager", "--manager")
+
+
 async def test_scaling_up_spawns_developers_until_the_work_is_covered(url: str) -> None:
     """1 manager and 10 tasks: overloaded, spawn; each new developer claims 3 tasks; the
     manager reassesses after each, until the fleet is balanced and says maintain."""
     with Fleet.open(url) as fleet:
         fleet.post_many({"title": f"implement part {i}"} for i in range(10))
-    async with stdio_session(url) as boss:
-        spawner = boss
-        await call(boss, "register_agent", agent="boss", role="manager", manager=True)
+    async with manager(url) as boss, stdio_session(url) as spawner:
         verdicts = []
         developers = 0
         while True:
@@ -76,9 +83,7 @@ async def test_scaling_down_developers_retire_when_their_work_runs_out(url: str)
         last = fleet.post("last task", priority=9).id
         for i in (1, 2):
             fleet.post(f"task of developer-{i}", to=f"developer-{i}", priority=1)
-    async with stdio_session(url) as boss:
-        devs = boss
-        await call(boss, "register_agent", agent="boss", role="manager", manager=True)
+    async with manager(url) as boss, stdio_session(url) as devs:
         for i in (1, 2):
             mine = await call(devs, "claim_best_task", agent=f"developer-{i}")
             assert mine["source"] == "queue"
@@ -112,9 +117,7 @@ async def test_scaling_down_developers_retire_when_their_work_runs_out(url: str)
 async def test_a_fifth_agent_is_refused_until_one_terminates(url: str) -> None:
     """4 live developers (the manager does not count): a fifth registration is refused and
     changes nothing; once one developer terminates, the fifth gets its place: 4/4."""
-    async with stdio_session(url) as boss:
-        spawner = boss
-        await call(boss, "register_agent", agent="boss", role="manager", manager=True)
+    async with manager(url) as boss, stdio_session(url) as spawner:
         for i in (1, 2, 3, 4):
             reg = await call(spawner, "register_agent", agent=f"developer-{i}", role="developer")
             assert reg["message"].endswith(f"Active agents: {i}/4")

@@ -7,6 +7,12 @@ each time the task is claimable again within a second of the session's end (with
 attempt counted: it allows only 3), and no agent is left online afterwards. Over stdio
 (each session its own server process, ended by closing its stdin) and over streamable HTTP
 (one server, sessions ended by DELETE, or by going idle past the session TTL).
+
+A client that crashed without ending its HTTP session, and comes back in a new one, gets
+its agent back once the old session has been silent for the fleet's heartbeat_timeout (not
+after the 30-minute session TTL); the tasks the agent held stay under their leases. Over
+stdio the session is the server process, so a claim lasts only as long as it: the claim's
+next_step says so.
 """
 
 from __future__ import annotations
@@ -17,12 +23,23 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession, StdioServerParameters
 
 pytest.importorskip("mcp")
 
-from shoal import Fleet, TaskState
-from tests.faces.mcp_support import call, eventually, http_server, http_session, stdio_session
+from shoal import Fleet, ManualClock, TaskState
+from shoal.faces.mcp.server import FleetDesk
+from tests.faces.mcp_support import (
+    COMMAND,
+    call,
+    eventually,
+    http_server,
+    http_server_here,
+    http_session,
+    refused,
+    server_env,
+    stdio_session,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +211,84 @@ async def test_a_pinned_http_agent_leaves_when_its_last_session_ends(url: str) -
             assert again["task"]["id"] == first
             with Fleet.open(url) as fleet:
                 assert fleet.agent("shared").status.value == "working"
+
+
+async def test_a_client_that_crashed_gets_its_agent_back_after_heartbeat_timeout(
+    url: str,
+) -> None:
+    """carol's client claims a task and crashes, its HTTP session left open. Its new session
+    is refused carol until the old one has been silent for heartbeat_timeout (90 s, on the
+    server's manual clock), then takes her up; the task she held is still hers, under its
+    lease, and is finished with its token. The old session, had it only hung, no longer
+    acts as carol, and its end (the TTL) leaves her be."""
+    clock = ManualClock()
+    with Fleet.open(url, clock=clock) as fleet:
+        first, second = fleet.post("first", priority=1).id, fleet.post("second").id
+        timeout = fleet.settings().heartbeat_timeout
+    with http_server_here(FleetDesk(Fleet.open(url, clock=clock))) as endpoint:
+        async with http_session(endpoint, delete=False) as crashed:
+            await call(crashed, "register_agent", agent="carol")
+            held = await call(crashed, "claim_best_task")
+            assert held["task"]["id"] == first
+            async with http_session(endpoint) as back:
+                text = await refused(back, "register_agent", agent="carol")
+                assert text.startswith("agent_in_use:"), text
+                clock.advance(timeout)
+                text = await refused(back, "register_agent", agent="carol")
+                assert text.startswith("agent_in_use:"), text
+                clock.advance(1)
+                await call(back, "register_agent", agent="carol")
+                with Fleet.open(url) as fleet:
+                    task = fleet.get(first)
+                    assert task.state is TaskState.CLAIMED and task.agent == "carol"
+                text = await refused(back, "complete_task", task_id=first)
+                assert text.startswith("no_token:"), text
+                text = await refused(crashed, "claim_best_task")
+                assert text.startswith("agent_in_use:") and "silent" in text, text
+                token = held["lease"]["token"]
+                await call(back, "complete_task", task_id=first, token=token, result="ok")
+                again = await call(back, "claim_best_task")
+                assert again["task"]["id"] == second
+                await call(back, "complete_task", task_id=second, result="ok")  # hers now
+                with Fleet.open(url) as fleet:
+                    assert fleet.get(first).state is TaskState.DONE
+                    assert fleet.agent("carol").status.value != "terminated"
+        with Fleet.open(url) as fleet:  # `back` ended: carol, its own, left the fleet
+            assert fleet.agent("carol").status.value == "terminated"
+
+
+async def test_a_pinned_stdio_claim_says_the_session_must_stay_open(url: str) -> None:
+    """A client that starts a server for each call (MCP Inspector's CLI mode) ends the
+    session, and the claim with it, after every call: the claim says so."""
+    with Fleet.open(url) as fleet:
+        task = fleet.post("keep me").id
+    async with stdio_session(url, "--agent", "carol") as carol:
+        claim = await call(carol, "claim_best_task")
+    assert claim["task"]["id"] == task
+    assert "Keep this MCP session open" in claim["next_step"]
+    assert "new server for each call" in claim["next_step"]
+    await eventually(claimable(url, task), "the one-call session's task", WITHIN)
+
+
+async def test_a_stdio_client_of_one_connection_per_call_keeps_its_claim(url: str) -> None:
+    """The SDK's own Client, in its default mode, sends each call as a connection of its
+    own (the per-request protocol): over stdio the session is still the process, so the
+    claim outlives the call that made it, and the next call finishes it without a token."""
+    with Fleet.open(url) as fleet:
+        task = fleet.post("kept across calls").id
+    params = StdioServerParameters(
+        command=COMMAND[0],
+        args=[*COMMAND[1:], "--store", url, "mcp", "--agent", "carol"],
+        env=server_env(),
+    )
+    async with Client(params) as carol:
+        claim = await carol.call_tool("claim_best_task", {})
+        assert claim.structured_content and claim.structured_content["task"]["id"] == task
+        await carol.call_tool("read_state", {})  # a call later: the claim is still held
+        with Fleet.open(url) as fleet:
+            assert fleet.get(task).state is TaskState.CLAIMED
+        done = await carol.call_tool("complete_task", {"task_id": task, "result": "ok"})
+        assert not done.is_error, done.content
+    with Fleet.open(url) as fleet:
+        assert fleet.get(task).state is TaskState.DONE
+        assert fleet.agent("carol").status.value == "offline"

@@ -5,8 +5,10 @@ next), never the SDK's bare "Error executing tool" nor an ``internal_error``, an
 refused call changes nothing in the fleet.
 
 The tools and their parameters are read from the server's tool list, so a new tool is
-fuzzed without touching this file. One client serves the whole module: a session is a
-handshake, the examples are many.
+fuzzed without touching this file: an unpinned server's (a worker's), and a manager's
+(pinned with ``--manager``), which adds the tools acting on others' work and the fleet.
+One client per server serves the whole module: a session is a handshake, the examples
+are many.
 """
 
 from __future__ import annotations
@@ -47,13 +49,19 @@ class Connected:
         return bool(result.is_error), text
 
 
-@pytest.fixture(scope="module")
-def connected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connected]:
+@pytest.fixture(scope="module", params=["worker", "manager"])
+def connected(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Connected]:
     url = f"sqlite://{Path(tmp_path_factory.mktemp('mcp-fuzz')) / 'fleet.db'}"
     fleet = Fleet.open(url, create=True)
     fleet.register("ada", skills=["python"])
     fleet.post("some work", skills=["python"])
-    desk = FleetDesk(Fleet.open(url))
+    if request.param == "manager":
+        desk = FleetDesk(Fleet.open(url), "boss", {"manager": True})
+        assert desk.start() is None  # as `shoal mcp --agent boss --manager` registers it
+    else:
+        desk = FleetDesk(Fleet.open(url))
     with start_blocking_portal() as portal:
         client = Client(build_server(desk))
         with portal.wrap_async_context_manager(client) as entered:

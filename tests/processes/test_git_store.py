@@ -253,10 +253,20 @@ def test_six_clones_racing_over_200_tasks_do_each_once_and_the_history_proves_it
 
 #: A pre-push hook that hands the test what is being pushed, then stalls the push (git runs
 #: it after making the commit, before sending anything to the remote).
-PRE_PUSH = """#!/bin/sh
-cat > "{marker}.part"
-mv "{marker}.part" "{marker}"
-exec sleep 120
+#: A ``git`` that stops at the push: it writes the commit it was asked to push to a marker,
+#: then waits to be killed. (A clone's pre-push hook did this once; the store runs no hook.)
+HELD_PUSH = """#!/bin/sh
+for arg in "$@"; do
+  case "$arg" in
+    push) pushing=1 ;;
+    *:refs/heads/*) if [ -n "$pushing" ]; then
+        echo "pushing ${{arg%%:*}}" > "{marker}.part"
+        mv "{marker}.part" "{marker}"
+        exec sleep 120
+      fi ;;
+  esac
+done
+exec {git} "$@"
 """
 
 
@@ -273,20 +283,23 @@ def test_a_process_killed_between_its_commit_and_its_push_leaves_the_board_untou
     assert shoal(cache, url, "status", "--json").returncode == 0  # bob's clone is made
     clone = clone_in(cache)
     marker = tmp_path / "pushing"
-    hook = clone / "hooks" / "pre-push"
-    hook.write_text(PRE_PUSH.format(marker=marker))
-    hook.chmod(0o755)
+    held = tmp_path / "held-push"
+    held.mkdir()
+    (held / "git").write_text(HELD_PUSH.format(marker=marker, git=shutil.which("git")))
+    (held / "git").chmod(0o755)
     tip = git(board, "rev-parse", BRANCH).decode().strip()
 
+    env = cli_env(cache)
+    env["PATH"] = f"{held}:{env['PATH']}"
     claimer = subprocess.Popen(
         [*SHOAL, "--store", url, "claim", "--agent", "bob", "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=cli_env(cache),
-        start_new_session=True,  # its own process group: shoal, git push, the hook
+        env=env,
+        start_new_session=True,  # its own process group: shoal and the held push
     )
     try:
-        wait_until(marker.exists, "bob's push to reach the pre-push hook", timeout=30)
+        wait_until(marker.exists, "bob's push to start", timeout=30)
     finally:
         os.killpg(claimer.pid, signal.SIGKILL)
         claimer.wait(timeout=30)
@@ -315,8 +328,7 @@ def test_a_process_killed_between_its_commit_and_its_push_leaves_the_board_untou
     assert alice.returncode == 0, alice.stderr
     assert json.loads(alice.stdout)["task"]["id"] == 1
 
-    # bob's clone, hook gone, works as before: it claims, and completes what it claimed.
-    hook.unlink()
+    # bob's clone, with the real git again, works as before: it claims, and completes.
     again = shoal(cache, url, "claim", "--agent", "bob", "--json")
     assert again.returncode == 0, again.stderr
     claim = json.loads(again.stdout)

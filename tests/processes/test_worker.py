@@ -8,7 +8,6 @@ behaviour take seconds, and waits on conditions with deadlines, never on fixed s
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
@@ -203,15 +202,14 @@ def test_a_task_of_a_killed_worker_is_recovered_by_another(
         wait_until(first_pid.exists, "the first attempt to start")
         doomed.popen.send_signal(signal.SIGKILL)
         doomed.wait()
-    orphan = int(first_pid.read_text())
-    try:
-        with running(url, "worker", "--agent", "rescuer", "--json", "--",
-                     "sh", "-c", script, cwd=tmp_path) as rescuer:  # fmt: skip
-            wait_until(lambda: state(fleet, task.id) is TaskState.DONE, "the rescue", 15)
-            rescuer.signal(signal.SIGTERM)
-            assert rescuer.wait() == 0, rescuer.text()
-    finally:
-        os.kill(orphan, signal.SIGKILL)  # the first attempt's command, orphaned by kill -9
+    first = int(first_pid.read_text())
+    # Its command ended with it (test_command_lifetime.py has the details), before the rescue.
+    wait_until(lambda: not pid_alive(first), "the first attempt's command to end", 5)
+    with running(url, "worker", "--agent", "rescuer", "--json", "--",
+                 "sh", "-c", script, cwd=tmp_path) as rescuer:  # fmt: skip
+        wait_until(lambda: state(fleet, task.id) is TaskState.DONE, "the rescue", 15)
+        rescuer.signal(signal.SIGTERM)
+        assert rescuer.wait() == 0, rescuer.text()
     done = fleet.get(task.id)
     assert done.state is TaskState.DONE and done.result == {"by": "rescuer"}
     assert done.attempts == 2

@@ -7,6 +7,8 @@ before the edit (it reads only the changed files) and a fresh one (it reads them
 from __future__ import annotations
 
 import json
+import math
+import os
 import random
 import subprocess
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from shoal import Fleet, ManualClock
 from shoal.errors import StoreDamaged
 from shoal.stores.git import GitStore
 from tests.conftest import git_board
+from tests.workers import SHOAL
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -210,6 +213,70 @@ def test_a_hand_edit_of_the_log_or_the_settings_is_refused_as_a_damaged_board(
     settings.json was reported as the caller's bad input (exit 2), naming no file. Both
     are a damaged board now (exit 5), the file named, nothing written."""
     refused_changing_nothing(url, clock, tmp_path, edit, named, lambda fleet: fleet.post("two"))
+
+
+def a_pool_key_of_text(work: Path) -> None:
+    task = work / "tasks" / "0" / "1.json"
+    rewrite(task, store={**json.loads(task.read_text())["store"], "pool_key": "inf"})
+
+
+def a_huge_moment_in_the_log(work: Path) -> None:
+    log = work / "events" / "000000001" / "000000001.jsonl"
+    first, *rest = log.read_text().splitlines(keepends=True)
+    event = json.loads(first)
+    line = json.dumps({**event, "at": 0.5}).replace("0.5", "1e999")
+    log.write_text("".join([line + "\n", *rest]))
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (
+            lambda w: rewrite(w / "tasks" / "0" / "1.json", lease_expires=math.inf),
+            "tasks/0/1.json: lease_expires is Infinity",
+        ),
+        (
+            lambda w: rewrite(w / "agents" / "ada.json", last_heartbeat=-math.inf),
+            "agents/ada.json: last_heartbeat is -Infinity",
+        ),
+        (lambda w: rewrite(w / "fleet.json", seq=math.nan), "fleet.json: seq is NaN"),
+        (a_pool_key_of_text, "tasks/0/1.json cannot be read: store.pool_key is 'inf'"),
+        (a_huge_moment_in_the_log, "000000001.jsonl line 1: at is 1e999"),
+    ],
+    ids=["lease-infinity", "heartbeat-minus-infinity", "seq-nan", "pool-key-text", "at-1e999"],
+)
+def test_a_number_no_store_keeps_is_refused_naming_the_file(
+    url: str, clock: ManualClock, tmp_path: Path, edit: Callable[[Path], None], named: str
+) -> None:
+    """NaN, Infinity or a number too large for a float, written by hand: Python's json
+    reads them, and a lease until Infinity never expired, ``shoal list`` failed on it
+    with an internal error (exit 70), and the counters' NaN was refused naming no file.
+    Each is a damaged board now (exit 5), the file and field named, nothing written."""
+    refused_changing_nothing(url, clock, tmp_path, edit, named, lambda fleet: fleet.claim("ada"))
+
+
+@pytest.mark.parametrize(("value", "shown"), [(math.inf, "Infinity"), (math.nan, "NaN")])
+def test_the_cli_and_doctor_name_the_hand_edited_file_and_the_fix(
+    url: str, clock: ManualClock, tmp_path: Path, value: float, shown: str
+) -> None:
+    """A held lease's end edited by hand, as the issue found it: with ``Infinity`` the
+    lease never expired and ``list`` showed it as sound, with ``NaN`` ``list`` failed with
+    an internal error (exit 70, "a bug in shoal"); doctor found all fine, or said nothing
+    of the file."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.register("ada")
+    before.post("one")
+    before.claim("ada")
+    hand_edit(
+        url, tmp_path / "work", lambda w: rewrite(w / "tasks" / "0" / "1.json", lease_expires=value)
+    )
+    env = {**os.environ, "SHOAL_GIT_CACHE": str(tmp_path / "cli"), "SHOAL_STORE": url}
+    for args in (["list"], ["status"], ["doctor"]):
+        done = subprocess.run([*SHOAL, *args], capture_output=True, text=True, env=env, check=False)
+        said = done.stdout + done.stderr
+        assert done.returncode == 5, said
+        assert f"tasks/0/1.json: lease_expires is {shown}" in said
+        assert "git log -p shoal -- tasks/0/1.json" in said
 
 
 def test_a_branch_a_person_forces_back_in_history_is_said_aloud(

@@ -5,6 +5,7 @@ which git itself handles.)"""
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -36,9 +37,48 @@ class _GitHost(CGIHTTPRequestHandler):
         pass
 
 
+class _GitHostWithPassword(_GitHost):
+    """A git host that wants a user and password (HTTP basic), as a team's host does."""
+
+    wanted: ClassVar[str] = "Basic " + base64.b64encode(b"ada:pa/ss w0rd").decode()
+    #: Requests that came with the right credentials.
+    let_in: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        if self._allowed():
+            super().do_GET()
+
+    def do_POST(self) -> None:
+        if self._allowed():
+            super().do_POST()
+
+    def _allowed(self) -> bool:
+        if self.headers.get("Authorization") == self.wanted:
+            self.let_in.append(self.path)
+            return True
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="board"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return False
+
+
 @pytest.fixture
 def git_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A git host on a free local port serving one empty repository; its base URL."""
+    yield from _serve(tmp_path, monkeypatch, _GitHost)
+
+
+@pytest.fixture
+def git_host_with_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The same host, asking for ada's password on every request."""
+    _GitHostWithPassword.let_in = []
+    yield from _serve(tmp_path, monkeypatch, _GitHostWithPassword)
+
+
+def _serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handler: type[_GitHost]
+) -> Iterator[str]:
     git_http_backend = shutil.which("git-http-backend") or (BACKEND if BACKEND.exists() else None)
     if git_http_backend is None:
         pytest.skip("git's http-backend is not installed (it ships with Debian's git)")
@@ -53,7 +93,7 @@ def git_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("GIT_PROJECT_ROOT", str(repos))
     monkeypatch.setenv("GIT_HTTP_EXPORT_ALL", "1")
     monkeypatch.chdir(site)  # the handler serves the folder it runs in
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GitHost)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/git/backend"
@@ -141,3 +181,47 @@ def test_a_password_a_url_parser_would_misread_never_shows_in_a_message(
     said = f"{raised.value} {raised.value.hint}"
     assert "ss-w0rd" not in said, said
     assert "***" in said
+
+
+def test_a_password_in_the_url_reaches_the_host_but_no_command_line_and_no_file(
+    git_host_with_password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every git command the store runs goes through a ``git`` that logs its arguments
+    (as ``ps`` would show them to any user): the password is in none, nor in the clone's
+    config, and still the host let every request in with it. It used to be on the command
+    line of ``git remote add``, and in the config, whence git put it on the command line
+    of every ``git-remote-http`` it started."""
+    real = shutil.which("git")
+    assert real is not None
+    seen = tmp_path / "argv.log"
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    (spy / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {seen}\nexec {real} "$@"\n')
+    (spy / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{spy}:{os.environ['PATH']}")
+    written = "pa%2Fss%20w0rd"  # "pa/ss w0rd", as a URL must write it
+    url = "git+" + git_host_with_password.replace("http://", f"http://ada:{written}@")
+    store = GitStore(f"{url}/board.git", cache=tmp_path / "cache")
+    hub = Fleet(store)
+    hub.register("ada")
+    task = hub.post("behind a password")
+    agent = Fleet(GitStore(f"{url}/board.git", create=False, cache=tmp_path / "agent"))
+    claimed, lease = one(agent.claim("ada"))
+    agent.complete(lease, "ok")
+    assert hub.get(task.id).result == "ok" and claimed.id == task.id
+    commands = seen.read_text()
+    assert "fetch" in commands and "push" in commands  # the spy saw the store's commands
+    config = (store._clone.path / "config").read_text()
+    for secret in (written, "pa/ss w0rd", "w0rd"):
+        assert secret not in commands
+        assert secret not in config
+    assert any("git-receive-pack" in path for path in _GitHostWithPassword.let_in)
+    # A clone an older shoal made kept the password in its config: it is made again.
+    clone = store._clone.path
+    subprocess.run(
+        ["git", f"--git-dir={clone}", "config", "remote.origin.url", url[4:] + "/board.git"],
+        check=True,
+    )
+    assert written in (clone / "config").read_text()
+    assert [t.id for t in Fleet(GitStore(f"{url}/board.git", cache=tmp_path / "cache")).tasks()]
+    assert written not in (clone / "config").read_text()

@@ -14,6 +14,7 @@ from shoal import Fleet, SchemaMismatch, TaskState
 from shoal.stores._sql import load_migrations
 from shoal.stores.sqlite import APPLICATION_ID, _statements
 from tests import pg
+from tests.helpers import one
 
 #: (id, state, agent, created_at, updated_at): one task in each state a fleet can hold.
 OLD_TASKS = [
@@ -233,3 +234,49 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
             assert ours[what] == theirs[what], what
     finally:
         pg.drop_fleet(fresh_url)
+
+
+# ---------------------------------------------------------------- queue places (version 7)
+
+
+def as_before_version_7(kind: str, url: str) -> None:
+    """Turn a closed fleet back into one that shoal before schema 7 left: every queued
+    task's place a number that only grew (the head of a queue the newest), version 6."""
+    if kind == "sqlite":
+        raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
+        raw.execute("UPDATE tasks SET seq = abs(seq)")
+        raw.execute("PRAGMA user_version = 6")
+        raw.close()
+        return
+    with pg.schema_conn(url) as conn:
+        conn.execute("UPDATE tasks SET seq = abs(seq)")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 7")
+
+
+def test_an_upgraded_fleet_runs_the_work_queued_before_in_posting_order(
+    shared_store: tuple[str, str],
+) -> None:
+    """Schema 7 gives the tasks already queued the places they would have now: work posted
+    to an agent oldest first, the children of the task it holds newest first ahead of it."""
+    kind, url = shared_store
+    fleet = Fleet.init(url)
+    fleet.register("ada")
+    fleet.post("parent", to="ada")
+    parent, lease = one(fleet.claim("ada"))
+    fleet.post("sent 1", to="ada")
+    fleet.post("sent 2", to="ada")
+    fleet.post("child 1", parent=parent.id)
+    fleet.post("child 2", parent=parent.id)
+    fleet.close()
+    as_before_version_7(kind, url)
+    with pytest.raises(SchemaMismatch, match="schema version 6"):
+        Fleet.open(url, create=False)
+    fleet = Fleet.init(url)
+    fleet.complete(lease)
+    titles = []
+    while claim := fleet.claim("ada"):
+        task, held = one(claim)
+        titles.append(task.title)
+        fleet.complete(held)
+    fleet.close()
+    assert titles == ["child 2", "child 1", "sent 1", "sent 2"]

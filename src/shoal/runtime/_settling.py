@@ -13,11 +13,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from shoal.clock import Clock
+from shoal.clock import Clock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable
 from shoal.fleet import Fleet
-from shoal.model import Lease
+from shoal.runtime._holding import LEASE_GONE, LEASE_UNRENEWED, Hold
 from shoal.runtime.command import CommandFailed
 from shoal.runtime.handlers import TaskContext, WorkerFault
 from shoal.runtime.report import WorkerReport
@@ -43,7 +43,6 @@ class TaskSettling:
     _stopping: threading.Event
     _wake: threading.Event
     _fault: tuple[int, WorkerFault] | None
-    _renewed: dict[int, float]
 
     if TYPE_CHECKING:  # the worker's own, used here too
 
@@ -52,14 +51,19 @@ class TaskSettling:
         def _say(self, kind: str, **data: Any) -> None: ...
 
     def _settle_while_leased(
-        self, ctx: TaskContext, box: dict[str, Any], finished: bool, seconds: float
+        self, ctx: TaskContext, hold: Hold, box: dict[str, Any], finished: bool, seconds: float
     ) -> None:
         """Settle the task, trying again every ``SETTLE_RETRY`` seconds while the store is
         away (a server restarting, a full disk) and the lease may still be ours: giving up
         at the first ``StoreUnavailable`` would throw the work's outcome away, and leave
         the task held -- renewed by our own heartbeats -- by nobody running it. A retry
         whose first try did commit is harmless: a second complete says ``already_done``,
-        a second fail or release finds the lease gone (``LeaseLost``)."""
+        a second fail or release finds the lease gone (``LeaseLost``).
+
+        A task stopped because no heartbeat renewed its lease in time (``_holding``) is
+        given back the same way, but for as long as the worker runs: once the store
+        answers, a lease still ours would otherwise be renewed by our heartbeats for a task
+        nobody runs."""
         task_id = ctx.task.id
         while True:
             try:
@@ -67,7 +71,9 @@ class TaskSettling:
                 return
             except ShoalError as exc:
                 retry = isinstance(exc, StoreUnavailable)
-                if not retry or self._done.is_set() or not self._may_hold(task_id, ctx.lease):
+                unrenewed = ctx.stop_reason == LEASE_UNRENEWED
+                may_hold = unrenewed or hold.may_hold(monotonic(self.clock), self.fleet.clock.now())
+                if not retry or self._done.is_set() or not may_hold:
                     log.warning("%s: could not settle #%d: %s", self.agent, task_id, exc.message)
                     self._say("error", task=task_id, error=exc.message)
                     return
@@ -76,13 +82,6 @@ class TaskSettling:
                 )
                 self._say("store-unavailable", task=task_id, error=exc.message)
                 wait_for(self.clock, self._done.wait, SETTLE_RETRY)
-
-    def _may_hold(self, task_id: int, lease: Lease) -> bool:
-        """Whether the lease on ``task_id`` may still be ours: it has not run out since
-        its last renewal this worker saw (the claim, or a heartbeat)."""
-        with self._lock:
-            expires = max(lease.expires, self._renewed.get(task_id, 0.0))
-        return self.fleet.clock.now() < expires
 
     def _settle(
         self, ctx: TaskContext, box: dict[str, Any], finished: bool, seconds: float
@@ -97,12 +96,20 @@ class TaskSettling:
                 log.info("%s: #%d %s: %s", self.agent, task.id, ctx.stop_reason, after.state.value)
                 self._tally("failed")
                 self._say("failed", task=task.id, error=ctx.stop_reason, state=after.state.value)
-            elif ctx.stopped.is_set() and ctx.stop_reason == "lease lost":
-                log.warning(
-                    "%s: lost the lease on #%d; its handler was stopped", self.agent, task.id
-                )
+            elif ctx.stopped.is_set() and ctx.stop_reason == LEASE_GONE:
+                log.warning("%s: lost #%d; its handler was stopped", self.agent, task.id)
                 self._tally("lost")
-                self._say("lost", task=task.id, error="the lease was lost; handler stopped")
+                self._say("lost", task=task.id, error=ctx.stop_reason)
+            elif ctx.stopped.is_set() and ctx.stop_reason == LEASE_UNRENEWED:
+                self.fleet.release(lease)  # the store is back in time: the task goes now
+                log.warning(
+                    "%s: released #%d once the store answered again; its handler was stopped "
+                    "when the lease might have run out",
+                    self.agent,
+                    task.id,
+                )
+                self._tally("released")
+                self._say("released", task=task.id, why=ctx.stop_reason)
             elif isinstance(box.get("error"), WorkerFault):
                 self._give_back(ctx, box["error"])
             elif ctx.stopped.is_set() or not finished:

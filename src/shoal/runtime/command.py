@@ -12,6 +12,9 @@ What comes back: exit 0 is success, and the first 64 KiB of stdout is the result
 parses, else text); any other exit is a failure, described by the exit code and the tail of
 stderr. The command runs in its own process group, so stopping it (a timeout, a shutdown, a
 lost lease) stops everything it started: SIGTERM to the group, then SIGKILL if it lingers.
+That group is led by a small shim (``_shim``) that the worker starts in the command's place:
+when the worker dies, by any means, ``kill -9`` included, the shim ends the group within a
+second, so no command runs on for a task its worker can no longer hold.
 
 A command that cannot be started at all is not a failure of the task: the fault is the
 worker's (a mistyped name, a missing tool, a file without its execute bit), and every task
@@ -29,11 +32,14 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -66,6 +72,9 @@ PAYLOAD_ENV_LIMIT = 32 * 1024
 KILL_GRACE = 2.0
 #: Exit codes by which a shell (or env, timeout, xargs...) says it could not run a command.
 CANNOT_RUN_EXIT_CODES = {126: "found but not executable", 127: "not found"}
+#: The shim that owns a command's process group (see ``_shim``), run by its path so that
+#: starting it imports nothing of shoal.
+SHIM = Path(__file__).with_name("_shim.py")
 
 _PLACEHOLDER = re.compile(
     r"\{(id|title|priority|domain|skills|agent|attempt|body|payload)((?:\[[^\]\[{}]+\])*)\}"
@@ -328,11 +337,12 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, then SIGKILL it if it is still there."""
+    """SIGTERM the command's process group, then SIGKILL it if it is still there. ``proc``
+    is the shim, the group's leader: it outlives the command, then ends what is left."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 5.0)):
         if sig == signal.SIGKILL:
             log.warning(
-                "command (pid %d) still running %gs after SIGTERM: SIGKILL", proc.pid, KILL_GRACE
+                "command (group %d) still running %gs after SIGTERM: SIGKILL", proc.pid, KILL_GRACE
             )
         try:
             os.killpg(proc.pid, sig)
@@ -343,6 +353,80 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _kill_group(group: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """The shim's first word: the command's pid, or why it could not be started."""
+
+    pid: int | None
+    error: OSError | None
+
+
+class _Replies:
+    """What the shim says on its channel (see ``_shim``): ``pid N`` or ``error ERRNO``
+    first, ``exit CODE`` last. Closing it closes the worker's end: the shim's lifeline."""
+
+    def __init__(self, channel: socket.socket, program: str) -> None:
+        self._channel, self._program = channel, program
+        self._file = channel.makefile("r", encoding="ascii", newline="\n")
+
+    def first(self) -> _Started:
+        """Wait for the shim to start the command (milliseconds); an empty answer means
+        the shim ended before it could (stopped at once, or killed)."""
+        word, _, value = self._file.readline().strip().partition(" ")
+        if word == "error":
+            code = int(value)
+            return _Started(None, OSError(code, os.strerror(code), self._program))
+        return _Started(int(value) if word == "pid" else None, None)
+
+    def exit_code(self) -> int | None:
+        """The command's exit code, read once the shim has ended (None: it never said)."""
+        self._channel.settimeout(5.0)  # the shim is gone: its end is closed, or soon is
+        try:
+            rest = self._file.read().split()
+        except OSError:
+            return None
+        if len(rest) >= 2 and rest[-2] == "exit":
+            return int(rest[-1])
+        return None
+
+    def __enter__(self) -> _Replies:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._file.close()
+        self._channel.close()
+
+
+def _start_shim(
+    args: Sequence[str], env: Mapping[str, str], cwd: Path | None
+) -> tuple[subprocess.Popen[bytes], _Replies]:
+    """Start the shim that runs ``args`` in a process group of its own and ends that group
+    if this process dies (``_shim``); the channel's other end stays with the shim alone."""
+    ours, theirs = socket.socketpair()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SHIM), str(theirs.fileno()), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,  # the shim leads a new group: stopping it stops it all
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return proc, _Replies(ours, args[0])
 
 
 def run_command(
@@ -373,20 +457,10 @@ def run_command(
             **task_env(task, lease, agent=agent, store=store, payload_file=payload_file),
         }
         try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,  # its own process group: stopping it stops its children
-            )
-        except OSError as exc:  # not found, not executable, no such cwd, exec format...
+            proc, replies = _start_shim(args, env, cwd)
+        except OSError as exc:  # no such cwd (the shim reports the command's own failures)
             log.warning("task #%d: %s could not start: %s", task.id, argv[0], exc.strerror)
             raise _not_started(args[0], exc) from exc
-        # The program as written, not as filled in: its arguments may hold the task's data.
-        log.debug("task #%d: started %s (pid %d)", task.id, argv[0], proc.pid)
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -395,22 +469,40 @@ def run_command(
         ).start()
         out = _Capture(proc.stdout, STDOUT_LIMIT, keep_tail=False)
         err = _Capture(proc.stderr, STDERR_TAIL, keep_tail=True)
-        stopped: str | None = None
-        while True:
-            try:
-                proc.wait(timeout=0.05)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if stop.is_set():
-                stopped = why_stopped() if why_stopped is not None else "asked to stop"
-                log.info("task #%d: stopping its command (pid %d): %s", task.id, proc.pid, stopped)
-                _stop_group(proc)
-                break
+        with replies:
+            first = replies.first()
+            if first.error is not None:  # not found, not executable, exec format...
+                proc.wait()
+                log.warning("task #%d: %s could not start: %s", task.id, argv[0],
+                            first.error.strerror)  # fmt: skip
+                raise _not_started(args[0], first.error)
+            # The program as written, not as filled in: its arguments may hold the task's data.
+            log.debug("task #%d: started %s (pid %d, group %d)", task.id, argv[0],
+                      first.pid or 0, proc.pid)  # fmt: skip
+            stopped: str | None = None
+            while True:
+                try:
+                    proc.wait(timeout=0.05)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if stop.is_set():
+                    stopped = why_stopped() if why_stopped is not None else "asked to stop"
+                    log.info("task #%d: stopping its command (group %d): %s", task.id,
+                             proc.pid, stopped)  # fmt: skip
+                    _stop_group(proc)
+                    break
+            exit_code = replies.exit_code()
+        if exit_code is None:  # the shim was killed before the command ended: end it here
+            exit_code = proc.returncode
+            if stopped is None:
+                log.warning("task #%d: the shim of its command (group %d) was killed (%s): "
+                            "ending the group", task.id, proc.pid, exit_code)  # fmt: skip
+                _kill_group(proc.pid)
         out.thread.join(timeout=5.0)
         err.thread.join(timeout=5.0)
     outcome = CommandOutcome(
-        exit_code=None if stopped is not None else proc.returncode,
+        exit_code=None if stopped is not None else exit_code,
         stdout=bytes(out.data),
         truncated=out.total > STDOUT_LIMIT,
         stderr_tail=bytes(err.data).decode("utf-8", errors="replace"),
@@ -418,11 +510,11 @@ def run_command(
         seconds=time.monotonic() - started,
     )
     log.debug(
-        "task #%d: %s (pid %d) %s after %.3fs",
+        "task #%d: %s (group %d) %s after %.3fs",
         task.id,
         argv[0],
         proc.pid,
-        f"stopped ({stopped})" if stopped is not None else f"exited {proc.returncode}",
+        f"stopped ({stopped})" if stopped is not None else f"exited {exit_code}",
         outcome.seconds,
     )
     cannot_run = _cannot_run(outcome)

@@ -28,6 +28,17 @@ floor and the cooldown since its last change, and starts or stops worker process
   dropped. Either way the last lines of stderr are kept in memory for the crash and fault
   messages.
 
+* **Secrets**: a worker learns its store from ``SHOAL_STORE`` in its environment, which only
+  its own user (and root) may read, never from its command line, which every user of the
+  host may read (``ps``, ``/proc/PID/cmdline``): a PostgreSQL URL carries its password.
+* **If the supervisor dies** (``kill -9``, the OOM killer, a crash), its workers end with it:
+  each holds a pipe from the supervisor as its stdin (``shoal worker --supervised``), whose
+  end they see at once, and stops as on a second SIGTERM -- no more claims, running
+  commands stopped, their tasks released untouched (the attempt not counted), its agent
+  terminated with the reason. Left running, they would be watched by nobody and stopped by
+  nothing, and a supervisor started again would start workers of the same names beside
+  them; the released work is taken at once by the workers of whoever runs next.
+
 The decision is a pure function so that it is tested without processes; this module does
 only the processes, the clock and the bookkeeping. Worker processes run in their own
 session: a Ctrl-C at the terminal reaches the supervisor alone, which then drains them.
@@ -340,11 +351,13 @@ class Supervisor:
         self, spec: WorkerSpec, now: float, why: str, slot: WorkerSlot | None = None
     ) -> None:
         argv = self.argv_for(spec)
-        env = {**os.environ, **(self.env or {})}
+        # The store in the environment, never on the command line: any user of the host
+        # may read a command line (ps, /proc/PID/cmdline), with a password in the URL.
+        env = {**os.environ, **(self.env or {}), "SHOAL_STORE": self.fleet.url}
         keep = self.log_dir is not None
         proc = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # its lifeline: never written, closed when we die
             stdout=subprocess.PIPE if keep else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
@@ -400,6 +413,8 @@ class Supervisor:
             if slot.proc is None or slot.proc.poll() is None:
                 continue
             code = slot.proc.returncode
+            if slot.proc.stdin is not None:
+                slot.proc.stdin.close()  # its lifeline: nobody is at the other end now
             if slot.stopping or code == 0:
                 del self.slots[agent]
                 self._close_log(slot)

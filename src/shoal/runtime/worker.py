@@ -21,8 +21,15 @@ What it promises, and how:
 * **Leases outlive long tasks, not hung ones.** A heartbeat thread renews the agent and all
   its leases every third of the shortest lease TTL, whatever the handlers are doing. A task
   gets ``timeout`` seconds; past that it is stopped (a command's process group is killed) and
-  failed, so a hung handler keeps its lease only until its timeout ends it. A lease found
-  lost at a heartbeat (the task was cancelled, or the agent terminated) stops its handler.
+  failed, so a hung handler keeps its lease only until its timeout ends it.
+* **A lost lease stops the work.** The task is then someone else's, or soon may be: a lease
+  a heartbeat finds gone (expired, the task cancelled or taken back, the agent terminated)
+  stops its handler -- a command's process group -- and so does a lease no heartbeat
+  renewed before it could run out (the store out of reach, the clock jumped), a little
+  before its end by the worker's own count (``_holding``); that task is released once the
+  store answers. The log says which. And a command never outlives its worker: it runs
+  under a shim that ends its group when the worker dies, ``kill -9`` included
+  (``command``, ``_shim``).
 * **Idle, then gone (ephemeral).** An empty claim marks the agent idle in the fleet; an
   ephemeral worker that stays idle for the fleet's ``idle_timeout`` terminates its agent and
   returns. A persistent one keeps waiting.
@@ -30,7 +37,9 @@ What it promises, and how:
   lets running tasks finish for up to ``drain`` seconds; what is still running then is
   stopped and released (back to the pool, the attempt not counted). A second ``stop()``
   releases at once. A worker that leaves on purpose terminates its agent (its place under
-  max_agents is freed, its queue goes back to the pool). SIGKILL is what leases are for.
+  max_agents is freed, its queue goes back to the pool). ``stop(now=True, why=...)`` releases
+  at once and says why (``shoal worker --supervised`` does so when its supervisor dies).
+  SIGKILL is what leases are for.
 * **The worker's faults are not the tasks' failures.** A command that is not there or not
   executable is refused before anything is claimed (``CommandHandler`` checks it). One that
   still cannot be started for a task (a ``{placeholder}`` program, a tool missing from the
@@ -63,6 +72,7 @@ from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
 from shoal.fleet import Fleet
 from shoal.model import Grant, Lease, Task
+from shoal.runtime._holding import LEASE_GONE, LEASE_UNRENEWED, Hold
 from shoal.runtime._settling import TaskSettling
 from shoal.runtime.handlers import CommandHandler, Deferred, Handler, TaskContext, WorkerFault
 from shoal.runtime.report import WorkerReport
@@ -96,8 +106,9 @@ class _Slot:
     """One running task."""
 
     ctx: TaskContext
-    thread: threading.Thread
+    hold: Hold  # how long the lease lasts, as this worker reckons it
     finished: threading.Event = field(default_factory=threading.Event)
+    over: bool = False  # its handler has returned (or been abandoned): it is being settled
 
 
 class Worker(TaskSettling):
@@ -145,7 +156,7 @@ class Worker(TaskSettling):
         self._signals_seen: list[str] = []
         self._fault: tuple[int, WorkerFault] | None = None  # the first: why the worker stops
         self._settings_read: tuple[float, Settings] | None = None
-        self._renewed: dict[int, float] = {}  # task id -> expiry at the last heartbeat
+        self._stop_why = ""  # why stop() was called, if its caller said
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the public face
@@ -155,9 +166,13 @@ class Worker(TaskSettling):
         self.handler = fn
         return fn
 
-    def stop(self) -> None:
-        """Stop claiming and drain; called a second time, release running tasks at once."""
-        if self._stopping.is_set():
+    def stop(self, *, now: bool = False, why: str = "") -> None:
+        """Stop claiming and drain; called a second time (or with ``now``), release running
+        tasks at once. ``why`` (the first given) is what the released tasks and the
+        agent's end say, e.g. "its supervisor (pid 41) died"."""
+        if why and not self._stop_why:
+            self._stop_why = why
+        if now or self._stopping.is_set():
             self._aborting.set()
         self._stopping.set()
         self._wake.set()
@@ -332,11 +347,12 @@ class Worker(TaskSettling):
         if source is ClaimSource.STEAL:
             self._tally("stolen")
         self._say("claimed", task=task.id, title=task.title, source=source, origin=origin)
-        thread = threading.Thread(target=self._run_task, args=(ctx,), daemon=True)
-        slot = _Slot(ctx, thread)
+        # The lease's length on this worker's clock, counted from now (after the claim).
+        hold = Hold.granted(monotonic(self.clock), lease.expires, self.fleet.clock.now())
+        slot = _Slot(ctx, hold)
         with self._lock:
             self._slots[task.id] = slot
-        thread.start()
+        threading.Thread(target=self._run_task, args=(slot,), daemon=True).start()
 
     def _release_unstarted(self, task: Task, lease: Lease) -> None:
         """Give back a task claimed as the worker was stopping: it never ran here."""
@@ -349,8 +365,10 @@ class Worker(TaskSettling):
         self._tally("released")
         self._say("released", task=task.id, why="claimed as the worker was stopping; not run")
 
-    def _run_task(self, ctx: TaskContext) -> None:
-        """Run the handler in its own thread, within the timeout; then settle the task."""
+    def _run_task(self, slot: _Slot) -> None:
+        """Run the handler in its own thread, within the timeout and the lease; then settle
+        the task."""
+        ctx = slot.ctx
         box: dict[str, Any] = {}
 
         def call() -> None:
@@ -368,23 +386,48 @@ class Worker(TaskSettling):
             inner.join(0.05)
             if not inner.is_alive():
                 break
-            if deadline is not None and monotonic(self.clock) >= deadline:
+            now = monotonic(self.clock)
+            if deadline is not None and now >= deadline:
                 ctx.stop(f"timed out after {self.timeout:g}s")
             elif self._aborting.is_set():
-                ctx.stop("the worker is shutting down")
+                ctx.stop(self._stop_why or "the worker is shutting down")
+            elif not (ctx.deferred or ctx.stopped.is_set()) and self._running_out(slot, now):
+                self._lease_unrenewed(slot, now)
             if ctx.stopped.is_set():
                 inner.join(STOP_GRACE)  # a command is killed within KILL_GRACE
                 break
+        slot.over = True
         seconds = monotonic(self.clock) - started
         self._tally("busy_seconds", seconds)
         try:
-            self._settle_while_leased(ctx, box, not inner.is_alive(), round(seconds, 3))
+            finished = not inner.is_alive()
+            self._settle_while_leased(ctx, slot.hold, box, finished, round(seconds, 3))
         finally:
-            with self._lock:
-                slot = self._slots.get(ctx.task.id)
-            if slot is not None:
-                slot.finished.set()
+            slot.finished.set()
             self._wake.set()
+
+    def _running_out(self, slot: _Slot, now: float) -> bool:
+        with self._lock:  # the heartbeat thread renews holds
+            return slot.hold.running_out(now, self.fleet.clock.now())
+
+    def _lease_unrenewed(self, slot: _Slot, now: float) -> None:
+        """No heartbeat renewed the lease in time (the store is out of reach, or the clock
+        jumped past the lease's end): stop the command before the task can be handed to
+        anyone else."""
+        hold, wall = slot.hold, self.fleet.clock.now()
+        if now >= hold.until - hold.margin:
+            why = f"no heartbeat has reached the store for {now - hold.renewed:.1f}s"
+        else:
+            why = f"this host's clock is {wall - hold.expires:+.1f}s from its end (it jumped)"
+        log.warning(
+            "%s: stopping #%d: %s, and its lease may run out within %.1fs, after which the "
+            "task may be given to another agent",
+            self.agent,
+            slot.ctx.task.id,
+            why,
+            max(0.0, min(hold.until - now, hold.expires - wall)),
+        )
+        slot.ctx.stop(LEASE_UNRENEWED)
 
     def _tally(self, counter: str, amount: float = 1) -> None:
         """Add to one of the report's counters (task threads settle at the same time)."""
@@ -439,16 +482,16 @@ class Worker(TaskSettling):
                 ttls = [settings.lease_ttl, settings.heartbeat_timeout]
                 ttls += [s.ctx.task.lease_ttl for s in before.values() if s.ctx.task.lease_ttl]
                 interval = min(ttls) / 3
+                asked = monotonic(self.clock)
                 renewed = self.fleet.heartbeat(self.agent)
+                self._renew_holds(asked, renewed)
                 held = {lease.task_id for lease in renewed}
-                with self._lock:
-                    self._renewed = {lease.task_id: lease.expires for lease in renewed}
             except UnknownAgent:
                 log.warning("%s was terminated from outside: stopping its tasks", self.agent)
                 self._say("terminated", why="the agent was terminated from outside")
                 self._gone.set()
                 for slot in before.values():
-                    slot.ctx.stop("lease lost")
+                    slot.ctx.stop(LEASE_GONE)
                 self._wake.set()
                 return
             except Exception as exc:  # keep beating: a lost heartbeat thread loses every lease
@@ -458,9 +501,30 @@ class Worker(TaskSettling):
                 interval = min(interval, 1.0)
             else:
                 for task_id, slot in before.items():
-                    if task_id not in held and not (slot.finished.is_set() or slot.ctx.deferred):
-                        slot.ctx.stop("lease lost")
+                    if task_id not in held:
+                        self._lease_gone(slot)
             self._done.wait(interval)
+
+    def _renew_holds(self, asked: float, renewed: list[Lease]) -> None:
+        """Move each renewed lease's end, as this worker reckons it (see ``_holding``)."""
+        wall = self.fleet.clock.now()
+        with self._lock:
+            for lease in renewed:
+                slot = self._slots.get(lease.task_id)
+                if slot is not None:
+                    slot.hold.renew(asked, lease.expires, wall)
+
+    def _lease_gone(self, slot: _Slot) -> None:
+        """A heartbeat answered without this task's lease: the task is no longer ours."""
+        if slot.over or slot.ctx.deferred or slot.ctx.stopped.is_set():
+            return  # settled (or settling) already, or its lease ended on purpose
+        log.warning(
+            "%s: stopping #%d: a heartbeat found its lease gone (it expired, or the task was "
+            "cancelled or taken back); the task is no longer this agent's",
+            self.agent,
+            slot.ctx.task.id,
+        )
+        slot.ctx.stop(LEASE_GONE)
 
     # ------------------------------------------------------------------ leaving
 
@@ -481,7 +545,7 @@ class Worker(TaskSettling):
             return f"the worker stopped, releasing task #{task_id} untouched: {fault}", fault.hint
         return {
             "idle": "idle past idle_timeout; left by itself",
-            "stopped": "its worker was stopped",
+            "stopped": self._stop_why or "its worker was stopped",
             "terminated": "its agent was terminated from outside",
         }[self.report.reason], ""
 

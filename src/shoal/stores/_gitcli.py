@@ -9,6 +9,11 @@ message instead of waiting for a password nobody will type.
 A clone is private to its user (mode 0700) and lives under a cache folder; it is a cache in
 the strict sense: the remote is the board, and a broken clone is thrown away and made
 again (``GitClone.ensure``).
+
+git is run the way ``_gitguard`` says: hooks, fsmonitor, foreign protocols and the
+clone's own program settings off, a clone whose config holds anything shoal did not put
+there made again, and the URL's user and password given through the environment only
+(``_gitcache`` first makes sure nobody else could have written the clone).
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
+from shoal.stores._gitguard import foreign_settings, git_environment, split_credentials
 from shoal.text import shown_url
 
 __all__ = ["Change", "GitClone", "GitFailed", "no_repository"]
@@ -61,16 +67,6 @@ def no_repository(remote: str) -> StoreNotFound:
         hint=f"make one with `git init --bare {path}`, then start a fleet in it with "
         f"`shoal init --store git+file://{path}`; or check the path",
     )
-
-
-def _secret_of(remote: str) -> str | None:
-    """The password (or, over http(s), the token in place of a user) ``remote`` holds."""
-    shown = shown_url(remote)
-    if shown == remote:
-        return None
-    userinfo = remote.partition("://")[2].rpartition("@")[0]
-    user, colon, password = userinfo.partition(":")
-    return (password if colon else user) or None
 
 
 class GitFailed(Exception):
@@ -126,19 +122,14 @@ class GitClone:
     """A private bare clone of ``remote`` at ``path``, tracking one branch."""
 
     def __init__(self, remote: str, branch: str, path: Path) -> None:
-        self.remote = remote
+        self.remote = remote  # as the store URL gave it: shown only through shown_url
         self.branch = branch
         self.path = path
         self.tracking = f"refs/remotes/origin/{branch}"
-        self._secret = _secret_of(remote)
-        self._env = {
-            **os.environ,
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_ASKPASS": "",
-            "SSH_ASKPASS": "",
-            "LC_ALL": "C",
-            "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
-        }
+        self._credentials = split_credentials(remote)
+        #: The remote as git is told it, in the clone's config: no user or password.
+        self.url = self._credentials.url
+        self._guards, self._env = git_environment(self._credentials, os.environ)
 
     # -- running git -----------------------------------------------------------------
 
@@ -151,7 +142,7 @@ class GitClone:
         git_dir = repo or self.path
         try:
             done = subprocess.run(
-                ["git", f"--git-dir={git_dir}", *args],
+                ["git", *self._guards, f"--git-dir={git_dir}", *args],
                 cwd=git_dir.parent,
                 input=stdin,
                 capture_output=True,
@@ -172,9 +163,8 @@ class GitClone:
         """git's words without the remote's password or token: git hides them itself only
         in a URL it could parse, and one with an unescaped ``/`` or ``?`` in its password
         comes back whole in "unable to access '...'"."""
-        if self._secret:
-            for secret in {self._secret, unquote(self._secret)}:
-                said = said.replace(secret, "***")
+        for secret in self._credentials.secrets:
+            said = said.replace(secret, "***")
         return said
 
     # -- the clone itself ------------------------------------------------------------
@@ -200,11 +190,20 @@ class GitClone:
             return "missing"
         try:  # first whether git sees a repository at all: it says so if not
             self.run("rev-parse", "--git-dir")
-            origin = self.run("config", "--get", "remote.origin.url").decode().strip()
+            listed = self.run("config", "--local", "--no-includes", "--list", "-z")
         except GitFailed as failed:
-            return failed.last_line if failed.stderr else "it tracks no remote"
-        if origin != self.remote:
-            return f"it is a clone of {shown_url(origin)}, not of {shown_url(self.remote)}"
+            return failed.last_line
+        foreign, settings = foreign_settings(listed)
+        if foreign:
+            return f"its config holds {', '.join(foreign)}, which shoal never puts there"
+        origin = settings.get("remote.origin.url")
+        if origin is None:
+            return "it tracks no remote"
+        if origin != [self.url]:
+            if [split_credentials(url).url for url in origin] == [self.url]:  # an older shoal's
+                return "its config holds the URL's password, which git is now given otherwise"
+            shown = ", ".join(shown_url(url) for url in origin)
+            return f"it is a clone of {shown}, not of {shown_url(self.url)}"
         return None
 
     def reclone(self) -> None:
@@ -214,9 +213,10 @@ class GitClone:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
         shutil.rmtree(staging, ignore_errors=True)
-        self.run("init", "--quiet", "--bare", repo=staging)
+        # No template: nothing of the user's init.templateDir (hooks, a config) comes in.
+        self.run("init", "--quiet", "--bare", "--template=", repo=staging)
         os.chmod(staging, 0o700)
-        self.run("remote", "add", "origin", self.remote, repo=staging)
+        self.run("remote", "add", "origin", self.url, repo=staging)
         for key, value in (
             ("gc.auto", "2000"),  # pack loose objects early: each write makes a few
             ("core.logAllRefUpdates", "false"),
@@ -255,6 +255,7 @@ class GitClone:
                 self.run(
                     "fetch",
                     "--quiet",
+                    "--upload-pack=git-upload-pack",
                     "--no-tags",
                     "--no-write-fetch-head",
                     "--no-auto-gc",
@@ -295,7 +296,9 @@ class GitClone:
         """The branch's tip on the remote right now, without fetching any object (how a
         waiting agent polls cheaply)."""
         try:
-            out = self.run("ls-remote", "origin", f"refs/heads/{self.branch}").decode()
+            out = self.run(
+                "ls-remote", "--upload-pack=git-upload-pack", "origin", f"refs/heads/{self.branch}"
+            ).decode()
         except GitFailed as failed:
             raise self.unreachable(failed) from failed
         return out.split()[0] if out.strip() else None
@@ -420,7 +423,12 @@ class GitClone:
         holds its lock right now)."""
         try:
             self.run(
-                "push", "--quiet", "--porcelain", "origin", f"{commit}:refs/heads/{self.branch}"
+                "push",
+                "--quiet",
+                "--porcelain",
+                "--receive-pack=git-receive-pack",
+                "origin",
+                f"{commit}:refs/heads/{self.branch}",
             )
         except GitFailed as failed:
             if failed.rejected:
@@ -465,6 +473,7 @@ class GitClone:
                 "push",
                 "--quiet",
                 "--porcelain",
+                "--receive-pack=git-receive-pack",
                 f"--force-with-lease=refs/heads/{self.branch}:{expected}",
                 "origin",
                 f"{commit}:refs/heads/{self.branch}",

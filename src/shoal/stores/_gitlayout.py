@@ -18,15 +18,21 @@ write; in folders, two small ones.
 
 Every file is JSON with a stable key order and a final newline, so a diff between two
 commits shows exactly what an operation changed. Moments are epoch seconds, as the other
-stores keep them. Lease tokens are in the task files: whoever can read the repository can
-act as any agent -- the git store trusts everyone with access to it (SECURITY.md).
+stores keep them. A task's ``store`` holds what only the store needs: its skill set, its
+pool key, and its place in a queue (``seq``, signed as ``policy.queue_place`` gives it,
+``"signed": true``; a file without that mark was written before places had a sign, and
+is read the way the SQL stores' migration 0007 converts their tasks). Lease tokens are
+in the task files: whoever can read the repository can act as any agent -- the git store
+trusts everyone with access to it (SECURITY.md).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import fields
 from enum import Enum
 from types import UnionType
@@ -151,7 +157,12 @@ def task_file(row: Row, deps: Iterable[int]) -> bytes:
     out = {f.name: _plain(getattr(task, f.name)) for f in fields(Task)}
     out["after"] = sorted(deps)
     out["lease_token"] = row.token
-    out["store"] = {"skillset": row.skillset, "pool_key": row.pool_key, "seq": row.seq}
+    out["store"] = {
+        "skillset": row.skillset,
+        "pool_key": row.pool_key,
+        "seq": row.seq,
+        "signed": True,
+    }
     return dump(out)
 
 
@@ -204,14 +215,88 @@ def initial_files() -> dict[str, bytes]:
 
 
 class Malformed(ValueError):
-    """A file of the board that shoal cannot read back."""
+    """A file of the board that shoal cannot read back; ``path`` names it."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Any failure to read the board's file ``path`` as a ``Malformed`` that names it: a
+    hand edit is found by the file it broke."""
+    try:
+        yield
+    except Malformed as exc:
+        exc.path = exc.path or path
+        raise
+    except InvalidSetting as exc:  # not the caller's input: a hand edit of the board
+        raise Malformed(f"{path}: {exc.message}", path) from exc
+    except KeyError as exc:
+        raise Malformed(f"{path} has no {exc.args[0]!r}", path) from exc
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise Malformed(f"{path} cannot be read: {exc}", path) from exc
+
+
+def _parse(content: bytes | str, where: str) -> Any:
+    """The JSON value of one file (or line), refusing numbers no store keeps: ``NaN``,
+    ``Infinity`` and ones too large for a float (``1e999``), which Python's json reads
+    and shoal then cannot compare, sort or show -- a lease until ``Infinity`` never
+    expires, and ``shoal list`` failed on it with an internal error."""
+    unfit: list[str] = []
+
+    def constant(text: str) -> float:
+        unfit.append(text)
+        return math.nan
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            unfit.append(text)
+        return value
+
+    value = json.loads(content, parse_constant=constant, parse_float=number)
+    if unfit:
+        field = _unfit_field(value) or "a value"
+        raise Malformed(
+            f"{where}: {field} is {unfit[0]}, not a finite number; shoal never writes one",
+            where.partition(" ")[0],
+        )
+    return value
+
+
+def _unfit_field(value: Any, at: str = "") -> str | None:
+    """Where in ``value`` the first number that is not finite is (``store.pool_key``)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else at
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        inner = f"{at}[{key}]" if isinstance(key, int) else f"{at}.{key}" if at else str(key)
+        found = _unfit_field(item, inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _finite(value: Any, name: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} is {value!r}, not a finite number")
+    return number
 
 
 def load(files: Mapping[str, bytes]) -> Data:
     """The fleet these files hold (``files``: path -> content)."""
     data = Data()
-    try:
-        fleet = json.loads(files["fleet.json"])
+    with _reading("fleet.json"):
+        fleet = _parse(files["fleet.json"], "fleet.json")
         if int(fleet.get("format", 0)) > FORMAT:
             raise Malformed(
                 f"the board was written by a newer shoal (layout {fleet['format']}, "
@@ -221,29 +306,45 @@ def load(files: Mapping[str, bytes]) -> Data:
         data.last_event_id = int(fleet["last_event_id"])
         data.seq = int(fleet["seq"])
         data.skillsets = {int(k): tuple(v) for k, v in fleet["skillsets"].items()}
-        data.settings = Settings.from_mapping(json.loads(files.get("settings.json", b"{}")))
-        data.meta = {str(k): str(v) for k, v in json.loads(files.get("meta.json", b"{}")).items()}
-        tasks: list[tuple[Row, list[int]]] = []
-        for path, content in files.items():
+    with _reading("settings.json"):
+        data.settings = Settings.from_mapping(
+            _parse(files.get("settings.json", b"{}"), "settings.json")
+        )
+    with _reading("meta.json"):
+        meta = _parse(files.get("meta.json", b"{}"), "meta.json")
+        data.meta = {str(k): str(v) for k, v in meta.items()}
+    tasks: list[tuple[Row, list[int], bool]] = []
+    for path, content in files.items():
+        with _reading(path):
             kind = board_kind(path)
             if kind == "task":
-                tasks.append(_task_row(json.loads(content), path))
+                tasks.append(_task_row(_parse(content, path), path))
             elif kind == "agent":
-                agent = _agent(json.loads(content), path)
+                agent = _agent(_parse(content, path), path)
                 data.agents[agent.id] = agent
             elif kind == "events":
                 data.events.extend(_events_at(path, content)[1])
-    except Malformed:
-        raise
-    except InvalidSetting as exc:  # not the caller's input: a hand edit of the board
-        raise Malformed(f"settings.json: {exc.message}") from exc
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
     data.events.sort(key=lambda e: e.id)
-    for row, after in sorted(tasks, key=lambda t: t[0].task.id):
+    for row, after, _ in sorted(tasks, key=lambda t: t[0].task.id):
         _add_task(data, row, after)
+    _sign_places(data, [row for row, _, signed in tasks if not signed])
     _keep_counters_ahead(data, data.tasks)
     return data
+
+
+def _sign_places(data: Data, rows: Iterable[Row]) -> None:
+    """Give the queued tasks of files written before places had a sign the place they would
+    have now -- the rule of the SQL stores' migration 0007: the work others sent an agent
+    goes behind, oldest first; its own (a child of a task it holds or held, a task it
+    started) stays in front. Run once every row is in ``data``: it looks at parents."""
+    for row in rows:
+        task = row.task
+        queued = task.state in (TaskState.PENDING, TaskState.BLOCKED) and task.agent is not None
+        if not queued or row.seq <= 0 or task.claimed_at is not None:
+            continue
+        parent = data.tasks.get(task.parent) if task.parent is not None else None
+        if parent is None or parent.task.agent != task.agent:
+            row.seq = -row.seq
 
 
 def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
@@ -291,7 +392,8 @@ def _check_kinds(cls: type, values: dict[str, Any], path: str) -> None:
             raise Malformed(f"{path}: {name} holds {value!r}, not a value of its kind")
 
 
-def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
+def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
+    """The row of a task file, what it waits on, and whether its place is signed."""
     known = {f.name for f in fields(Task)}
     values = {k: v for k, v in raw.items() if k in known}
     values["state"] = TaskState(values["state"])
@@ -301,9 +403,10 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int]]:
     if task_path(task.id) != path:
         raise Malformed(f"{path} holds task {task.id}")
     store = raw["store"]
-    row = Row(task, int(store["skillset"]), float(store["pool_key"]), int(store["seq"]))
+    pool_key = _finite(store["pool_key"], "store.pool_key")
+    row = Row(task, int(store["skillset"]), pool_key, int(store["seq"]))
     row.token = raw.get("lease_token")
-    return row, [int(i) for i in raw.get("after") or ()]
+    return row, [int(i) for i in raw.get("after") or ()], store.get("signed") is True
 
 
 def _agent(raw: dict[str, Any], path: str) -> Agent:
@@ -327,7 +430,8 @@ def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
     segment = event_segment(_first_number(path, ".jsonl"))
     if event_path(segment) != path:
         raise Malformed(f"{path} is not where the event log keeps a file")
-    log = [_event(json.loads(line)) for line in content.splitlines() if line.strip()]
+    lines = enumerate(content.splitlines(), 1)
+    log = [_event(_parse(line, f"{path} line {n}")) for n, line in lines if line.strip()]
     ids = [e.id for e in log]
     if any(event_segment(i) != segment for i in ids) or len(set(ids)) != len(ids):
         raise Malformed(f"{path} holds events that are not its own, or one twice")
@@ -337,7 +441,7 @@ def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
 def _event(raw: dict[str, Any]) -> Event:
     return Event(
         int(raw["id"]),
-        float(raw["at"]),
+        _finite(raw["at"], "at"),
         str(raw["kind"]),
         raw["task_id"],
         raw["agent"],
@@ -409,16 +513,9 @@ def commit_message(events: list[Event], touched: Iterable[str]) -> tuple[str, st
 def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
     """Bring ``data`` forward by the files one or more commits changed (path -> new
     content, None: deleted), keeping its indexes, keys and dependency links right -- the
-    same fleet ``load`` would read from the new commit, without reading the rest."""
-    try:
-        _apply(data, changed)
-    except Malformed:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise Malformed(f"a file of the board cannot be read: {exc!r}") from exc
-
-
-def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
+    same fleet ``load`` would read from the new commit, without reading the rest. A file
+    it cannot read is a ``Malformed`` naming it, and leaves ``data`` part-way: the caller
+    reads the whole board again next time."""
     known_task_id = data.last_task_id  # at or above every task in memory (see below)
     if any(p in changed for p in SMALL_FILES):
         small = small_files(data)
@@ -432,24 +529,29 @@ def _apply(data: Data, changed: Mapping[str, bytes | None]) -> None:
         data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
     segments: dict[int, list[Event]] = {}
     added: list[int] = []
+    unsigned: list[Row] = []
     for path, content in changed.items():
-        kind = board_kind(path)
-        if kind == "task":
-            task_id = _first_number(path, ".json")
-            _drop_task(data, task_id)
-            if content is not None:
-                row, after = _task_row(json.loads(content), path)
-                _add_task(data, row, after)
-                added.append(task_id)
-        elif kind == "agent":
-            agent_id = unquote(path[len("agents/") : -len(".json")])
-            data.agents.pop(agent_id, None)
-            if content is not None:
-                agent = _agent(json.loads(content), path)
-                data.agents[agent.id] = agent
-        elif kind == "events":
-            segment, log = _events_at(path, content or b"")
-            segments[segment] = log
+        with _reading(path):
+            kind = board_kind(path)
+            if kind == "task":
+                task_id = _first_number(path, ".json")
+                _drop_task(data, task_id)
+                if content is not None:
+                    row, after, signed = _task_row(_parse(content, path), path)
+                    _add_task(data, row, after)
+                    added.append(task_id)
+                    if not signed:
+                        unsigned.append(row)
+            elif kind == "agent":
+                agent_id = unquote(path[len("agents/") : -len(".json")])
+                data.agents.pop(agent_id, None)
+                if content is not None:
+                    agent = _agent(_parse(content, path), path)
+                    data.agents[agent.id] = agent
+            elif kind == "events":
+                segment, log = _events_at(path, content or b"")
+                segments[segment] = log
+    _sign_places(data, unsigned)
     if segments:
         kept = [e for e in data.events if event_segment(e.id) not in segments]
         data.events = sorted(

@@ -188,13 +188,15 @@ class SqlTx(SqlReads):
         buried = self._count("bury_task", {"id": task_id, "error": error, "now": now})
         self._finished_moved("dead", buried)
 
-    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
-        params = {"id": task_id, "agent": agent_id, "waiting_on": waiting_on, "now": now}
-        self._run("block_task", params)
+    def block_task(
+        self, task_id: int, agent_id: str, seq: int, waiting_on: int, now: float
+    ) -> None:
+        params = {"id": task_id, "agent": agent_id, "seq": seq, "waiting_on": waiting_on}
+        self._run("block_task", {**params, "now": now})
 
-    def release_dependents(self, task_id: int) -> list[int]:
+    def release_dependents(self, task_id: int) -> list[tuple[int, int]]:
         rows = self._all("release_dependents", {"task": task_id})
-        return sorted(r[0] for r in rows if r[1] == 0)
+        return sorted((int(r[0]), int(r[2])) for r in rows if r[1] == 0)
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
         self._run("ready_task", {"id": task_id, "agent": agent_id, "seq": seq, "now": now})

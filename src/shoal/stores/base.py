@@ -111,7 +111,8 @@ class StoreTx(Protocol):
     def load_settings(self) -> Settings: ...
     def save_settings(self, settings: Settings) -> None: ...
     def next_seq(self) -> int:
-        """A number larger than any before it: a task's place in a queue (head = largest)."""
+        """A number larger than any before it, for a task's place in a queue
+        (``policy.queue_place``: the head is the largest place)."""
         ...
 
     def next_seqs(self, count: int) -> list[int]:
@@ -200,8 +201,8 @@ class StoreTx(Protocol):
     # Every candidate query leaves out tasks not ready by ``now`` (``ready_at`` later: a
     # retry backoff or a not_before still running).
     def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
-        """The own queue step, its head: highest priority first, newest (largest seq) first; with
-        ``longest``, longest expected before newest (``policy.queue_order``)."""
+        """The own queue step, its head: highest priority first, then largest place (``seq``)
+        first; with ``longest``, longest expected before place (``policy.queue_order``)."""
         ...
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
@@ -231,8 +232,8 @@ class StoreTx(Protocol):
         self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
         """The steal step: the tail of ``victim``'s queue that ``rules`` allow and ``held``
-        does not hold back -- lowest priority first, oldest (smallest seq) first; with
-        ``rules.longest``, longest expected before oldest (``policy.tail_order``)."""
+        does not hold back -- lowest priority first, then smallest place (``seq``) first; with
+        ``rules.longest``, longest expected before place (``policy.tail_order``)."""
         ...
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
@@ -279,18 +280,21 @@ class StoreTx(Protocol):
         """claimed -> dead."""
         ...
 
-    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
-        """claimed -> blocked, to come back to ``agent_id``'s queue (a deferred continuation);
-        not ready any more (``ready_at`` None)."""
+    def block_task(
+        self, task_id: int, agent_id: str, seq: int, waiting_on: int, now: float
+    ) -> None:
+        """claimed -> blocked, to come back to ``agent_id``'s queue at place ``seq`` (a
+        deferred continuation); not ready any more (``ready_at`` None)."""
         ...
 
-    def release_dependents(self, task_id: int) -> list[int]:
-        """``task_id`` is done: count it off its blocked dependents; return those now free."""
+    def release_dependents(self, task_id: int) -> list[tuple[int, int]]:
+        """``task_id`` is done: count it off its blocked dependents; return those now free,
+        each with its queue place (``seq``), by id."""
         ...
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:
-        """blocked -> pending at ``seq`` in ``agent_id``'s queue (None: the pool), ready now
-        -- or at the not_before it was posted with, if that is later."""
+        """blocked -> pending at place ``seq`` in ``agent_id``'s queue (None: the pool), ready
+        now -- or at the not_before it was posted with, if that is later."""
         ...
 
     def set_ready_at(self, task_id: int, ready_at: float) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import fcntl
-import hashlib
 import logging
 import os
 import random
@@ -52,7 +51,15 @@ from shoal.errors import (
     WriteConflict,
 )
 from shoal.model import Event
+from shoal.stores._gitcache import (
+    cache_root,
+    clone_path,
+    open_clone_lock,
+    refuse_unsafe_cache,
+    refuse_unsafe_clone,
+)
 from shoal.stores._gitcli import GitClone, GitFailed, no_repository
+from shoal.stores._gitguard import PROTOCOLS, split_credentials
 from shoal.stores._gitlayout import (
     EVENTS_PER_FILE,
     Malformed,
@@ -95,7 +102,7 @@ def parse_git_url(url: str) -> tuple[str, str]:
     remote, _, branch = rest.partition("#")
     branch = branch or DEFAULT_BRANCH
     scheme = urlsplit(remote).scheme
-    if scheme not in ("file", "ssh", "https", "http"):
+    if scheme not in PROTOCOLS:
         raise InvalidStoreURL(
             f"store URL {shown_url(url)!r} is not a git remote shoal can use",
             hint="write git+file:///path/to/board.git, git+ssh://host/path.git or "
@@ -132,15 +139,6 @@ def _is_branch_name(branch: str) -> bool:
         and not branch.endswith(".")
         and all(part and not part.startswith(".") and not part.endswith(".lock") for part in parts)
     )
-
-
-def cache_root() -> Path:
-    """Where the private clones live: ``$SHOAL_GIT_CACHE``, else the user's cache folder."""
-    configured = os.environ.get("SHOAL_GIT_CACHE", "").strip()
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base) / "shoal" / "git"
 
 
 def _refuse_a_missing_folder(remote: str) -> None:
@@ -194,9 +192,9 @@ class GitStore:
     def __init__(self, url: str, *, create: bool = True, cache: Path | None = None) -> None:
         self.url = url
         remote, branch = parse_git_url(url)
-        digest = hashlib.sha256(f"{remote}#{branch}".encode()).hexdigest()[:16]
-        tail = re.sub(r"[^A-Za-z0-9._-]", "_", Path(urlsplit(remote).path).name)[:40] or "board"
-        self._clone = GitClone(remote, branch, (cache or cache_root()) / f"{tail}-{digest}.git")
+        self._cache = cache or cache_root()
+        path = clone_path(split_credentials(remote).url, branch, self._cache)
+        self._clone = GitClone(remote, branch, path)
         self._lock = threading.RLock()
         self._data = Data()
         self._sha: str | None = None
@@ -225,16 +223,18 @@ class GitStore:
     # -- the clone and the board's tip -----------------------------------------------------
 
     def _prepare_clone(self) -> None:
-        """The private clone exists and is sound (made or made again under a lock, so two
-        processes of this host never build it at once)."""
+        """The private clone exists, is sound, and nobody else could have written it
+        (``_gitcache``): made or made again under a lock, so two processes of this host
+        never build it at once."""
         path = self._clone.path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(f"{path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            refuse_unsafe_cache(self._cache)
+            fd = open_clone_lock(path)
         except OSError as exc:
             raise self._no_cache(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            refuse_unsafe_clone(path)
             self._clone.ensure()
         except OSError as exc:
             raise self._no_cache(exc) from exc
@@ -308,10 +308,20 @@ class GitStore:
             )
 
     def _damaged(self, exc: Exception) -> StoreDamaged:
+        branch = self._clone.branch
+        path = exc.path if isinstance(exc, Malformed) else None
+        if path is None:
+            hint = (
+                f"look at the latest commits of the branch (`git log {branch}`); "
+                "if a hand edit broke a file, `git revert` that commit"
+            )
+        else:
+            hint = (
+                f"see who changed {path} (`git log -p {branch} -- {path}`), then `git revert` "
+                "that commit, or correct the file, commit and push"
+            )
         return StoreDamaged(
-            f"the git store at {shown_url(self.url)} cannot be read: {exc}",
-            hint=f"look at the latest commits of the branch (`git log {self._clone.branch}`); "
-            "if a hand edit broke a file, `git revert` that commit",
+            f"the git store at {shown_url(self.url)} cannot be read: {exc}", hint=hint
         )
 
     def _load(self, tip: str) -> None:

@@ -265,12 +265,15 @@ class _MemoryTx(MemoryReads):
             updated_at=now,
         )
 
-    def block_task(self, task_id: int, agent_id: str, waiting_on: int, now: float) -> None:
+    def block_task(
+        self, task_id: int, agent_id: str, seq: int, waiting_on: int, now: float
+    ) -> None:
         task = self.d.tasks[task_id].task
         self._task(
             task_id,
             state=TaskState.BLOCKED,
             agent=agent_id,
+            seq=seq,
             waiting_on=waiting_on,
             lease_expires=None,
             attempts=task.attempts - 1,
@@ -278,14 +281,14 @@ class _MemoryTx(MemoryReads):
             ready_at=None,
         )
 
-    def release_dependents(self, task_id: int) -> list[int]:
+    def release_dependents(self, task_id: int) -> list[tuple[int, int]]:
         freed = []
         for dep in self.d.dependents.get(task_id, []):
-            task = self.d.tasks[dep].task
-            if task.state is TaskState.BLOCKED:
-                self._task(dep, waiting_on=task.waiting_on - 1)
-                if task.waiting_on - 1 == 0:
-                    freed.append(dep)
+            row = self.d.tasks[dep]
+            if row.task.state is TaskState.BLOCKED:
+                self._task(dep, waiting_on=row.task.waiting_on - 1)
+                if row.task.waiting_on - 1 == 0:
+                    freed.append((dep, row.seq))
         return sorted(freed)
 
     def ready_task(self, task_id: int, agent_id: str | None, seq: int, now: float) -> None:

@@ -72,8 +72,8 @@ def test_a_steal_moves_the_task_from_the_victims_lane_to_the_thiefs(
     served: Served, page: Page
 ) -> None:
     """ada is at work with two more tasks queued behind her; bob, with nothing of his own
-    and an empty pool, steals from the tail of her queue (steal_threshold 0, the default:
-    any queue of a working agent may be stolen from)."""
+    and an empty pool, steals from the tail of her queue -- the task she would reach last
+    (steal_threshold 0, the default: any queue of a working agent may be stolen from)."""
     with served.fleet() as fleet:
         fleet.register("ada")
         fleet.register("bob")
@@ -83,18 +83,18 @@ def test_a_steal_moves_the_task_from_the_victims_lane_to_the_thiefs(
         second = fleet.post("ada's last", to="ada").id
     open_live(page, served.at("/"))
     expect(page.locator(lane_task("ada", running.id, "data-held"))).to_have_count(1)
-    expect(page.locator(lane_task("ada", first))).to_have_count(1)
+    expect(page.locator(lane_task("ada", second))).to_have_count(1)
     mark_page(page)
 
     stolen = served.shoal_json("claim", "--agent", "bob")
     began = time.monotonic()
-    assert (stolen["task"]["id"], stolen["source"]) == (first, "steal")
+    assert (stolen["task"]["id"], stolen["source"]) == (second, "steal")
     page.wait_for_selector(
-        lane_task("bob", first, "data-held", "data-stolen"), timeout=LIVE_WITHIN_MS
+        lane_task("bob", second, "data-held", "data-stolen"), timeout=LIVE_WITHIN_MS
     )
     shown_in = time.monotonic() - began
-    expect(page.locator(lane_task("ada", first))).to_have_count(0, timeout=500)
-    expect(page.locator(lane_task("ada", second))).to_have_count(1)
+    expect(page.locator(lane_task("ada", second))).to_have_count(0, timeout=500)
+    expect(page.locator(lane_task("ada", first))).to_have_count(1)
     expect(page.locator(lane_task("ada", running.id, "data-held"))).to_have_count(1)
     assert_not_reloaded(page)
     print(f"steal shown in bob's lane {shown_in * 1000:.0f} ms after `shoal claim` returned")

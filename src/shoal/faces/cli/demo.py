@@ -199,7 +199,7 @@ def run_demo(
     command = _sleep_command()
     sup = Supervisor(
         fleet,
-        lambda spec: worker_argv(url, spec, command, drain=5.0),
+        lambda spec: worker_argv(spec, command, drain=5.0),
         maximum=agents,
         minimum=0,
         interval=0.2,

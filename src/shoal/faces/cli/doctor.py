@@ -6,7 +6,8 @@ the CLI's usual terms: 0 every check passed; 3 the fleet is usable but something
 person (a conflict-like state: dead tasks, a paused agent, a bad lock file...); and when the
 store itself cannot be used, the code of that error (2 a bad URL, no fleet there, a file
 that is not a fleet or another schema; 4 a store that did not answer, which retrying may
-fix; 5 a damaged file, or a fleet file that is a link or not shoal's).
+fix; 5 a damaged file, or a fleet file that is a link or not shoal's, or a git store's
+cache folder or clone another user could write).
 
 Doctor only looks: it changes nothing in the fleet (its write probe is a transaction that
 writes nothing), so it is safe to run against a fleet at work. The one thing it may remove
@@ -526,7 +527,8 @@ def _echo(text: str) -> None:
 def doctor(shared: _Shared) -> None:
     """Check the fleet: the store answers and takes writes, its schema is current, (SQLite)
     its lock file is sound, its disk has room, its files are private and the database
-    passes SQLite's integrity check, (PostgreSQL) the server's clock, and its
+    passes SQLite's integrity check, (git) its private clone's folder is this user's
+    alone and every board file reads back, (PostgreSQL) the server's clock, and its
     work: expired leases nobody reaped, agents the circuit breaker paused, dead and stalled
     tasks. Each failure comes with the command that fixes it. Changes nothing.
 

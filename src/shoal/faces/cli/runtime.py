@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import click
@@ -177,7 +178,6 @@ def worker_line(kind: str, data: dict[str, Any]) -> str | None:
 
 
 def worker_argv(
-    store: str,
     spec: WorkerSpec,
     command: list[str],
     *,
@@ -186,8 +186,10 @@ def worker_argv(
     drain: float | None = None,
     as_json: bool = False,
 ) -> list[str]:
-    """The command line of a ``shoal worker`` process for ``spec``."""
-    argv = [*SHOAL, "--store", store, "worker", "--agent", spec.agent]
+    """The command line of a ``shoal worker`` process for ``spec``, run by a ``Supervisor``
+    (which gives it the store in its environment: a command line is public, and a store's
+    URL may hold a password)."""
+    argv = [*SHOAL, "worker", "--supervised", "--agent", spec.agent]
     for skill in spec.skills:
         argv += ["--skill", skill]
     for domain in spec.domains:
@@ -219,6 +221,10 @@ def worker_argv(
     "--drain", default="30s", show_default=True, metavar="DURATION", help="On SIGTERM, wait this "
     "long for running tasks before releasing them."
 )  # fmt: skip
+@click.option(
+    "--supervised", is_flag=True, hidden=True, help="stdin is a pipe from the supervisor "
+    "that started this worker: its end means the supervisor died; stop at once.",
+)  # fmt: skip
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @_json_lines
 @pass_app
@@ -232,6 +238,7 @@ def worker(
     ephemeral: bool,
     timeout: str | None,
     drain: str,
+    supervised: bool,
     command: tuple[str, ...],
 ) -> None:
     """Register AGENT and run COMMAND once per task it claims, until stopped (or, with
@@ -249,7 +256,10 @@ def worker(
     Exit 0 completes the task with stdout (JSON if it parses, else text; 64 KiB at most)
     as the result; any other exit fails it with the tail of stderr (retried while attempts
     remain). SIGTERM or Ctrl-C: no more claims, running tasks get --drain to finish, then
-    are released; a second signal releases them at once.
+    are released; a second signal releases them at once. If the worker dies, even by
+    kill -9, its command's whole process group ends within a second; if its lease is lost
+    (a heartbeat finds it gone, or none renews it before it could run out: the store out
+    of reach, the clock jumped), the command is stopped: the task is another agent's now.
 
     A COMMAND that is not found or not executable is refused before anything is claimed
     (exit 2). One that cannot be started for a task (or exits 126/127, a shell's "cannot
@@ -286,9 +296,30 @@ def worker(
         drain=parse_duration(drain, "--drain"),
         listener=listener,
     )
+    if supervised:
+        _follow_supervisor(runner)
     report = runner.run(handle_signals=True)
     if report.reason == "fault":  # the work is intact; the command needs fixing
         raise BadInput(f"{agent}: {report.why}", hint=report.hint)
+
+
+def _follow_supervisor(runner: Worker) -> None:
+    """End with the supervisor: its pipe on our stdin closes when it dies, however it dies
+    (the kernel closes a dead process's files). Then stop at once, releasing what runs,
+    with our output (its pipes, read by nobody now) sent to /dev/null."""
+    supervisor = os.getppid()
+
+    def watch() -> None:
+        with suppress(OSError):
+            while os.read(0, 4096):
+                pass
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        runner.stop(now=True, why=f"its supervisor (pid {supervisor}) died")
+
+    threading.Thread(target=watch, name="shoal-supervisor", daemon=True).start()
 
 
 # ---------------------------------------------------------------------- monitor
@@ -415,7 +446,6 @@ def supervise(
     sup = Supervisor(
         fleet,
         lambda spec: worker_argv(
-            fleet.url,
             spec,
             list(command),
             max_concurrent=max_concurrent,
@@ -462,7 +492,6 @@ def _log_level() -> str:
 
 
 def _default_prefix() -> str:
-    import os
     import socket
 
     return f"{socket.gethostname().split('.')[0]}-{os.getpid()}"

@@ -32,8 +32,8 @@ from shoal.faces.mcp.models import (
     TaskBrief,
     TaskResult,
 )
-from shoal.faces.mcp.sessions import FleetDesk
-from shoal.faces.mcp.tooling import AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
+from shoal.faces.mcp.sessions import FleetDesk, Session
+from shoal.faces.mcp.tooling import STDIO, AgentArg, TaskIdArg, TokenArg, Toolbox, session_of
 from shoal.model import Claim
 from shoal.vocabulary import REPORTED_STATUSES, names
 
@@ -42,6 +42,13 @@ __all__ = ["MAX_WAIT", "add_agent_tools"]
 #: The longest wait_for_task may block, in seconds (clients time out long tool calls).
 MAX_WAIT = 600.0
 _WAIT_SLICE = 1.0  # seconds per Fleet.claim(wait=...) inside wait_for_task
+
+#: A stdio session is its server process: when the client ends it, the task goes back. A
+#: client that starts a server for every call (MCP Inspector's CLI mode) loses each claim.
+KEEP_SESSION = (
+    " Keep this MCP session open until then: when it ends, the task goes back to the fleet"
+    " (a client that starts a new server for each call cannot keep a claim)."
+)
 
 if TYPE_CHECKING:
     StatusArg = str
@@ -75,15 +82,19 @@ def add_agent_tools(box: Toolbox) -> None:
     def now() -> float:
         return desk.fleet.clock.now()
 
+    def keep(session: Session | None) -> str:
+        """What a claim's holder is told to keep: a pinned stdio server's session, which
+        is the claim's life (an HTTP session, or an unpinned one, says so elsewhere)."""
+        return KEEP_SESSION if desk.pinned and session and session.name == STDIO else ""
+
     @box.tool(unpinned_only=True)
     def register_agent(
         ctx: Context,
         agent: Annotated[str, Field(description="Your agent id, e.g. dev-1.")],
-        role: Annotated[str, Field(description="e.g. developer, manager")] = "worker",
+        role: Annotated[str, Field(description="e.g. developer, reviewer")] = "worker",
         skills: Annotated[list[str] | None, Field(description="Skill names.")] = None,
         domains: Annotated[list[str] | None, Field(description="Domains you know best.")] = None,
         max_concurrent: Annotated[int, Field(ge=1, le=1000, description="Tasks held at once.")] = 1,
-        manager: Annotated[bool, Field(description="Exempt from max_agents.")] = False,
         ephemeral: Annotated[bool, Field(description="Retired when idle too long.")] = False,
     ) -> RegistrationResult:
         """Join the fleet as an agent (the protocol's register_node); call it first. Refused
@@ -96,7 +107,6 @@ def add_agent_tools(box: Toolbox) -> None:
             skills=skills,
             domains=domains,
             max_concurrent=max_concurrent,
-            manager=manager,
             ephemeral=ephemeral,
         )
         return RegistrationResult(
@@ -132,9 +142,10 @@ def add_agent_tools(box: Toolbox) -> None:
     async def claim_best_task(ctx: Context, agent: AgentArg = None) -> ClaimResult:
         """Claim the best task you can do now, with its lease: your own queue, then the pool,
         then a steal. claimed=false says why (reason) and what to do (next_step)."""
-        who = await anyio.to_thread.run_sync(desk.acting, session_of(ctx, desk), agent)
+        session = session_of(ctx, desk)
+        who = await anyio.to_thread.run_sync(desk.acting, session, agent)
         claim = await _claim_in_thread(desk, who, 0.0)
-        return ClaimResult.of(claim, now())
+        return ClaimResult.of(claim, now(), keep=keep(session))
 
     @box.tool()
     async def wait_for_task(
@@ -146,7 +157,8 @@ def add_agent_tools(box: Toolbox) -> None:
     ) -> ClaimResult:
         """Wait until there is a task you can do, then claim it (as claim_best_task). Sends
         progress while it waits; claimed=false after timeout_seconds."""
-        who = await anyio.to_thread.run_sync(desk.acting, session_of(ctx, desk), agent)
+        session = session_of(ctx, desk)
+        who = await anyio.to_thread.run_sync(desk.acting, session, agent)
         began = time.monotonic()
         deadline = began + timeout_seconds
         await ctx.report_progress(0.0, timeout_seconds, "looking for work")
@@ -155,7 +167,7 @@ def add_agent_tools(box: Toolbox) -> None:
             claim = await _claim_in_thread(desk, who, min(remaining, _WAIT_SLICE))
             waited = round(time.monotonic() - began, 3)
             if claim or claim.reason != "empty" or remaining <= _WAIT_SLICE:
-                return ClaimResult.of(claim, now(), waited)
+                return ClaimResult.of(claim, now(), waited, keep=keep(session))
             await ctx.report_progress(waited, timeout_seconds, "waiting for work")
 
     @box.tool()
@@ -179,7 +191,7 @@ def add_agent_tools(box: Toolbox) -> None:
         at = now()
         follow = None
         if done.next is not None:
-            follow = ClaimResult.of(done.next, at)
+            follow = ClaimResult.of(done.next, at, keep=keep(session))
         step = (
             "See `next` for your next task."
             if follow is not None and follow.claimed

@@ -39,6 +39,7 @@ __all__ = [
     "Internal",
     "NoAgent",
     "NoToken",
+    "NotAManager",
     "UnknownTool",
     "code_of",
     "describe",
@@ -61,6 +62,12 @@ class NoToken(BadInput):
     """This call needs the lease token of the task."""
 
     code = "no_token"
+
+
+class NotAManager(BadInput):
+    """Only a manager may do this: it acts on others' work or on the fleet itself."""
+
+    code = "not_a_manager"
 
 
 class AlreadyDone(Conflict):
@@ -95,6 +102,9 @@ ADVICE: dict[type[ShoalError], str] = {
     ForeignAgent: "Leave out `agent` (it defaults to this session's agent), or use the same id.",
     NoAgent: "Call register_agent first, or pass `agent` with your agent id.",
     NoToken: "Pass the lease token that claim_best_task or wait_for_task returned.",
+    NotAManager: "Leave it to a manager: work on your own tasks, and tell the operator if "
+    "something needs one (a manager's server is `shoal mcp --agent ID --manager`); nothing "
+    "was changed.",
     Conflict: "Read the task with get_task to see its state, then decide; nothing was changed.",
     LeaseLost: "Your lease ended (it expired, or the task was taken over): stop working on this "
     "task, drop its result, and call claim_best_task for new work.",

@@ -2,7 +2,9 @@
 the state, assess the workload, change settings -- and the resources that show the same.
 
 None of these act as an agent, so a server pinned to an agent that could not be registered
-(a full fleet) still answers them: a model can read why it is not working.
+(a full fleet) still answers them: a model can read why it is not working. Posting and
+reading are every session's; the rest acts on others' work or the fleet itself, so only a
+manager's server offers it (``manager_only``; ``sessions`` says who is one).
 """
 
 from __future__ import annotations
@@ -137,20 +139,20 @@ def add_fleet_tools(box: Toolbox) -> None:
         """One task in full: fields, what it waits for, what waits for it, its history."""
         return TaskDetailInfo.of(desk.fleet.show(task_id, events=events))
 
-    @box.tool(destructive=True)
+    @box.tool(destructive=True, manager_only=True)
     def cancel_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
         """Manager: cancel a task that is not finished (a holder's lease ends)."""
         task = desk.fleet.cancel(task_id)
         return TaskResult.of(task, now(), f"task {task.id} cancelled")
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def retry_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
         """Manager: bring back a dead or cancelled task, or let a task waiting out its
         retry backoff be claimed now."""
         task = desk.fleet.retry(task_id)
         return TaskResult.of(task, now(), f"task {task.id} is {task.state.value} again")
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def set_task_priority(
         ctx: Context,
         task_id: TaskIdArg,
@@ -163,7 +165,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         task = desk.fleet.set_priority(task_id, priority)
         return TaskResult.of(task, now(), f"task {task.id} now has priority {task.priority}")
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def pause_agent(
         ctx: Context,
         agent_id: Annotated[str, Field(description="The agent to pause.")],
@@ -175,7 +177,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         tasks it holds stay its own); resume_agent ends the pause early."""
         return AgentInfo.of(desk.fleet.pause(agent_id, for_=duration))
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def resume_agent(
         ctx: Context, agent_id: Annotated[str, Field(description="The paused agent.")]
     ) -> AgentInfo:
@@ -183,13 +185,13 @@ def add_fleet_tools(box: Toolbox) -> None:
         failing task after task) claim again, once what made it fail is fixed."""
         return AgentInfo.of(desk.fleet.resume(agent_id))
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def assess_workload(ctx: Context) -> AssessmentInfo:
         """Manager: is the fleet idle, underutilized, balanced or overloaded, and should
         agents be spawned (with missing_skills) or idle ones retired."""
         return AssessmentInfo.of(desk.fleet.assess())
 
-    @box.tool()
+    @box.tool(manager_only=True)
     def configure_fleet(
         ctx: Context,
         changes: Annotated[

@@ -32,6 +32,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 
 from shoal.faces.exposure import (
     MIN_TOKEN,
@@ -42,6 +43,7 @@ from shoal.faces.exposure import (
     bind,
     plan_exposure,
 )
+from shoal.faces.mcp.http_sessions import SessionLimits, bound_sessions
 
 __all__ = [
     "MIN_TOKEN",
@@ -50,6 +52,7 @@ __all__ = [
     "BearerToken",
     "Exposure",
     "bind",
+    "http_app",
     "plan_exposure",
     "run_http",
 ]
@@ -100,17 +103,33 @@ def auth_settings(exposure: Exposure) -> dict[str, object]:
     }
 
 
+def http_app(
+    server: MCPServer,
+    exposure: Exposure,
+    *,
+    session_ttl: float,
+    limits: SessionLimits | None = None,
+) -> Starlette:
+    """``server``'s streamable HTTP app: sessions idle past ``session_ttl`` end, and their
+    number is bounded (``http_sessions``)."""
+    limits = limits or SessionLimits()
+    app = server.streamable_http_app(
+        session_idle_timeout=session_ttl,
+        max_sessions=2 * limits.total,  # a backstop: bound_sessions keeps them to limits
+        transport_security=security_settings(exposure),
+        host=exposure.host,
+    )
+    bound_sessions(server, limits)
+    return app
+
+
 def run_http(
     server: MCPServer, exposure: Exposure, sock: socket.socket, *, session_ttl: float
 ) -> None:
     """Serve ``server`` over streamable HTTP on the bound ``sock`` until stopped."""
     import uvicorn
 
-    app = server.streamable_http_app(
-        session_idle_timeout=session_ttl,
-        transport_security=security_settings(exposure),
-        host=exposure.host,
-    )
+    app = http_app(server, exposure, session_ttl=session_ttl)
     config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
     with contextlib.closing(sock):
         anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

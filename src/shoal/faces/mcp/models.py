@@ -199,7 +199,8 @@ class ClaimResult(BaseModel):
     next_step: str
 
     @classmethod
-    def of(cls, claim: Claim, now: float, waited: float = 0.0) -> ClaimResult:
+    def of(cls, claim: Claim, now: float, waited: float = 0.0, *, keep: str = "") -> ClaimResult:
+        """``keep``: what the holder must keep doing to keep the claim, added to next_step."""
         if not claim:
             step = {"busy": _BUSY, "paused": _PAUSED}.get(claim.reason or "", _EMPTY)
             if claim.retry_at is not None and claim.reason == "empty":
@@ -222,7 +223,7 @@ class ClaimResult(BaseModel):
             waited_seconds=waited,
             next_step=(
                 f"Do task {task.id}, then call complete_task (or fail_task). Call heartbeat "
-                "if the work may outlast the lease."
+                f"if the work may outlast the lease.{keep}"
             ),
         )
 

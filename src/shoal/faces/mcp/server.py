@@ -66,21 +66,29 @@ _STEPS = """\
 3. For long work, call heartbeat before the lease expires, or the task goes back to others.
 4. When nothing is waiting, wait_for_task blocks until work arrives (up to a timeout).
 5. add_task posts new work (subtasks with parent=, ordering with after=).
-Managers: read_state shows the fleet; assess_workload says whether to spawn agents or retire
-idle ones; cancel_task and retry_task clean up; set_task_priority reorders work;
-pause_agent and resume_agent hold an agent back and let it go. An idle non-manager agent should
-set_agent_status terminated when told to. When this session ends, your agent leaves the
-fleet and the tasks you hold go back to the others.
+{role}
+When this session ends, your agent leaves the fleet and the tasks you hold go back to the
+others.
 Errors start with a code (e.g. stale_lease, already_done, fleet_full), say what went wrong
 and what to do next; a refused call changes nothing."""
 
 
-def instructions(agent: str | None) -> str:
-    """What the server tells a client at the handshake: how to work in the fleet."""
+_ROLE = {
+    True: "You are the manager: read_state shows the fleet; assess_workload says whether to\n"
+    "spawn agents or retire idle ones; cancel_task and retry_task clean up; set_task_priority\n"
+    "reorders work; pause_agent and resume_agent hold an agent back and let it go.",
+    False: "Others' work and the fleet's settings are a manager's. When told to, an idle "
+    "agent should\nset_agent_status terminated.",
+}
+
+
+def instructions(agent: str | None, manager: bool = False) -> str:
+    """What the server tells a client at the handshake: how to work in the fleet (as its
+    manager, with ``manager``)."""
     first = _FIRST[agent is not None].format(agent=agent)
-    return (
-        f"shoal coordinates a fleet of agents sharing tasks. How to work in it:\n{first}\n{_STEPS}"
-    )
+    steps = _STEPS.format(role=_ROLE[manager])
+    head = "shoal coordinates a fleet of agents sharing tasks. How to work in it:"
+    return f"{head}\n{first}\n{steps}"
 
 
 def build_server(desk: FleetDesk, exposure: Exposure | None = None) -> MCPServer:
@@ -91,7 +99,7 @@ def build_server(desk: FleetDesk, exposure: Exposure | None = None) -> MCPServer
         **(auth_settings(exposure) if exposure is not None else {}),
         name="shoal",
         title="shoal: a work-stealing task coordinator",
-        instructions=instructions(desk.fixed),
+        instructions=instructions(desk.fixed, desk.manager),
         version=__version__,
         log_level="WARNING",
     )

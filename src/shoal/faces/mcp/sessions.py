@@ -20,6 +20,22 @@ A session is one client connection: over stdio the server process, over streamab
   it up with -- so a session cannot act on the work of another's agent, even one served by
   another ``shoal mcp`` process.
 
+A session silent for the fleet's ``heartbeat_timeout`` (no tool call in flight, none
+begun since) no longer blocks: a client that crashed without ending its HTTP session comes
+back in a new one and takes its agent up again, as the fleet itself counts the agent gone
+by then. The silent session lets the agent go (it leaves nothing when it ends later); the
+tasks the agent holds stay under their leases, and the new session finishes them with
+their tokens (it does not inherit the right to leave them out) or lets them expire.
+
+Managers
+--------
+Tools that act on others' work or on the fleet itself (cancel, retry and reprioritise
+tasks, pause and resume agents, assess the workload, configure the fleet) are a manager's.
+Only the operator makes one: a server pinned with ``--agent ID --manager`` (``manager``).
+Every other server -- a pinned worker, and any unpinned one, whose sessions register
+themselves -- neither lists those tools nor runs them (``not_a_manager``), and a session
+cannot make itself a manager with ``register_agent``.
+
 When the last session holding an agent ends (stdio EOF, the client closing, an HTTP session
 deleted or idle past its TTL, the server stopping), the agent leaves: a session's own agent
 is terminated (its tasks go back, its place under max_agents is freed); the pinned agent
@@ -50,13 +66,15 @@ import contextlib
 import hmac
 import logging
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from shoal.clock import Clock
 from shoal.errors import AgentInUse, LeaseLost, ShoalError, UnknownAgent
-from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent
+from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NotAManager, NoToken
 from shoal.fleet import Fleet
-from shoal.model import Claim, Lease, Registration, Task, TaskState
+from shoal.model import AgentStatus, Claim, Lease, Registration, Task, TaskState
 
 __all__ = ["FleetDesk", "Session"]
 
@@ -68,12 +86,21 @@ _ENDED = "its MCP session ended"
 class Session:
     """One MCP client connection, and the agents it holds."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name  # "stdio", or the HTTP session id (for the log)
+    def __init__(self, name: str, now: float) -> None:
+        self.name = name  # "stdio", or the HTTP session id
         self.default: str | None = None  # the agent calls act as when they name none
         self.own: set[str] = set()  # registered in this session: they leave when it ends
         self.attached = False  # pinned: this session has taken the server's agent
         self.ended = False
+        self.seen = now  # when its last tool call began or ended (the desk's clock)
+        self.calls = 0  # its tool calls in flight
+        #: (task, token) of the leases its agent held when it was taken from a silent
+        #: session: finished only with their token.
+        self.inherited: set[tuple[int, str]] = set()
+
+    def silent(self, now: float, timeout: float) -> bool:
+        """No tool call in flight, and none begun or ended for longer than ``timeout``."""
+        return self.calls == 0 and now - self.seen > timeout
 
     def __repr__(self) -> str:
         return f"Session({self.name!r})"
@@ -85,7 +112,8 @@ class FleetDesk:
     ``fleet`` is the fleet or a function that opens it (tried again on each use until it
     works). ``fixed`` is the agent given with ``--agent`` and ``spec`` its registration
     (``Fleet.register``'s keywords); None: each call names its agent, or uses the one its
-    session registered.
+    session registered. ``clock`` times the sessions' silences: the fleet's by default
+    (the system's until an opener has opened it).
     """
 
     def __init__(
@@ -93,9 +121,11 @@ class FleetDesk:
         fleet: Fleet | Callable[[], Fleet],
         fixed: str | None = None,
         spec: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._fleet = fleet if isinstance(fleet, Fleet) else None
         self._open = None if isinstance(fleet, Fleet) else fleet
+        self._clock = clock
         self.fixed = fixed
         self.spec = dict(spec or {})
         self._lock = threading.RLock()
@@ -104,6 +134,7 @@ class FleetDesk:
         self._sessions: set[Session] = set()
         self._registering = threading.Lock()
         self._in = False  # the pinned agent is in the fleet through this server
+        self._lasting: Session | None = None  # the stdio session: the process's
         self.registration: Registration | None = None  # the pinned agent's, at start
 
     # the fleet ----------------------------------------------------------
@@ -121,6 +152,20 @@ class FleetDesk:
     @property
     def pinned(self) -> bool:
         return self.fixed is not None
+
+    @property
+    def manager(self) -> bool:
+        """Whether this server's sessions may act on others' work and on the fleet: only a
+        server the operator pinned to a manager (``--agent ID --manager``)."""
+        return self.fixed is not None and bool(self.spec.get("manager"))
+
+    def now(self) -> float:
+        """The time on the desk's clock (the fleet's, once it is open)."""
+        if self._clock is not None:
+            return self._clock.now()
+        if self._fleet is not None:
+            return self._fleet.clock.now()
+        return time.time()
 
     @property
     def url(self) -> str | None:
@@ -153,10 +198,38 @@ class FleetDesk:
     # sessions -----------------------------------------------------------
 
     def open_session(self, name: str) -> Session:
-        session = Session(name)
+        session = Session(name, self.now())
         with self._lock:
             self._sessions.add(session)
         return session
+
+    def lasting_session(self, name: str) -> Session:
+        """The one session of a server whose client is the process's (stdio): opened on
+        first use, ended when the server stops (``close``)."""
+        with self._lock:
+            if self._lasting is None:
+                self._lasting = Session(name, self.now())
+                self._sessions.add(self._lasting)
+            return self._lasting
+
+    @contextlib.contextmanager
+    def calling(self, session: Session) -> Iterator[None]:
+        """A tool call of ``session`` runs: it is not silent meanwhile, nor for a
+        heartbeat_timeout after."""
+        with self._lock:
+            session.calls += 1
+            session.seen = self.now()
+        try:
+            yield
+        finally:
+            with self._lock:
+                session.calls -= 1
+                session.seen = self.now()
+
+    def holding(self) -> set[str]:
+        """The names of the sessions that hold an agent (an HTTP session's is its id)."""
+        with self._lock:
+            return {s.name for holders in self._holders.values() for s in holders}
 
     def end_session(self, session: Session) -> list[str]:
         """The session is over: each agent of its own (or the pinned one) that no other
@@ -184,29 +257,45 @@ class FleetDesk:
             self._holders.setdefault(agent, set()).add(session)
 
     def _take(self, session: Session | None, agent: str) -> None:
-        """``session`` takes ``agent`` up, unless someone else drives it: another live
-        session of this server holds it, or (read from the store, so it holds across
-        processes) it holds leases this session did not take it up with. Either way
-        ``AgentInUse``: one agent, one driver. A session of no connection (stateless HTTP)
-        holds nothing, but is refused such an agent all the same."""
+        """``session`` takes ``agent`` up, unless someone else drives it: another session
+        of this server holds it and has not been silent for heartbeat_timeout, or (read
+        from the store, so it holds across processes) no session here holds it and it holds
+        leases this session did not take it up with. Either way ``AgentInUse``: one agent,
+        one driver. From silent sessions the agent is taken, its leases with it -- to be
+        finished with their tokens (module docstring). A session of no connection
+        (stateless HTTP) holds nothing, but is refused such an agent all the same."""
         if session is not None and session in self._holders.get(agent, ()):
             return
+        with self._lock:
+            others = self._holders.get(agent, set()) - {session}
+        timeout = self.fleet.settings().heartbeat_timeout if others else None
         try:
-            busy = bool(self.fleet.leases(agent))
+            leases = self.fleet.leases(agent)
         except UnknownAgent:
-            busy = False  # not in the fleet (yet): the call itself says so, or registers it
+            leases = []  # not in the fleet (yet): the call itself says so, or registers it
         with self._lock:
             holders = self._holders.get(agent, set())
-            if busy or holders - {session}:
+            others = holders - {session}
+            now = self.now()
+            silent = {s for s in others if timeout is not None and s.silent(now, timeout)}
+            if others - silent or (leases and not silent):
                 raise AgentInUse(
                     f"agent {agent!r} is driven by another session or process; a session "
                     "acts only as the agents it registered, or took up while they held no task",
                     hint="register an agent of your own (register_agent), or pass the lease "
                     "token to finish a task you were handed",
                 )
+            for gone in silent:  # it lets the agent go: leaving nothing when it ends
+                holders.discard(gone)
+                gone.own.discard(agent)
+                log.info("shoal mcp: session %s was silent; agent %s taken up", gone.name, agent)
             if session is not None:
                 holders.add(session)
                 self._holders[agent] = holders
+                if silent:
+                    session.inherited |= {(lease.task_id, lease.token) for lease in leases}
+            elif not holders:
+                self._holders.pop(agent, None)
 
     def holds(self, session: Session | None, agent: str | None) -> bool:
         """Whether ``session`` holds ``agent`` (every session holds the pinned agent)."""
@@ -264,6 +353,13 @@ class FleetDesk:
         known = session.default if session is not None else None
         if known is None:
             raise NoAgent("this call needs an agent, and this session has not registered one")
+        if not self.holds(session, known):
+            raise AgentInUse(
+                f"agent {known!r} was taken up by another session while this one was silent "
+                "for longer than the fleet's heartbeat_timeout",
+                hint="register an agent again (register_agent); tasks you were handed need "
+                "their lease tokens",
+            )
         return known
 
     def you(self, session: Session | None) -> str | None:
@@ -290,7 +386,18 @@ class FleetDesk:
     def register(self, session: Session | None, agent: str, **spec: Any) -> Registration:
         """Register ``agent`` as ``session``'s own (unpinned servers only): it acts as the
         session's default from now on, and leaves the fleet when the session ends. An agent
-        another session holds is refused before anything is written (``AgentInUse``)."""
+        another session holds is refused before anything is written (``AgentInUse``), and
+        so is a live manager's id (``NotAManager``): registering it would take the manager's
+        place in the fleet."""
+        try:
+            known = self.fleet.agent(agent)
+        except UnknownAgent:
+            known = None
+        if known is not None and known.manager and known.status is not AgentStatus.TERMINATED:
+            raise NotAManager(
+                f"agent {agent!r} is a manager; a session here cannot register as it",
+                hint="register an agent id of your own; managers are made by the operator only",
+            )
         self._take(session, agent)
         try:
             reg = self.fleet.register(agent, **spec)
@@ -339,6 +446,11 @@ class FleetDesk:
             holder = task.agent if held is not None else who
             return Lease(task_id=task_id, agent=holder or "", token=token, expires=0.0)
         if held is not None and mine:
+            if session is not None and (task_id, held.token) in session.inherited:
+                raise NoToken(
+                    f"task {task_id} was claimed before this session took its agent up; "
+                    "finishing it needs its lease token"
+                )
             return held
         state = "held under a lease that is not yours" if held else task.state.value
         raise LeaseLost(

@@ -13,10 +13,14 @@ Three jobs, all about the SDK's edges rather than about the fleet:
   to one agent drops the ``agent`` parameter (and the register tool), no output schemas
   are listed (see ``ShoalServer``), and input schemas are slimmed: no generated titles,
   ``T | None`` as a type list, no null defaults -- accepting exactly what they did before.
+- **Managers' tools for managers.** A server whose sessions are not a manager's
+  (``FleetDesk.manager``) does not list them, and a call to one is refused
+  (``not_a_manager``) before anything runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from collections.abc import Callable
@@ -32,10 +36,11 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, Tool, To
 from pydantic import Field, ValidationError
 
 from shoal.errors import BadInput, ShoalError
-from shoal.faces.mcp.errors import ForeignAgent, Internal, UnknownTool, describe
+from shoal.faces.mcp.errors import ForeignAgent, Internal, NotAManager, UnknownTool, describe
 from shoal.faces.mcp.sessions import FleetDesk, Session
 
 __all__ = [
+    "STDIO",
     "AgentArg",
     "ShoalServer",
     "TaskIdArg",
@@ -51,7 +56,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("shoal.mcp")
 
 _SESSION_KEY = "shoal.session"
-_STDIO = "stdio"
+#: The name of a session that is not an HTTP one (stdio, or a client in the same process).
+STDIO = "stdio"
 
 
 # ---------------------------------------------------------------------- sessions
@@ -62,27 +68,33 @@ def _connection(ctx: Context) -> Connection | None:
     client's connection, and its ``exit_stack`` is unwound when the connection ends (stdio
     EOF, HTTP DELETE, the HTTP idle timeout, server shutdown) -- the SDK's place for
     per-connection cleanup. MCPServer's ``Context`` does not expose it (SDK 2.3), so it is
-    read off the request's session; None if a later SDK moves it (then sessions end only
-    when the server stops)."""
+    read off the request's session; None if a later SDK moves it (then HTTP calls are
+    served as stateless ones)."""
     found = getattr(ctx.request_context.session, "_connection", None)
     return found if isinstance(found, Connection) else None
 
 
 def session_of(ctx: Context, desk: FleetDesk) -> Session | None:
-    """The ``Session`` of the connection ``ctx`` came in on, opened on first use, or None
-    for a stateless HTTP request (which names its agent in each call).
+    """The ``Session`` a call belongs to, opened on first use, or None for a stateless
+    HTTP request (which names its agent in each call).
+
+    Over stdio (a request with no HTTP headers) the client is the process's, so the
+    session is the process's: one for every connection, ended when the server stops. The
+    SDK's per-request protocol (``mcp.Client``'s default mode from 2026) makes each call
+    a connection of its own, and a session per connection would give a claim back at the
+    end of the very call that made it. Over HTTP the session is the ``mcp-session-id``'s.
 
     Must first be called on the event loop (the session's end is hooked to the
     connection's exit stack); ``Toolbox`` does so before a tool runs."""
+    if ctx.headers is None:
+        return desk.lasting_session(STDIO)
     connection = _connection(ctx)
-    if connection is None:
+    if connection is None or connection.session_id is None:
         return None
     session = connection.state.get(_SESSION_KEY)
     if isinstance(session, Session):
         return session
-    if ctx.headers is not None and connection.session_id is None:
-        return None
-    session = desk.open_session(connection.session_id or _STDIO)
+    session = desk.open_session(connection.session_id)
     connection.state[_SESSION_KEY] = session
 
     async def end() -> None:
@@ -142,6 +154,7 @@ class ShoalServer(MCPServer):
         super().__init__(**settings)
         self.desk = desk
         self._arguments: dict[str, set[str]] = {}  # each tool's argument names
+        self.withheld: set[str] = set()  # managers' tools this server does not offer
 
     async def list_tools(self) -> list[Tool]:
         tools = await super().list_tools()
@@ -156,6 +169,8 @@ class ShoalServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
+            if name in self.withheld:
+                raise _not_a_manager(f"{name} acts on others' work or on the fleet", self.desk)
             arguments = await self._checked(name, arguments)
             return await super().call_tool(name, arguments, context)
         except ShoalError as exc:
@@ -177,6 +192,10 @@ class ShoalServer(MCPServer):
         known = self._arguments.get(name)
         if known is None:
             return arguments  # the SDK says it is unknown
+        if name == "register_agent" and "manager" in arguments:
+            if arguments["manager"] not in (False, None):
+                raise _not_a_manager("a session cannot make its agent a manager", self.desk)
+            arguments = {k: v for k, v in arguments.items() if k != "manager"}
         fixed = self.desk.fixed
         if fixed is not None and "agent" in arguments and "agent" not in known:
             if arguments["agent"] != fixed:
@@ -190,6 +209,15 @@ class ShoalServer(MCPServer):
             takes = ", ".join(sorted(known)) or "no arguments"
             raise BadInput(f"{name} takes no {', '.join(extra)} (it takes {takes})")
         return arguments
+
+
+def _not_a_manager(what: str, desk: FleetDesk) -> NotAManager:
+    """The refusal of a manager's act to a session that is not a manager's."""
+    who = f"agent {desk.fixed!r} is not a manager" if desk.fixed else "no session is a manager"
+    return NotAManager(
+        f"{what}: a manager's, and on this server {who}; nothing was changed",
+        hint="managers are made by the operator only: a server started with --agent ID --manager",
+    )
 
 
 def refusal(error: ShoalError, desk: FleetDesk) -> CallToolResult:
@@ -234,7 +262,7 @@ class Toolbox:
     would run it).
     """
 
-    def __init__(self, server: MCPServer, desk: FleetDesk) -> None:
+    def __init__(self, server: ShoalServer, desk: FleetDesk) -> None:
         self.server = server
         self.desk = desk
 
@@ -245,12 +273,18 @@ class Toolbox:
         idempotent: bool = False,
         destructive: bool = False,
         unpinned_only: bool = False,
+        manager_only: bool = False,
     ) -> Callable[[F], F]:
         """Register the decorated function as a tool named after it; its docstring is the
-        description. ``unpinned_only``: not offered by a server pinned to one agent."""
+        description. ``unpinned_only``: not offered by a server pinned to one agent.
+        ``manager_only``: offered only where sessions are a manager's (``FleetDesk.manager``);
+        elsewhere a call to it is refused (``not_a_manager``)."""
 
         def register(fn: F) -> F:
             if unpinned_only and self.desk.pinned:
+                return fn
+            if manager_only and not self.desk.manager:
+                self.server.withheld.add(fn.__name__)
                 return fn
             hints = ToolAnnotations(
                 read_only_hint=True if read_only else None,
@@ -281,11 +315,11 @@ class Toolbox:
         async def run(**kwargs: Any) -> Any:
             ctx = kwargs.get("ctx")
             try:
-                if isinstance(ctx, Context):
-                    session_of(ctx, desk)
-                if is_async:
-                    return await fn(**kwargs)
-                return await anyio.to_thread.run_sync(lambda: fn(**kwargs))
+                session = session_of(ctx, desk) if isinstance(ctx, Context) else None
+                with desk.calling(session) if session else contextlib.nullcontext():
+                    if is_async:
+                        return await fn(**kwargs)
+                    return await anyio.to_thread.run_sync(lambda: fn(**kwargs))
             except (ToolError, MCPError):
                 raise
             except ShoalError as exc:

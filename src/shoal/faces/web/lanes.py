@@ -2,8 +2,9 @@
 
 An agent's lane is the work-stealing deque of the design (docs/ARCHITECTURE.md): at the head
 the tasks it runs now (held under leases), behind them its queue in the order its own claims
-will take it (``Fleet.ready``: highest priority first, newest first among equals), and at the
-far end the tail, where a thief takes from. The pool is a lane of its own, in the order the
+will take it (``Fleet.ready``: highest priority first; among equals, what it spawned newest
+first, then what was sent to it oldest first), and at the far end the tail, where a thief
+takes from. The pool is a lane of its own, in the order the
 claim's pool step ranks it.
 
 Bounded, so a fleet of 1,000 agents and 100k tasks draws in well under a second:

@@ -118,7 +118,8 @@ INSERT INTO meta (key, value) VALUES (%(key)s, %(value)s)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- name: next_seq
--- A queue position larger than any before it: a sequence, so no writer waits for another.
+-- A number larger than any before it, for a queue place (policy.queue_place: +n, -n): a
+-- sequence, so no writer waits for another.
 SELECT nextval('task_seq');
 
 -- name: count_finished
@@ -327,9 +328,10 @@ GROUP BY domain;
 -- ============================================================ the claim cascade
 
 -- name: queue_head
--- The own queue step, its head: highest priority first, newest first (tasks_queue). Rows another
--- claimer is taking are skipped, never waited for. Every step passes over tasks not ready
--- by now (a retry backoff or a not_before still running).
+-- The own queue step, its head: highest priority first, then the largest place (seq: own
+-- work newest first, then work sent to the agent oldest first -- policy.queue_place;
+-- tasks_queue). Rows another claimer is taking are skipped, never waited for. Every step
+-- passes over tasks not ready by now (a retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, seq DESC
@@ -338,7 +340,7 @@ LIMIT %(limit)s
 
 -- name: queue_head_longest
 -- The own queue step with order = longest_first: within a priority, longest expected first (tasks
--- without an estimate last), then newest. tasks_queue gives the priorities in order.
+-- without an estimate last), then by place. tasks_queue gives the priorities in order.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
@@ -409,7 +411,8 @@ LIMIT %(limit)s;
 
 -- name: steal_tail
 -- The steal step: the tail of the victim's queue that a thief may take (the fragment
--- stealable) -- lowest priority, oldest first (tasks_queue read backwards).
+-- stealable) -- the end its owner reaches last: lowest priority, smallest place first
+-- (tasks_queue read backwards).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, seq
@@ -418,7 +421,7 @@ LIMIT %(limit)s
 
 -- name: steal_tail_longest
 -- The steal step with order = longest_first: the same tail, longest expected first within the
--- lowest priority (then oldest).
+-- lowest priority (then by place).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
@@ -542,7 +545,7 @@ WHERE id = %(id)s;
 
 -- name: block_task
 -- claimed -> blocked (a deferred continuation): not ready until what it waits on is done.
-UPDATE tasks SET state = 'blocked', agent_id = %(agent)s, waiting_on = %(waiting_on)s,
+UPDATE tasks SET state = 'blocked', agent_id = %(agent)s, seq = %(seq)s, waiting_on = %(waiting_on)s,
     lease_expires = NULL, attempts = attempts - 1, updated_at = %(now)s, ready_at = NULL
 WHERE id = %(id)s;
 
@@ -552,10 +555,10 @@ WHERE id = %(id)s;
 -- and exactly one of them sees zero.
 UPDATE tasks SET waiting_on = waiting_on - 1
 WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = %(task)s)
-RETURNING id, waiting_on;
+RETURNING id, waiting_on, seq;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now --
+-- blocked -> pending at its place (seq) in the queue it was bound for (or the pool), ready now --
 -- or at the not_before it was posted with, if that is later.
 UPDATE tasks SET state = 'pending', agent_id = %(agent)s, seq = %(seq)s, updated_at = %(now)s,
     ready_at = greatest(%(now)s, coalesce(ready_at, %(now)s))

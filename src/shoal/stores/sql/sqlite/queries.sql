@@ -98,7 +98,7 @@ INSERT INTO meta (key, value) VALUES (:key, :value)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- name: next_seq
--- A queue position larger than any before it (the head of a queue is the largest).
+-- A number larger than any before it, for a queue place (policy.queue_place: +n, -n).
 UPDATE counters SET value = value + 1 WHERE name = 'seq' RETURNING value;
 
 -- name: count_finished
@@ -287,7 +287,8 @@ GROUP BY domain;
 -- ============================================================ the claim cascade
 
 -- name: queue_head
--- The own queue step, its head: highest priority first, newest first among equals
+-- The own queue step, its head: highest priority first, then the largest place (seq: own
+-- work newest first, then work sent to the agent oldest first -- policy.queue_place)
 -- (tasks_queue index, read forwards). Every step passes over tasks not ready by :now (a
 -- retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
@@ -297,7 +298,7 @@ LIMIT :limit;
 
 -- name: queue_head_longest
 -- The own queue step with order = longest_first: within a priority, longest expected first (tasks
--- without an estimate last), then newest. tasks_queue gives the priorities in order; each
+-- without an estimate last), then by place. tasks_queue gives the priorities in order; each
 -- priority's tasks are sorted as they are read.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now
@@ -344,7 +345,8 @@ LIMIT :limit;
 
 -- name: steal_tail
 -- The steal step: the tail of the victim's queue that a thief may take (the fragment
--- stealable) -- lowest priority, oldest first (tasks_queue index, read backwards).
+-- stealable) -- the end its owner reaches last: lowest priority, smallest place first
+-- (tasks_queue index, read backwards).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, seq
@@ -352,7 +354,7 @@ LIMIT :limit;
 
 -- name: steal_tail_longest
 -- The steal step with order = longest_first: the same tail, longest expected first within the
--- lowest priority (then oldest).
+-- lowest priority (then by place).
 SELECT {candidate} FROM tasks
 WHERE {stealable}
 ORDER BY priority DESC, expected_duration DESC NULLS LAST, seq
@@ -465,7 +467,7 @@ WHERE id = :id;
 -- name: block_task
 -- claimed -> blocked: a deferred continuation, bound for its agent's queue; the attempt is
 -- refunded, and it is not ready until what it waits on is done.
-UPDATE tasks SET state = 'blocked', agent_id = :agent, waiting_on = :waiting_on,
+UPDATE tasks SET state = 'blocked', agent_id = :agent, seq = :seq, waiting_on = :waiting_on,
     lease_expires = NULL, attempts = attempts - 1, updated_at = :now, ready_at = NULL
 WHERE id = :id;
 
@@ -473,10 +475,10 @@ WHERE id = :id;
 -- A task is done: count it off every blocked task waiting on it.
 UPDATE tasks SET waiting_on = waiting_on - 1
 WHERE state = 'blocked' AND id IN (SELECT task_id FROM deps WHERE depends_on = :task)
-RETURNING id, waiting_on;
+RETURNING id, waiting_on, seq;
 
 -- name: ready_task
--- blocked -> pending, at the head of the queue it was bound for (or the pool), ready now --
+-- blocked -> pending at its place (seq) in the queue it was bound for (or the pool), ready now --
 -- or at the not_before it was posted with, if that is later.
 UPDATE tasks SET state = 'pending', agent_id = :agent, seq = :seq, updated_at = :now,
     ready_at = max(:now, coalesce(ready_at, :now))
