@@ -20,6 +20,7 @@ from shoal.times import iso_time
 from shoal.validation import (
     check_agent_id,
     check_max_concurrent,
+    check_new_agent_id,
     check_text,
     normalize_names,
     parse_agent_status,
@@ -28,6 +29,22 @@ from shoal.validation import (
 from shoal.vocabulary import AgentStatus
 
 __all__ = ["AgentVerbs"]
+
+
+def _new_id_ok(agent_id: str) -> bool:
+    """Whether ``agent_id`` is one a new agent may take; ``BadInput`` if it is no id at all."""
+    check_agent_id(agent_id)
+    try:
+        check_new_agent_id(agent_id)
+    except BadInput:
+        return False
+    return True
+
+
+def _refuse_new_legacy_id(known: Agent | None, agent_id: str) -> None:
+    """An id outside the new set registers only as the live agent that already holds it."""
+    if known is None or known.status is AgentStatus.TERMINATED:
+        check_new_agent_id(agent_id)
 
 
 class AgentVerbs(FleetBase):
@@ -50,14 +67,20 @@ class AgentVerbs(FleetBase):
         Live non-manager agents may not exceed ``max_agents``; terminated agents do not count,
         re-registering a live agent updates it, and managers are always admitted. A
         terminated id registered again starts a new incarnation.
+
+        A new agent's id is letters, digits and ``. _ - @ :`` (``check_new_agent_id``); a
+        live agent an older version registered under another id (with ``/``, say) may
+        still register again, so its workers keep running, but nothing new takes such an id.
         """
-        check_agent_id(agent_id)
+        new_id_ok = _new_id_ok(agent_id)
         skill_names = normalize_names(skills, "skill")
         domain_names = normalize_names(domains, "domain")
         role = check_text(role, "role", 64, line=True) or "worker"
         check_max_concurrent(max_concurrent)
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
+            if not new_id_ok:
+                _refuse_new_legacy_id(tx.get_agent(agent_id), agent_id)
             return register_in(
                 tx,
                 now,

@@ -78,6 +78,7 @@ from shoal.validation import (
     check_n,
     check_post,
     check_result,
+    check_sizes,
     check_text,
     check_wait,
     draft_of,
@@ -198,6 +199,8 @@ class Fleet(AgentVerbs, OperatorVerbs):
         A repeated ``key`` returns the task first posted with it and adds nothing.
         ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
         being claimed before then; ``retry_delay`` is its own first retry backoff.
+        A payload or body larger than the fleet takes (``max_payload_bytes``,
+        ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
         draft = check_post(
             title,
@@ -220,7 +223,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
                 return existing
-            task_id = insert_task(tx, draft, self.clock.now(), tx.load_settings())
+            settings = tx.load_settings()
+            check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes)
+            task_id = insert_task(tx, draft, self.clock.now(), settings)
             task = tx.get_task(task_id)
             assert task is not None
             return task
@@ -239,6 +244,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
+            for i, draft in enumerate(drafts):
+                where = f"task {i} of the batch: " if len(drafts) > 1 else ""
+                check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes, where)
             # Queue places, largest (the head) for the first listed.
             places = tx.next_seqs(len(drafts))[::-1] if len(drafts) > 1 else [None] * len(drafts)
             for draft, place in zip(drafts, places, strict=True):
