@@ -23,6 +23,7 @@ from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, TaskState
 
 __all__ = [
+    "AGENT_ID",
     "MAX_BATCH",
     "MAX_ID",
     "NEW_AGENT_ID",
@@ -58,7 +59,7 @@ PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low
 
 #: Any id a fleet may hold, old ones included: older versions registered ids with ``/`` and
 #: up to 128 characters, and those agents keep working (read, shown, acted on, terminated).
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 #: The ids a new registration may take: letters, digits and ``. _ - @ :``, starting with a
 #: letter or digit, at most 64. Nothing in it means anything in a URL's path (no ``/``, and
 #: never a ``.`` or ``..`` segment), so an id is always one segment wherever it goes.
@@ -99,7 +100,7 @@ def parse_priority(value: object) -> int:
 def check_agent_id(agent_id: object) -> str:
     """An id that names an agent the fleet may hold: a new one (``check_new_agent_id``) or
     one an older version registered, which may also hold ``/`` and run to 128 characters."""
-    if not isinstance(agent_id, str) or not _ID_RE.fullmatch(agent_id):
+    if not isinstance(agent_id, str) or not AGENT_ID.fullmatch(agent_id):
         raise BadInput(f"agent id {agent_id!r} is not valid", hint=f"use {_NEW_ID_RULE}")
     return agent_id
 
@@ -202,7 +203,8 @@ def check_sizes(draft: NewTask, max_payload: int, max_body: int, where: str = ""
     body = len(draft.body.encode("utf-8", "surrogatepass"))
     if body > max_body:
         raise TooLarge(
-            f"{where}body is {body:,} bytes; this fleet takes at most {max_body:,}",
+            f"{where}body is {body:,} bytes; this fleet takes at most {max_body:,} "
+            "(max_body_bytes)",
             hint="put the text in a file and name it in the body, or raise the cap "
             "(`shoal config set max_body_bytes 4MiB`)",
         )
@@ -211,7 +213,7 @@ def check_sizes(draft: NewTask, max_payload: int, max_body: int, where: str = ""
         if payload > max_payload:
             raise TooLarge(
                 f"{where}payload is {payload:,} bytes as JSON; this fleet takes at most "
-                f"{max_payload:,}",
+                f"{max_payload:,} (max_payload_bytes)",
                 hint="keep large data elsewhere (a file, a URL) and put where it is in the "
                 "payload, or raise the cap (`shoal config set max_payload_bytes 4MiB`)",
             )
