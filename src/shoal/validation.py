@@ -172,7 +172,7 @@ def parse_size(value: object, what: str = "size") -> int:
     if isinstance(value, bool):
         raise BadInput(f"{what} must be a size in bytes, not {value!r}")
     if isinstance(value, int):
-        number = float(value)
+        number = float(min(max(value, -1), 2**54))  # far past any cap either way
     elif isinstance(value, float) and value.is_integer():
         number = value
     elif isinstance(value, str) and (match := _SIZE_RE.match(value)):
@@ -184,7 +184,9 @@ def parse_size(value: object, what: str = "size") -> int:
             hint="give bytes (1048576) or a number with K, M or G (512K, 1MiB, 8M)",
         )
     if not math.isfinite(number) or number < 0 or number > 2**53:
-        raise BadInput(f"{what} must be zero or more bytes, not {value!r}")
+        raise BadInput(f"{what} must be from 0 to {2**53:,} bytes, not {value!r}")
+    if not number.is_integer():
+        raise BadInput(f"{what} must be a whole number of bytes, not {value!r}")
     return int(number)
 
 

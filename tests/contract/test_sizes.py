@@ -56,7 +56,8 @@ def test_the_caps_are_settings_with_bounds(fleet: Fleet) -> None:
 def test_listings_read_no_payload_or_result_and_the_one_task_views_do(fleet: Fleet) -> None:
     fleet.register("ada")
     done = fleet.post("done", payload={"in": 1})
-    _, lease = one(fleet.claim("ada"))
+    claimed, lease = one(fleet.claim("ada"))
+    assert claimed.payload == {"in": 1} and not claimed.listed  # a claim reads it whole
     fleet.complete(lease, {"out": 2})
     held = fleet.post("held", payload=[1, 2])
     fleet.claim("ada")

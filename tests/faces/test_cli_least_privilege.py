@@ -117,3 +117,23 @@ def test_an_agent_an_older_version_registered_works_from_the_cli(
     assert shoal("list", "--agent", "team/bob", "--json").data[0]["id"] == task
     assert shoal("set-status", "team/bob", "terminated").code == 0
     assert shoal("register", "team/bob").code == 2  # gone: the id is not taken again
+
+
+def test_an_import_with_one_task_past_the_cap_adds_none_of_the_file(
+    shoal: Shoal, fleet: Fleet, tmp_path: Path
+) -> None:
+    """Its tasks are posted a dependency level at a time: the big one, on the second level,
+    must be refused before the first level is written."""
+    lines = [
+        {"title": "schema", "key": "schema"},
+        {"title": "backfill", "key": "backfill", "depends_on": ["schema"],
+         "payload": {"rows": "x" * (2 * MIB)}},
+    ]  # fmt: skip
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(json.dumps(line) for line in lines) + "\n", "utf-8")
+    before = snapshot(fleet)
+    refused = shoal("import", "jsonl", str(tasks))
+    assert refused.code == 2, refused
+    assert "line 2" in refused.text and "payload is 2,097,1" in refused.text
+    assert "nothing of the file was added" in refused.text
+    assert snapshot(fleet) == before
