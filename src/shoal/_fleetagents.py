@@ -18,9 +18,10 @@ from shoal.limits import MAX_DURATION
 from shoal.model import Agent, Probe, Registration
 from shoal.times import iso_time
 from shoal.validation import (
+    NEW_AGENT_ID,
     check_agent_id,
+    check_joining_agent_id,
     check_max_concurrent,
-    check_new_agent_id,
     check_text,
     normalize_names,
     parse_agent_status,
@@ -29,22 +30,6 @@ from shoal.validation import (
 from shoal.vocabulary import AgentStatus
 
 __all__ = ["AgentVerbs"]
-
-
-def _new_id_ok(agent_id: str) -> bool:
-    """Whether ``agent_id`` is one a new agent may take; ``BadInput`` if it is no id at all."""
-    check_agent_id(agent_id)
-    try:
-        check_new_agent_id(agent_id)
-    except BadInput:
-        return False
-    return True
-
-
-def _refuse_new_legacy_id(known: Agent | None, agent_id: str) -> None:
-    """An id outside the new set registers only as the live agent that already holds it."""
-    if known is None or known.status is AgentStatus.TERMINATED:
-        check_new_agent_id(agent_id)
 
 
 class AgentVerbs(FleetBase):
@@ -68,11 +53,11 @@ class AgentVerbs(FleetBase):
         re-registering a live agent updates it, and managers are always admitted. A
         terminated id registered again starts a new incarnation.
 
-        A new agent's id is letters, digits and ``. _ - @ :`` (``check_new_agent_id``); a
+        A new agent's id is letters, digits and ``. _ - @ :`` (``check_joining_agent_id``); a
         live agent an older version registered under another id (with ``/``, say) may
         still register again, so its workers keep running, but nothing new takes such an id.
         """
-        new_id_ok = _new_id_ok(agent_id)
+        new_id_ok = NEW_AGENT_ID.fullmatch(check_agent_id(agent_id)) is not None
         skill_names = normalize_names(skills, "skill")
         domain_names = normalize_names(domains, "domain")
         role = check_text(role, "role", 64, line=True) or "worker"
@@ -80,7 +65,7 @@ class AgentVerbs(FleetBase):
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             if not new_id_ok:
-                _refuse_new_legacy_id(tx.get_agent(agent_id), agent_id)
+                check_joining_agent_id(agent_id, tx.get_agent(agent_id))
             return register_in(
                 tx,
                 now,

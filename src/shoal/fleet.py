@@ -285,7 +285,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
         limit: int = 100,
         before: int | None = None,
     ) -> list[Task]:
-        """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
+        """Tasks newest first, optionally only those in ``state`` or of ``agent``.
+
+        A listing: no task's payload or result is read, however large -- each is None, and
+        ``Task.has_payload``/``has_result`` say whether it holds one. ``get`` reads a task
+        whole."""
         wanted = parse_state(state) if state is not None else None
         if agent is not None:
             check_agent_id(agent)
@@ -300,6 +304,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         For an agent: its own queue head, then the pool tasks it can do by score (steals
         are not previewed). Without one: the pool by score, then every agent's queue. Tasks
         still waiting out a retry backoff or a not_before are not ready, so not listed.
+        A listing, as ``tasks`` is: no payload or result is read.
         """
         limit = check_count(limit, "limit", 1, MAX_READY)
         if agent is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from shoal.errors import BadInput, InvalidPriority, TooLarge
 from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_LEASE_TTL, MAX_SIZE
-from shoal.model import Lease, NewTask
+from shoal.model import Agent, Lease, NewTask
 from shoal.text import check_block, check_line, check_storable
 from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, TaskState
@@ -32,6 +32,7 @@ __all__ = [
     "as_task_ids",
     "check_agent_id",
     "check_count",
+    "check_joining_agent_id",
     "check_json",
     "check_lease",
     "check_max_concurrent",
@@ -112,6 +113,15 @@ def check_new_agent_id(agent_id: object) -> str:
             f"agent id {agent_id!r} is not valid for a new agent",
             hint=f"use {_NEW_ID_RULE} (no /: an id goes into URLs as one piece)",
         )
+    return agent_id
+
+
+def check_joining_agent_id(agent_id: str, known: Agent | None) -> str:
+    """An id to register an agent (or make its token) under: one a new agent may take, or
+    the id of a live agent the fleet already holds -- an older version's, which its agent
+    goes on using until it is moved. ``known``: the fleet's agent of that id, if any."""
+    if known is None or known.status is AgentStatus.TERMINATED:
+        check_new_agent_id(agent_id)
     return agent_id
 
 

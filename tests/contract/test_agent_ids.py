@@ -74,3 +74,15 @@ def test_an_id_no_version_took_is_refused_even_where_it_only_names_an_agent(
         with pytest.raises(BadInput, match="agent id"):
             fleet.agent(agent_id)
     assert snapshot(fleet) == before
+
+
+def test_an_agent_token_is_made_only_for_an_id_an_agent_may_register_under(
+    fleet: Fleet,
+) -> None:
+    before = snapshot(fleet)
+    with pytest.raises(BadInput, match="not valid for a new agent"):
+        fleet.create_token("agent", agent=TRAVERSAL)
+    assert snapshot(fleet) == before and fleet.tokens() == []
+    plant_agent(fleet, "team/bob")
+    assert fleet.create_token("agent", agent="team/bob")[0].agent == "team/bob"
+    assert fleet.create_token("agent", agent="ann@eu-1")[0].agent == "ann@eu-1"
