@@ -78,6 +78,7 @@ from shoal.validation import (
     check_n,
     check_post,
     check_result,
+    check_sizes,
     check_text,
     check_wait,
     draft_of,
@@ -216,6 +217,8 @@ class Fleet(AgentVerbs, OperatorVerbs):
         A repeated ``key`` returns the task first posted with it and adds nothing.
         ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
         being claimed before then; ``retry_delay`` is its own first retry backoff.
+        A payload or body larger than the fleet takes (``max_payload_bytes``,
+        ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
         draft = check_post(
             title,
@@ -250,7 +253,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
                 return existing, False
-            task_id = insert_task(tx, draft, self.clock.now(), tx.load_settings())
+            settings = tx.load_settings()
+            check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes)
+            task_id = insert_task(tx, draft, self.clock.now(), settings)
             task = tx.get_task(task_id)
             assert task is not None
             return task, True
@@ -269,6 +274,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
+            for i, draft in enumerate(drafts):
+                where = f"task {i} of the batch: " if len(drafts) > 1 else ""
+                check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes, where)
             moment = Moment(tx.next_seqs(len(drafts))) if len(drafts) > 1 else None
             for index, draft in enumerate(drafts):
                 if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
@@ -307,7 +315,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
         limit: int = 100,
         before: int | None = None,
     ) -> list[Task]:
-        """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
+        """Tasks newest first, optionally only those in ``state`` or of ``agent``.
+
+        A listing: no task's payload or result is read, however large -- each is None, and
+        ``Task.has_payload``/``has_result`` say whether it holds one. ``get`` reads a task
+        whole."""
         wanted = parse_state(state) if state is not None else None
         if agent is not None:
             check_agent_id(agent)
@@ -322,6 +334,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         For an agent: its own queue head, then the pool tasks it can do by score (steals
         are not previewed). Without one: the pool by score, then every agent's queue. Tasks
         still waiting out a retry backoff or a not_before are not ready, so not listed.
+        A listing, as ``tasks`` is: no payload or result is read.
         """
         limit = check_count(limit, "limit", 1, MAX_READY)
         if agent is not None:

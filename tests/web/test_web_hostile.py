@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from shoal import Fleet
 from shoal.faces.web import guard
+from tests.helpers import plant_agent
 
 ORIGIN = "http://127.0.0.1:8765"  # the test clients' own origin (conftest's base_url)
 
@@ -82,18 +83,19 @@ def test_a_host_check_cannot_be_split_across_repeated_headers(
 def test_the_dashboard_pauses_and_resumes_an_agent_whose_id_has_a_slash(
     client: TestClient, web_fleet: Fleet
 ) -> None:
-    """Agent ids may hold "/" (``team/alice``): the lane's Pause and Resume buttons post to
-    ``/agents/team/alice/pause``, which must reach that agent, not a 404."""
-    web_fleet.register("team/alice")
+    """An older version took agent ids with "/" (``team/alice``): the lane's Pause and
+    Resume buttons post to ``/agents/team%2Falice/pause``, which must reach that agent, not
+    a 404."""
+    plant_agent(web_fleet, "team/alice")
     fleet_page = client.get("/").text
     csrf = re.search(r'name="csrf" value="([^"]+)"', fleet_page)
     assert csrf is not None
-    assert 'action="/agents/team/alice/pause"' in fleet_page
+    assert 'action="/agents/team%2Falice/pause"' in fleet_page
     form = {"csrf": csrf.group(1), "back": "/"}
-    paused = client.post("/agents/team/alice/pause", data=form, follow_redirects=False)
+    paused = client.post("/agents/team%2Falice/pause", data=form, follow_redirects=False)
     assert paused.status_code == 303
     assert web_fleet.agent("team/alice").paused(web_fleet.clock.now())
-    resumed = client.post("/agents/team/alice/resume", data=form, follow_redirects=False)
+    resumed = client.post("/agents/team%2Falice/resume", data=form, follow_redirects=False)
     assert resumed.status_code == 303
     assert web_fleet.agent("team/alice").paused_until is None
 

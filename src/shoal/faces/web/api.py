@@ -74,6 +74,7 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     403: _refusal("the token's role or agent may not do this, or another site asked"),
     404: _refusal("no such task or agent"),
     409: _refusal("the fleet's state forbids it now (e.g. lease_lost, fleet_full)"),
+    413: _refusal("a payload or body past the fleet's caps, or a request past 8 MiB"),
     421: _refusal("the request named a host this server does not answer to"),
     429: _refusal("too many wrong tokens from this address; wait Retry-After seconds"),
     503: _refusal("the store cannot be used right now; retry"),

@@ -62,6 +62,13 @@ def text(value: object) -> str:
     return safe(json.dumps(value, ensure_ascii=False, default=str))
 
 
+def quoted(value: object) -> str:
+    """An id for a URL, every character but letters, digits and ``_ . - ~`` escaped, ``/``
+    too: Jinja's ``urlencode`` leaves ``/`` alone, and an agent id an older version took
+    (``x/../../agents/bob``) would then be a path the browser resolves to another agent."""
+    return quote(str(value), safe="")
+
+
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -71,6 +78,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["text"] = text
+    env.filters["quoted"] = quoted
     env.filters["iso"] = iso_time
     env.globals["ago"] = ago
     return env
