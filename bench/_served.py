@@ -40,8 +40,11 @@ def answers(base: str) -> bool:
 
 
 def environment() -> dict[str, str]:
-    """This environment without shoal's own variables (the fleet is given by --store)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    """This environment without shoal's own variables (the fleet is given by --store), but
+    for the folder of private files (where the server's sign-in secret is found)."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("SHOAL_") or k == "SHOAL_STATE_DIR"
+    }
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from shoal.local_secrets import server_secret
+
 CONNECT_DEADLINE = 60.0  # seconds for every watcher to have its stream open
 GRACE = 10.0  # seconds after the race for a watcher still waiting for its first event
 NICE = 19  # the watcher process's CPU priority: the lowest (see above)
@@ -125,7 +127,12 @@ async def _watch(
     watchers = [Watcher(n, reload=reload) for n in range(count)]
     limits = httpx.Limits(max_connections=2 * count, max_keepalive_connections=count)
     timeout = httpx.Timeout(30.0, read=None)  # a quiet stream is not an error
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as client:
+    # The fleet is open (no token made): its owner's sign-in secret, as the CLI finds it.
+    secret = server_secret(base)
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    async with httpx.AsyncClient(
+        base_url=base, limits=limits, timeout=timeout, headers=headers
+    ) as client:
         streams = [asyncio.create_task(w.run(client, race)) for w in watchers]
         deadline = time.monotonic() + CONNECT_DEADLINE
         while not all(w.connected or w.error for w in watchers):

@@ -54,7 +54,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         fleet = fill(args.db or Path(folder) / "fleet.db")
         exposure = Exposure("127.0.0.1", 8765, None, allowed_hosts("127.0.0.1", ["testserver"]))
-        client = TestClient(create_app(fleet, exposure))
+        owner = "the-owners-sign-in-secret-for-the-bench"
+        client = TestClient(create_app(fleet, exposure, local_secret=owner))
+        client.headers["Authorization"] = f"Bearer {owner}"
         for agent in [a.id for a in fleet.agents()][:400]:
             claim = fleet.claim(agent, 5)
             for lease in claim.leases[:2]:

@@ -46,6 +46,17 @@ def git_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Servers' private files (sign-in secrets, MCP token files, notes of running servers)
+    go under this session's temporary folder, for the processes the tests start too."""
+    folder = tmp_path_factory.mktemp("state")
+    folder.chmod(0o700)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SHOAL_STATE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL database for this test session (see tests/pg.py); skips with the reason

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from shoal import Claim, Fleet, Lease, Task
+from shoal import Agent, Claim, Fleet, Lease, Task
 
 
 def one(claim: Claim) -> tuple[Task, Lease]:
@@ -26,9 +29,10 @@ def post_many(fleet: Fleet, count: int, **kwargs: Any) -> list[int]:
 
 
 def snapshot(fleet: Fleet) -> dict[str, Any]:
-    """Everything observable about a fleet, to prove a refused call changed nothing."""
+    """Everything observable about a fleet, to prove a refused call changed nothing. Each
+    task is read whole (a listing leaves payloads and results out)."""
     return {
-        "tasks": [t.to_dict() for t in fleet.tasks(limit=10_000)],
+        "tasks": [fleet.get(t.id).to_dict() for t in fleet.tasks(limit=10_000)],
         "agents": [a.to_dict() for a in fleet.agents()],
         "events": len(fleet.events(limit=1_000_000)),
         "settings": fleet.settings().to_dict(),
@@ -68,3 +72,39 @@ def damage_tasks_table(db: Path) -> None:
     with open(db, "r+b") as handle:
         handle.seek((root - 1) * page)
         handle.write(b"\xff\xff\xff\xff")
+
+
+#: Runs a command as another local user (nobody), the way a second person on the machine
+#: would: ``setpriv`` needs root, which CI is.
+ANOTHER_USER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def as_another_user(
+    *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run as another local user (uid 65534); skips the test where this process
+    cannot switch users (not root, or no ``setpriv``)."""
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("playing a second local user needs root and setpriv (CI has both)")
+    return subprocess.run(
+        [*ANOTHER_USER, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd="/",
+    )
+
+
+def plant_agent(fleet: Fleet, agent_id: str, **fields: Any) -> Agent:
+    """A live agent as an older shoal left it, under an id new registrations may not take
+    (with a ``/``, or longer than 64 characters): its row written straight into the store,
+    as the registration of that version wrote it."""
+    now = fleet.clock.now()
+    agent = Agent(agent_id, last_seen=now, registered_at=now, idle_since=now, **fields)
+    with fleet._store.write(exclusive=True) as tx:
+        tx.save_agent(agent)
+    return fleet.agent(agent_id)

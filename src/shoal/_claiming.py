@@ -217,7 +217,7 @@ def preview_in(tx: StoreTx, now: float, agent: str | None, limit: int) -> list[T
                 break
             order += tx.queue_head(queue.agent, limit - len(order), longest, now)
     ids = [c.id for c in order[:limit]]
-    found = tx.get_tasks(ids)
+    found = tx.listed_tasks(ids)  # a listing: no payload or result
     return [found[i] for i in ids]
 
 

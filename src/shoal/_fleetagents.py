@@ -18,7 +18,9 @@ from shoal.limits import MAX_DURATION
 from shoal.model import Agent, Probe, Registration
 from shoal.times import iso_time
 from shoal.validation import (
+    NEW_AGENT_ID,
     check_agent_id,
+    check_joining_agent_id,
     check_max_concurrent,
     check_text,
     normalize_names,
@@ -50,14 +52,20 @@ class AgentVerbs(FleetBase):
         Live non-manager agents may not exceed ``max_agents``; terminated agents do not count,
         re-registering a live agent updates it, and managers are always admitted. A
         terminated id registered again starts a new incarnation.
+
+        A new agent's id is letters, digits and ``. _ - @ :`` (``check_joining_agent_id``); a
+        live agent an older version registered under another id (with ``/``, say) may
+        still register again, so its workers keep running, but nothing new takes such an id.
         """
-        check_agent_id(agent_id)
+        new_id_ok = NEW_AGENT_ID.fullmatch(check_agent_id(agent_id)) is not None
         skill_names = normalize_names(skills, "skill")
         domain_names = normalize_names(domains, "domain")
         role = check_text(role, "role", 64, line=True) or "worker"
         check_max_concurrent(max_concurrent)
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
+            if not new_id_ok:
+                check_joining_agent_id(agent_id, tx.get_agent(agent_id))
             return register_in(
                 tx,
                 now,

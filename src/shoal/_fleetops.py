@@ -26,9 +26,11 @@ from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapR
 from shoal.settings import Settings
 from shoal.validation import (
     MAX_ID,
+    NEW_AGENT_ID,
     as_task_ids,
     check_agent_id,
     check_count,
+    check_joining_agent_id,
     check_text,
     parse_priority,
 )
@@ -311,6 +313,8 @@ class OperatorVerbs(FleetBase):
             check_agent_id(agent)
         label = check_text(name, "token name", 200, line=True)
         with self._store.write(exclusive=True) as tx:
+            if agent is not None and not NEW_AGENT_ID.fullmatch(agent):
+                check_joining_agent_id(agent, tx.get_agent(agent))  # as register would
             return create_token_in(tx, self.clock.now(), kind, agent, label)
 
     def tokens(self) -> list[Credential]:

@@ -7,6 +7,7 @@
      │    ├── InvalidPriority
      │    ├── InvalidSetting
      │    ├── InvalidStoreURL
+     │    ├── TooLarge              a payload or body past the fleet's cap   (HTTP 413)
      │    ├── UnknownTask
      │    ├── UnknownAgent
      │    └── DependencyCycle
@@ -52,6 +53,7 @@ __all__ = [
     "StoreError",
     "StoreNotFound",
     "StoreUnavailable",
+    "TooLarge",
     "UnknownAgent",
     "UnknownTask",
     "WriteConflict",
@@ -100,6 +102,14 @@ class InvalidStoreURL(BadInput):
     """The store URL is not one shoal understands."""
 
     code = "invalid_store_url"
+
+
+class TooLarge(BadInput):
+    """That is larger than the fleet takes (its max_payload_bytes or max_body_bytes)."""
+
+    code = "too_large"
+    # Bad input like any other (exit 2; over MCP a ``bad_input``), told apart where a
+    # protocol has its own word for it: HTTP answers 413, as it does to a body too large.
 
 
 class UnknownTask(BadInput):

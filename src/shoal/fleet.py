@@ -66,7 +66,7 @@ from shoal.clock import Clock, SystemClock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, UnknownTask
 from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
-from shoal.model import BatchCompletion, Claim, Completion, Lease, Task, TaskDetail
+from shoal.model import BatchCompletion, Claim, Completion, Lease, NewTask, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Finishing, Store, StoreTx
 from shoal.text import shown_url
@@ -78,6 +78,7 @@ from shoal.validation import (
     check_n,
     check_post,
     check_result,
+    check_sizes,
     check_text,
     check_wait,
     draft_of,
@@ -86,6 +87,25 @@ from shoal.validation import (
 from shoal.vocabulary import ClaimReason, EventKind, TaskState
 
 __all__ = ["Fleet"]
+
+#: ``post``'s defaults, for ``post_new``'s keywords.
+_POST_DEFAULTS: dict[str, Any] = {
+    "body": "",
+    "payload": None,
+    "priority": 5,
+    "skills": None,
+    "domain": None,
+    "to": None,
+    "after": None,
+    "parent": None,
+    "pinned": False,
+    "expected_duration": None,
+    "lease_ttl": None,
+    "max_attempts": None,
+    "key": None,
+    "not_before": None,
+    "retry_delay": None,
+}
 
 
 class Fleet(AgentVerbs, OperatorVerbs):
@@ -168,7 +188,6 @@ class Fleet(AgentVerbs, OperatorVerbs):
 
     # ------------------------------------------------------------------ posting work
 
-    @rerun_on_conflict
     def post(
         self,
         title: str,
@@ -198,6 +217,8 @@ class Fleet(AgentVerbs, OperatorVerbs):
         A repeated ``key`` returns the task first posted with it and adds nothing.
         ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
         being claimed before then; ``retry_delay`` is its own first retry backoff.
+        A payload or body larger than the fleet takes (``max_payload_bytes``,
+        ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
         draft = check_post(
             title,
@@ -217,13 +238,27 @@ class Fleet(AgentVerbs, OperatorVerbs):
             not_before,
             retry_delay,
         )
+        return self._post_draft(draft)[0]
+
+    def post_new(self, title: str, **fields: Any) -> tuple[Task, bool]:
+        """``post`` (the same keywords), and whether this call made the task: False when
+        ``key`` named a task posted before, which is returned instead. The answer comes
+        from the transaction that wrote (or found) the task, so of many posts racing with
+        one key exactly one is told it made it (the HTTP API's one ``201 Created``)."""
+        given = {**_POST_DEFAULTS, **fields}
+        return self._post_draft(check_post(title, **given))
+
+    @rerun_on_conflict
+    def _post_draft(self, draft: NewTask) -> tuple[Task, bool]:
         with self._store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
-                return existing
-            task_id = insert_task(tx, draft, self.clock.now(), tx.load_settings())
+                return existing, False
+            settings = tx.load_settings()
+            check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes)
+            task_id = insert_task(tx, draft, self.clock.now(), settings)
             task = tx.get_task(task_id)
             assert task is not None
-            return task
+            return task, True
 
     @rerun_on_conflict
     def post_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -239,6 +274,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
         with self._store.write() as tx:
             now = self.clock.now()
             settings = tx.load_settings()
+            for i, draft in enumerate(drafts):
+                where = f"task {i} of the batch: " if len(drafts) > 1 else ""
+                check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes, where)
             moment = Moment(tx.next_seqs(len(drafts))) if len(drafts) > 1 else None
             for index, draft in enumerate(drafts):
                 if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
@@ -277,7 +315,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
         limit: int = 100,
         before: int | None = None,
     ) -> list[Task]:
-        """Tasks newest first, optionally only those in ``state`` or of ``agent``."""
+        """Tasks newest first, optionally only those in ``state`` or of ``agent``.
+
+        A listing: no task's payload or result is read, however large -- each is None, and
+        ``Task.has_payload``/``has_result`` say whether it holds one. ``get`` reads a task
+        whole."""
         wanted = parse_state(state) if state is not None else None
         if agent is not None:
             check_agent_id(agent)
@@ -292,6 +334,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         For an agent: its own queue head, then the pool tasks it can do by score (steals
         are not previewed). Without one: the pool by score, then every agent's queue. Tasks
         still waiting out a retry backoff or a not_before are not ready, so not listed.
+        A listing, as ``tasks`` is: no payload or result is read.
         """
         limit = check_count(limit, "limit", 1, MAX_READY)
         if agent is not None:

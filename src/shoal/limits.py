@@ -18,6 +18,7 @@ __all__ = [
     "MAX_NUMBER",
     "MAX_PRUNE_BATCH",
     "MAX_READY",
+    "MAX_SIZE",
     "PRUNE_BATCH",
     "PRUNE_PER_PASS",
     "SCAN_BATCH",
@@ -66,3 +67,7 @@ MAX_DURATION = 10 * 365 * 86400.0
 MAX_COUNT = 1_000_000
 #: The largest plain number a setting takes (stall_factor, aging).
 MAX_NUMBER = 1_000_000.0
+#: The largest size cap a fleet takes (``max_payload_bytes``, ``max_body_bytes``): 64 MiB.
+#: A task is read whole by every claim of it, so even this is far past what a task should
+#: carry; large data belongs in a file or a URL the task names.
+MAX_SIZE = 64 * 1024 * 1024

@@ -86,6 +86,28 @@ class Task:
     ready_at: float | None = None
     #: Its own first retry backoff (None: the fleet's ``retry_delay``).
     retry_delay: float | None = None
+    #: None for a task read whole. A listing (``Fleet.tasks``, ``Fleet.ready``, the tasks
+    #: ``status`` shows held) reads neither a task's payload nor its result, however large:
+    #: both are None in its value, and this names the ones the task holds (``"payload"``,
+    #: ``"result"``). ``Fleet.get`` and ``Fleet.show`` read them.
+    left_out: tuple[str, ...] | None = None
+
+    @property
+    def listed(self) -> bool:
+        """Read by a listing: ``payload`` and ``result`` were not read."""
+        return self.left_out is not None
+
+    @property
+    def has_payload(self) -> bool:
+        if self.left_out is not None:
+            return "payload" in self.left_out
+        return self.payload is not None
+
+    @property
+    def has_result(self) -> bool:
+        if self.left_out is not None:
+            return "result" in self.left_out
+        return self.result is not None
 
     @property
     def in_pool(self) -> bool:
@@ -96,13 +118,16 @@ class Task:
         return self.state is TaskState.PENDING and (self.ready_at or 0.0) > now
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """As JSON. A listed task has no ``payload`` or ``result`` key (they were not
+        read); every task says ``has_payload`` and ``has_result``."""
+        data: dict[str, Any] = {
             "id": self.id,
             "title": self.title,
             "state": self.state.value,
             "priority": self.priority,
             "body": self.body,
             "payload": self.payload,
+            "has_payload": self.has_payload,
             "skills": list(self.skills),
             "domain": self.domain,
             "agent": self.agent,
@@ -116,6 +141,7 @@ class Task:
             "expected_duration": self.expected_duration,
             "lease_expires": iso_time(self.lease_expires),
             "result": self.result,
+            "has_result": self.has_result,
             "error": self.error,
             "waiting_on": self.waiting_on,
             "created_at": iso_time(self.created_at),
@@ -126,6 +152,9 @@ class Task:
             "retry_delay": self.retry_delay,
             "stalled": self.stalled_at is not None,
         }
+        if self.left_out is not None:
+            del data["payload"], data["result"]
+        return data
 
 
 class Candidate(NamedTuple):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from shoal.errors import InvalidSetting
-from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER
-from shoal.validation import parse_duration, parse_priority
+from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER, MAX_SIZE
+from shoal.validation import parse_duration, parse_priority, parse_size
 
 __all__ = [
     "MAX_DURATION",
@@ -26,6 +26,7 @@ __all__ = [
     "Settings",
     "format_duration",
     "format_setting",
+    "format_size",
     "parse_setting",
 ]
 
@@ -38,7 +39,7 @@ class Setting:
     """How one setting is read, checked and explained. Its default is on ``Settings``."""
 
     name: str
-    kind: str  # "duration" | "count" | "priority" | "number" | "choice"
+    kind: str  # "duration" | "count" | "priority" | "number" | "size" | "choice"
     minimum: float
     help: str
     maximum: float | None = None  # None: the kind's ceiling (``ceiling``)
@@ -50,9 +51,13 @@ class Setting:
         no setting is unbounded, so no absurd number reaches a store or a rule."""
         if self.maximum is not None:
             return self.maximum
-        return {"duration": MAX_DURATION, "count": MAX_COUNT, "number": MAX_NUMBER}.get(
-            self.kind, math.inf
-        )
+        ceilings = {
+            "duration": MAX_DURATION,
+            "count": MAX_COUNT,
+            "number": MAX_NUMBER,
+            "size": MAX_SIZE,
+        }
+        return ceilings.get(self.kind, math.inf)
 
 
 SETTINGS: dict[str, Setting] = {
@@ -98,6 +103,8 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "history_retention", "duration", 0, "the monitor deletes older finished work (0: keep)"
         ),
+        Setting("max_payload_bytes", "size", 1024, "largest task payload, as JSON, in bytes"),
+        Setting("max_body_bytes", "size", 1024, "largest task body, in bytes (UTF-8)"),
     )
 }
 
@@ -134,6 +141,8 @@ class Settings:
     assess_spawn_pending: int = 3
     assess_idle_pending: int = 1
     history_retention: float = 0.0
+    max_payload_bytes: int = 1024 * 1024
+    max_body_bytes: int = 1024 * 1024
 
     def replace(self, /, **changes: object) -> Settings:
         """A copy with ``changes`` applied, each parsed and checked like ``config set``."""
@@ -172,8 +181,8 @@ class Settings:
 def _within(spec: Setting, value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    if spec.kind in ("duration", "count", "number") and value > spec.ceiling:
-        return int(spec.ceiling) if spec.kind == "count" else spec.ceiling
+    if spec.kind in ("duration", "count", "number", "size") and value > spec.ceiling:
+        return int(spec.ceiling) if spec.kind in ("count", "size") else spec.ceiling
     return value
 
 
@@ -191,6 +200,8 @@ def parse_setting(name: str, value: object) -> Any:
             number: float = parse_duration(value, name)
         elif spec.kind == "priority":
             number = parse_priority(value)
+        elif spec.kind == "size":
+            number = parse_size(value, name)
         elif spec.kind == "count":
             if isinstance(value, bool):
                 raise ValueError
@@ -223,11 +234,12 @@ def parse_setting(name: str, value: object) -> Any:
             hint=f"{name}: {spec.help}",
         )
     if number > spec.ceiling:
+        most = format_size(int(spec.ceiling)) if spec.kind == "size" else f"{spec.ceiling:,.0f}"
         raise InvalidSetting(
-            f"{name} must be at most {spec.ceiling:,.0f}, not {number:g}",
+            f"{name} must be at most {most}, not {format_setting(number, name)}",
             hint=f"{name}: {spec.help}",
         )
-    return int(number) if spec.kind in ("count", "priority") else float(number)
+    return int(number) if spec.kind in ("count", "priority", "size") else float(number)
 
 
 def _parse_choice(spec: Setting, value: object) -> str:
@@ -247,6 +259,8 @@ def format_setting(value: object, name: str | None = None) -> str:
     spec = SETTINGS.get(name) if name else None
     if spec is not None and spec.kind == "duration" and isinstance(value, int | float):
         return format_duration(float(value))
+    if spec is not None and spec.kind == "size" and isinstance(value, int | float):
+        return format_size(int(value))
     return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
@@ -262,10 +276,19 @@ def format_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def format_size(size: int) -> str:
+    """Bytes as ``parse_size`` reads them back: 1MiB, 512KiB, or the number of bytes."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
 def _describe(spec: Setting) -> str:
     return {
         "duration": "a duration (seconds, or 90s / 5m / 2h)",
         "priority": "a priority from 1 to 9",
         "count": "a whole number",
         "number": "a number",
+        "size": "a size in bytes (or 512K, 1MiB)",
     }[spec.kind]

@@ -15,35 +15,42 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from shoal.errors import BadInput, InvalidPriority
-from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_LEASE_TTL
-from shoal.model import Lease, NewTask
+from shoal.errors import BadInput, InvalidPriority, TooLarge
+from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_LEASE_TTL, MAX_SIZE
+from shoal.model import Agent, Lease, NewTask
 from shoal.text import check_block, check_line, check_storable
 from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, TaskState
 
 __all__ = [
+    "AGENT_ID",
     "MAX_BATCH",
     "MAX_ID",
+    "NEW_AGENT_ID",
     "POST_FIELDS",
     "PRIORITY_NAMES",
     "as_task_ids",
     "check_agent_id",
     "check_count",
+    "check_joining_agent_id",
     "check_json",
     "check_lease",
     "check_max_concurrent",
     "check_n",
+    "check_new_agent_id",
     "check_post",
     "check_result",
+    "check_sizes",
     "check_text",
     "check_wait",
     "check_worker_times",
     "draft_of",
+    "json_size",
     "normalize_names",
     "parse_agent_status",
     "parse_duration",
     "parse_priority",
+    "parse_size",
     "parse_state",
     "positive_duration",
 ]
@@ -51,12 +58,21 @@ __all__ = [
 #: Names accepted wherever a priority is asked for. 1 is the most urgent.
 PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low": 8}
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+#: Any id a fleet may hold, old ones included: older versions registered ids with ``/`` and
+#: up to 128 characters, and those agents keep working (read, shown, acted on, terminated).
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+#: The ids a new registration may take: letters, digits and ``. _ - @ :``, starting with a
+#: letter or digit, at most 64. Nothing in it means anything in a URL's path (no ``/``, and
+#: never a ``.`` or ``..`` segment), so an id is always one segment wherever it goes.
+NEW_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
+_NEW_ID_RULE = "1-64 letters, digits or . _ - @ :, starting with a letter or digit"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 _DURATION_PARTS = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(k|m|g)(?:i?b)?|b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 def parse_priority(value: object) -> int:
@@ -83,12 +99,29 @@ def parse_priority(value: object) -> int:
 
 
 def check_agent_id(agent_id: object) -> str:
-    """An agent id: letters, digits and ``_ . : @ / -``, starting with a letter or digit."""
-    if not isinstance(agent_id, str) or not _ID_RE.fullmatch(agent_id):
+    """An id that names an agent the fleet may hold: a new one (``check_new_agent_id``) or
+    one an older version registered, which may also hold ``/`` and run to 128 characters."""
+    if not isinstance(agent_id, str) or not AGENT_ID.fullmatch(agent_id):
+        raise BadInput(f"agent id {agent_id!r} is not valid", hint=f"use {_NEW_ID_RULE}")
+    return agent_id
+
+
+def check_new_agent_id(agent_id: object) -> str:
+    """An id a new agent may register under (``NEW_AGENT_ID``)."""
+    if not isinstance(agent_id, str) or not NEW_AGENT_ID.fullmatch(agent_id):
         raise BadInput(
-            f"agent id {agent_id!r} is not valid",
-            hint="use 1-128 letters, digits or _ . : @ / -, starting with a letter or digit",
+            f"agent id {agent_id!r} is not valid for a new agent",
+            hint=f"use {_NEW_ID_RULE} (no /: an id goes into URLs as one piece)",
         )
+    return agent_id
+
+
+def check_joining_agent_id(agent_id: str, known: Agent | None) -> str:
+    """An id to register an agent (or make its token) under: one a new agent may take, or
+    the id of a live agent the fleet already holds -- an older version's, which its agent
+    goes on using until it is moved. ``known``: the fleet's agent of that id, if any."""
+    if known is None or known.status is AgentStatus.TERMINATED:
+        check_new_agent_id(agent_id)
     return agent_id
 
 
@@ -141,6 +174,62 @@ def parse_duration(value: object, what: str = "duration") -> float:
     if not math.isfinite(seconds) or seconds < 0:
         raise BadInput(f"{what} must be zero or more seconds, not {value!r}")
     return seconds
+
+
+def parse_size(value: object, what: str = "size") -> int:
+    """Bytes from 1048576, "1048576", "512K", "512KiB", "1M", "1MB", "1MiB": K, M and G
+    count in 1024s, whichever way they are written."""
+    if isinstance(value, bool):
+        raise BadInput(f"{what} must be a size in bytes, not {value!r}")
+    if isinstance(value, int):
+        number = float(min(max(value, -1), 2**54))  # far past any cap either way
+    elif isinstance(value, float) and value.is_integer():
+        number = value
+    elif isinstance(value, str) and (match := _SIZE_RE.match(value)):
+        unit = match.group(2).lower() if match.group(2) else None
+        number = float(match.group(1)) * _SIZE_UNITS[unit]
+    else:
+        raise BadInput(
+            f"{what} {value!r} is not a size",
+            hint="give bytes (1048576) or a number with K, M or G (512K, 1MiB, 8M)",
+        )
+    if not math.isfinite(number) or number < 0 or number > 2**53:
+        raise BadInput(f"{what} must be from 0 to {2**53:,} bytes, not {value!r}")
+    if not number.is_integer():
+        raise BadInput(f"{what} must be a whole number of bytes, not {value!r}")
+    return int(number)
+
+
+def json_size(value: object) -> int:
+    """How many bytes ``value`` takes as compact JSON in UTF-8: what a size cap measures."""
+    if value is None:
+        return 0
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_sizes(draft: NewTask, max_payload: int, max_body: int, where: str = "") -> NewTask:
+    """``TooLarge`` unless the task's payload (as JSON) and body (UTF-8) fit the fleet's
+    caps (the settings ``max_payload_bytes`` and ``max_body_bytes``). ``where`` names the
+    task in a batch ("task 3 of the batch: ")."""
+    body = len(draft.body.encode("utf-8", "surrogatepass"))
+    if body > max_body:
+        raise TooLarge(
+            f"{where}body is {body:,} bytes; this fleet takes at most {max_body:,} "
+            "(max_body_bytes)",
+            hint="put the text in a file and name it in the body, or raise the cap "
+            "(`shoal config set max_body_bytes 4MiB`)",
+        )
+    if draft.payload is not None:
+        payload = json_size(draft.payload)
+        if payload > max_payload:
+            raise TooLarge(
+                f"{where}payload is {payload:,} bytes as JSON; this fleet takes at most "
+                f"{max_payload:,} (max_payload_bytes)",
+                hint="keep large data elsewhere (a file, a URL) and put where it is in the "
+                "payload, or raise the cap (`shoal config set max_payload_bytes 4MiB`)",
+            )
+    return draft
 
 
 def check_json(value: object, what: str) -> object:
@@ -241,7 +330,7 @@ def check_post(
             raise BadInput(f"retry_delay must be at most a year, not {retry_delay!r}")
     return NewTask(
         title=title_text,
-        body=check_text(body, "body", 1_000_000),
+        body=check_text(body, "body", MAX_SIZE),
         payload=payload,
         priority=parse_priority(priority),
         skills=normalize_names(skills, "skill"),

@@ -19,12 +19,15 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from shoal.local_secrets import mcp_token_file, read_secret
 
 if TYPE_CHECKING:
     from shoal.faces.mcp.http_sessions import SessionLimits
@@ -88,7 +91,9 @@ async def http_session(
 ) -> AsyncIterator[ClientSession]:
     """A client connected to a running `shoal mcp --transport http` at ``endpoint``. Leaving
     the block ends the session with a DELETE, unless ``delete`` is false: then the client
-    just goes away, as a crashed one would. ``token``: the bearer token it sends."""
+    just goes away, as a crashed one would. ``token``: the bearer token it sends; without
+    one, the token a loopback server made in its owner's file (``made_token``)."""
+    token = token or made_token(endpoint)
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with (
         create_mcp_http_client(headers=headers) as client,
@@ -100,6 +105,14 @@ async def http_session(
     ):
         await session.initialize()
         yield session
+
+
+def made_token(endpoint: str) -> str | None:
+    """The token `shoal mcp --transport http` made at start for a loopback ``endpoint``
+    (given none), as its owner reads it; None if it made none."""
+    port = urlsplit(endpoint).port
+    assert port is not None
+    return read_secret(mcp_token_file(port), "the bearer token of shoal mcp")
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from shoal import Fleet
+from shoal import AgentStatus, Fleet
 from shoal.clock import ManualClock
 from tests.faces.cli_support import Result, Shoal
+from tests.helpers import plant_agent
 
 #: The real CLI in a real process, with doctor registered if the CLI does not do it yet.
 DOCTOR_CLI = (
@@ -32,7 +33,7 @@ DOCTOR_CLI = (
     "'doctor' in cli.commands or add_doctor_commands(cli); main()"
 )
 CHECK_NAMES = ["store", "schema", "lock_file", "disk_space", "file_modes", "integrity"]
-STATE_NAMES = ["stale_leases", "paused_agents", "dead_tasks", "stalled_tasks"]
+STATE_NAMES = ["stale_leases", "paused_agents", "dead_tasks", "stalled_tasks", "agent_ids"]
 
 
 class Doctor(Shoal):
@@ -80,7 +81,7 @@ def test_a_healthy_fleet_passes_every_check(doctor: Doctor) -> None:
     checks = [line for line in result.out.splitlines() if line[:2] in ("✔ ", "✘ ")]
     assert len(checks) == len(CHECK_NAMES + STATE_NAMES), result.out
     assert all(line.startswith("✔ ") for line in checks), result.out
-    assert result.out.splitlines()[-1] == "all 10 checks passed"
+    assert result.out.splitlines()[-1] == "all 11 checks passed"
     assert "\x1b" not in result.out and "│" not in result.out  # plain lines: it pipes
 
 
@@ -186,10 +187,30 @@ def test_dead_tasks_and_a_paused_agent_exit_3_with_their_fixes(doctor: Doctor, d
     assert paused.startswith("✘ ") and "ada" in paused
     assert "`shoal agent resume ada`" in paused_fix
     assert lines_of(result, "store")[0].startswith("✔ ")
-    assert result.out.splitlines()[-1] == "2 of 10 checks failed"
+    assert result.out.splitlines()[-1] == "2 of 11 checks failed"
     data = doctor("doctor", "--json").data
     assert data["ok"] is False
     assert {c["name"] for c in data["checks"] if not c["ok"]} == {"dead_tasks", "paused_agents"}
+
+
+def test_live_agents_under_ids_new_agents_may_not_take_are_named_with_the_fix(
+    doctor: Doctor, db: Path
+) -> None:
+    """An older version took ids with a ``/`` (issue 28, L5): such an agent keeps working,
+    but doctor names it and says how to move it to a new id."""
+    with Fleet.open(f"sqlite://{db}") as fleet:
+        fleet.register("ada")
+        plant_agent(fleet, "x/../../agents/bob")
+        plant_agent(fleet, "team/gone", status=AgentStatus.TERMINATED)  # nothing to move
+    result = doctor("doctor")
+    assert result.code == 3, result
+    line, fix = lines_of(result, "agent_ids")
+    assert line.startswith("✘ ") and "1 live agent is" in line
+    assert "x/../../agents/bob" in line and "team/gone" not in line and "ada" not in line
+    assert "under a new id" in fix
+    assert "`shoal set-status 'x/../../agents/bob' terminated`" in fix
+    checks = doctor("doctor", "--json").data["checks"]
+    assert [c["name"] for c in checks if not c["ok"]] == ["agent_ids"]
 
 
 def test_a_lease_nobody_reaped_says_to_reap(doctor: Doctor, db: Path) -> None:

@@ -67,8 +67,8 @@ def shoal(url: str, *args: str, stdin: str | None = None) -> Result:
 
 
 def keyed(fleet: Fleet) -> dict[str, Any]:
-    """Every task by its key, with what the import set."""
-    return {t.key: t for t in fleet.tasks(limit=1000) if t.key}
+    """Every task by its key, with what the import set (read whole: payloads included)."""
+    return {t.key: fleet.get(t.id) for t in fleet.tasks(limit=1000) if t.key}
 
 
 def after(fleet: Fleet, task_id: int) -> set[int]:

@@ -128,7 +128,7 @@ async def test_two_agents_race_and_no_task_is_handed_out_twice(url: str) -> None
     assert set(everything) == posted, "a task was left behind"
     print(f"race: ada took {len(taken['ada'])}, bob took {len(taken['bob'])}")
     with Fleet.open(url) as fleet:
-        done = fleet.tasks(state=TaskState.DONE, limit=1000)
+        done = [fleet.get(t.id) for t in fleet.tasks(state=TaskState.DONE, limit=1000)]
         assert {t.id for t in done} == posted
         assert all(t.result in ("ada", "bob") and t.attempts == 1 for t in done)
         claims = [e for e in fleet.events(limit=100_000) if e.kind == "claimed"]

@@ -31,12 +31,19 @@ from tests.faces.mcp_support import (
     http_server,
     http_server_here,
     http_session,
+    made_token,
 )
 
 pytestmark = pytest.mark.anyio
 
 VERSION = "2025-06-18"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def headers(endpoint: str, **extra: str) -> dict[str, str]:
+    """The headers of a request to ``endpoint``, with the bearer token its loopback server
+    made for its owner (loopback is not trust: every request carries it)."""
+    return {**HEADERS, "Authorization": f"Bearer {made_token(endpoint)}", **extra}
 
 
 def request(method: str, **params: Any) -> dict[str, Any]:
@@ -84,7 +91,7 @@ async def close_clients() -> AsyncIterator[None]:
 
 async def initialize(endpoint: str, source: str = "127.0.0.1") -> httpx.Response:
     """An `initialize` from ``source``, never followed by a DELETE."""
-    return await client(source).post(endpoint, json=INIT, headers=HEADERS)
+    return await client(source).post(endpoint, json=INIT, headers=headers(endpoint))
 
 
 async def opened(endpoint: str, source: str = "127.0.0.1", count: int = 1) -> list[str]:
@@ -102,8 +109,10 @@ async def still_open(endpoint: str, ids: list[str]) -> list[bool]:
     stays the longest idle."""
     answers = []
     for sid in ids:
-        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": VERSION}
-        response = await client().post(endpoint, json=request("ping"), headers=headers)
+        session = {"mcp-session-id": sid, "mcp-protocol-version": VERSION}
+        response = await client().post(
+            endpoint, json=request("ping"), headers=headers(endpoint, **session)
+        )
         assert response.status_code in (200, 404), response.text
         answers.append(response.status_code == 200)
     return answers

@@ -87,7 +87,8 @@ def endpoint(url: str) -> Iterator[str]:
 
 def snapshot(url: str) -> list[tuple[Any, ...]]:
     with Fleet.open(url) as fleet:
-        tasks = [(t.id, t.state, t.agent, t.attempts, t.result) for t in fleet.tasks(limit=1000)]
+        whole = [fleet.get(t.id) for t in fleet.tasks(limit=1000)]  # results included
+        tasks = [(t.id, t.state, t.agent, t.attempts, t.result) for t in whole]
         live = [a.id for a in fleet.agents() if a.status.value != "terminated"]
         leases = [(agent, tuple(fleet.leases(agent))) for agent in live]
     return [*tasks, *leases]

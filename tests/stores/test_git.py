@@ -21,7 +21,7 @@ from shoal.stores._gitlayout import agent_path, small_files, task_file
 from shoal.stores._memdata import Data
 from shoal.stores.git import POLL_MAX, GitStore, parse_git_url
 from tests.conftest import git_board
-from tests.helpers import one
+from tests.helpers import one, plant_agent
 
 HOUR = 3600.0
 
@@ -70,7 +70,7 @@ def test_the_board_is_files_a_person_reads_and_every_change_a_commit_by_its_agen
     fleet = open_on(url, clock, tmp_path / "a")
     fleet.configure(max_agents=10)
     fleet.register("ada", skills=["py"])
-    fleet.register("team/bob", skills=["py"])
+    plant_agent(fleet, "team/bob", skills=("py",))  # an id an older version took: a "/"
     fleet.set_status("team/bob", "working")
     first = fleet.post("write the parser", skills=["py"], to="team/bob", priority=9)
     fleet.post("write the tests", skills=["py"], to="team/bob", priority=9)

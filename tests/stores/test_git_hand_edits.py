@@ -162,6 +162,13 @@ def refused_changing_nothing(
     assert git("rev-parse", "shoal", cwd=board) == tip
 
 
+def a_dot_dot_agent(work: Path) -> None:
+    """An agent file, where its id says it goes, for the id ``..``: no version of shoal
+    registers it, and in a URL's path it is the step up (issue 28, L5)."""
+    agent = json.loads((work / "agents" / "ada.json").read_text())
+    (work / "agents" / "...json").write_text(json.dumps({**agent, "id": ".."}) + "\n")
+
+
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
@@ -170,8 +177,16 @@ def refused_changing_nothing(
         (lambda w: rewrite(w / "tasks" / "0" / "1.json", skills=["py", 3]), "skills"),
         (lambda w: rewrite(w / "agents" / "ada.json", max_concurrent="2"), "max_concurrent"),
         (lambda w: rewrite(w / "agents" / "ada.json", id="bob"), "holds agent 'bob'"),
+        (a_dot_dot_agent, "holds agent '..', which is not an agent id"),
     ],
-    ids=["priority-name", "attempts-bool", "skill-number", "max-concurrent-text", "agent-id"],
+    ids=[
+        "priority-name",
+        "attempts-bool",
+        "skill-number",
+        "max-concurrent-text",
+        "agent-id",
+        "agent-dot-dot",
+    ],
 )
 def test_a_hand_edit_that_parses_but_holds_a_wrong_value_is_refused_changing_nothing(
     url: str, clock: ManualClock, tmp_path: Path, edit: Callable[[Path], None], named: str

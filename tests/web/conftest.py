@@ -13,6 +13,8 @@ from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web import create_app
 
 LOOPBACK = Exposure("127.0.0.1", 8765, None, allowed_hosts("127.0.0.1", ()))
+#: The sign-in secret of the apps the tests make: what proves the owner of an open fleet.
+OWNER = "the-owners-sign-in-secret-0123456789abcdef"
 
 
 @pytest.fixture
@@ -25,15 +27,18 @@ def web_fleet(shared_store: tuple[str, str], clock: ManualClock) -> Iterator[Fle
 
 @pytest.fixture
 def make_client(web_fleet: Fleet) -> Iterator[Callable[..., TestClient]]:
-    """Clients of one app over ``web_fleet``; ``make_client(token)`` sends that token."""
-    app = create_app(web_fleet, LOOPBACK)
+    """Clients of one app over ``web_fleet``; ``make_client(token)`` sends that token, and
+    ``make_client()`` the owner's sign-in secret (``OWNER``), as the owner's CLI does;
+    ``make_client("")`` sends nothing."""
+    app = create_app(web_fleet, LOOPBACK, local_secret=OWNER)
     made: list[TestClient] = []
 
     def make(token: str | None = None, exposure: Exposure = LOOPBACK) -> TestClient:
         served = app if exposure is LOOPBACK else create_app(web_fleet, exposure)
         client = TestClient(served, base_url="http://127.0.0.1:8765")
-        if token is not None:
-            client.headers["Authorization"] = f"Bearer {token}"
+        sent = OWNER if token is None else token
+        if sent:
+            client.headers["Authorization"] = f"Bearer {sent}"
         made.append(client)
         return client
 
@@ -44,5 +49,6 @@ def make_client(web_fleet: Fleet) -> Iterator[Callable[..., TestClient]]:
 
 @pytest.fixture
 def client(make_client: Callable[..., TestClient]) -> TestClient:
-    """A client of an open fleet (no token made: loopback acts as admin)."""
+    """The owner's client of an open fleet (no token made: the sign-in secret acts as
+    admin)."""
     return make_client()

@@ -20,6 +20,10 @@ from shoal.faces.web.app import create_app
 
 HOST = "127.0.0.1"
 BASE = f"http://{HOST}:8765"
+#: The sign-in secret of the apps made here: the owner's proof on an open fleet.
+OWNER = "the-owners-sign-in-secret-0123456789abcdef"
+#: What the owner's CLI sends to an open fleet.
+OWNER_HEADERS = {"Authorization": f"Bearer {OWNER}"}
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}  # fmt: skip
 
@@ -29,11 +33,16 @@ def exposure(port: int = 8765) -> Exposure:
 
 
 def app_for(fleet: Fleet, port: int = 8765) -> FastAPI:
-    return create_app(fleet, exposure(port))
+    return create_app(fleet, exposure(port), local_secret=OWNER)
 
 
-def client_for(fleet: Fleet) -> TestClient:
-    return TestClient(app_for(fleet), base_url=BASE, follow_redirects=False)
+def client_for(fleet: Fleet, *, owner: bool = True) -> TestClient:
+    """A browser on the dashboard over ``fleet``: signed in with the owner's sign-in link
+    (which sets the session cookie while the fleet is open), unless not ``owner``."""
+    client = TestClient(app_for(fleet), base_url=BASE, follow_redirects=False)
+    if owner:
+        client.get("/login", params={"token": OWNER})
+    return client
 
 
 @dataclass

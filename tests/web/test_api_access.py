@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from shoal import Fleet
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web import guard
+from tests.helpers import snapshot
 
 
 def _tokens(fleet: Fleet) -> dict[str, str]:
@@ -26,7 +27,7 @@ def test_a_fleet_with_tokens_needs_one_on_every_route(
     web_fleet: Fleet, make_client: Callable[..., TestClient]
 ) -> None:
     _tokens(web_fleet)
-    anyone = make_client()
+    anyone = make_client("")
     for path in ("/api/v1/status", "/api/v1/tasks", "/api/v1/agents", "/api/v1/events"):
         answer = anyone.get(path)
         assert answer.status_code == 401, path
@@ -177,10 +178,34 @@ def test_the_pages_cookie_reads_the_api_but_never_changes_the_fleet(
     web_fleet: Fleet, make_client: Callable[..., TestClient]
 ) -> None:
     _, admin = web_fleet.create_token("admin")
-    browser = make_client()
+    browser = make_client("")
     browser.cookies.set(guard.COOKIE, admin)
     assert browser.get("/api/v1/status").status_code == 200
     web_fleet.post("keep me")
     refused = browser.post("/api/v1/tasks/1/cancel")
     assert refused.status_code == 401
     assert web_fleet.get(1).state == "pending"
+
+
+def test_an_agent_token_cannot_make_its_agent_a_manager(
+    web_fleet: Fleet, make_client: Callable[..., TestClient]
+) -> None:
+    """A manager is an admin's grant: an agent token asking for it (a manager is let in
+    past max_agents) is refused, changes nothing, and may only repeat a grant made."""
+    web_fleet.configure(max_agents=2)
+    web_fleet.register("ann")
+    web_fleet.register("bob")
+    carl = make_client(web_fleet.create_token("agent", agent="carl")[1])
+    admin = make_client(web_fleet.create_token("admin")[1])
+    before = snapshot(web_fleet)
+    refused = carl.post("/api/v1/agents", json={"id": "carl", "manager": True})
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "forbidden" and "cannot make agent carl a manager" in error["message"]
+    assert "admin" in error["hint"]
+    assert snapshot(web_fleet) == before
+    full = carl.post("/api/v1/agents", json={"id": "carl"})  # as a worker: the cap holds
+    assert full.status_code == 409 and full.json()["error"]["code"] == "fleet_full"
+    assert admin.post("/api/v1/agents", json={"id": "carl", "manager": True}).status_code == 200
+    again = carl.post("/api/v1/agents", json={"id": "carl", "manager": True})
+    assert again.status_code == 200 and again.json()["agent"]["manager"] is True

@@ -17,6 +17,7 @@ import uvicorn
 from shoal import Fleet
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web import create_app
+from tests.web.dash_support import OWNER, OWNER_HEADERS
 
 
 def _until(condition: object, deadline: float = 15.0) -> None:
@@ -33,7 +34,9 @@ def served(tmp_path: Path) -> Iterator[tuple[Fleet, str, uvicorn.Server]]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     exposure = Exposure("127.0.0.1", port, None, allowed_hosts("127.0.0.1", ()))
-    server = uvicorn.Server(uvicorn.Config(create_app(fleet, exposure), log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(fleet, exposure, local_secret=OWNER), log_level="warning")
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     _until(lambda: server.started)
@@ -51,7 +54,12 @@ def test_a_waiting_claim_gets_work_posted_elsewhere(
     answers: list[httpx.Response] = []
     waiting = threading.Thread(
         target=lambda: answers.append(
-            httpx.post(f"{base}/api/v1/agents/ann/claim", json={"wait": "20s"}, timeout=30)
+            httpx.post(
+                f"{base}/api/v1/agents/ann/claim",
+                json={"wait": "20s"},
+                headers=OWNER_HEADERS,
+                timeout=30,
+            )
         )
     )
     started = time.monotonic()

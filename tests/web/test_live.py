@@ -31,7 +31,7 @@ from shoal.faces.web import live
 from shoal.faces.web.lanes import LaneCache
 from shoal.faces.web.live import BACKLOG, Feed, Watcher, encode, feed_of
 from shoal.model import Event
-from tests.web.dash_support import HOST, app_for
+from tests.web.dash_support import HOST, OWNER_HEADERS, app_for
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def serving(fleet: Fleet) -> Iterator[Server]:
 class Stream:
     """An open ``/live`` stream read in a thread: its SSE messages arrive in ``messages``."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None = OWNER_HEADERS) -> None:
         self.messages: queue.Queue[tuple[str, str]] = queue.Queue()
         self.comments: list[str] = []
         self.status = 0
@@ -219,11 +219,15 @@ def test_pages_reloading_for_a_change_share_one_read_of_the_fleet(tmp_path: obje
             message = stream.wait_for(lambda m: ("posted", task.id) in kinds(m))
             server.app.state.lanes = cache = LaneCache(shared_for=60.0)  # a slow machine's margin
             for _ in range(10):  # ten pages reload their lanes for the same change
-                html = httpx.get(server.url + "/lanes", timeout=DEADLINE).text
+                html = httpx.get(
+                    server.url + "/lanes", headers=OWNER_HEADERS, timeout=DEADLINE
+                ).text
                 assert f'data-task="{task.id}"' in html
             assert cache.reads == 1
             assert feed_of(server.app).cursor == message["cursor"]
-            page_html = httpx.get(server.url + "/", timeout=DEADLINE).text  # a whole page: fresh
+            page_html = httpx.get(
+                server.url + "/", headers=OWNER_HEADERS, timeout=DEADLINE
+            ).text  # a whole page: fresh
             assert f'data-task="{task.id}"' in page_html
             assert cache.reads == 2
         finally:

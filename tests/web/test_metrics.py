@@ -20,6 +20,7 @@ from shoal import Fleet, ManualClock, __version__
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web.app import create_app
 from shoal.faces.web.metrics import TOP_DOMAINS, TOP_QUEUES
+from tests.web.dash_support import OWNER
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -34,7 +35,9 @@ def fleet(shared_store: tuple[str, str], clock: ManualClock) -> Iterator[Fleet]:
 def client_of(fleet: Fleet) -> TestClient:
     """The whole app over ``fleet``, served on loopback; its counters start now."""
     exposure = Exposure("127.0.0.1", 8765, None, allowed_hosts("127.0.0.1", ["testserver"]))
-    return TestClient(create_app(fleet, exposure))
+    client = TestClient(create_app(fleet, exposure, local_secret=OWNER))
+    client.headers["Authorization"] = f"Bearer {OWNER}"  # the owner of an open fleet
+    return client
 
 
 def scrape(client: TestClient, token: str | None = None) -> Samples:
@@ -195,7 +198,8 @@ def test_prometheus_asking_for_openmetrics_gets_it(fleet: Fleet) -> None:
 
 
 def test_a_viewer_token_is_enough_and_none_is_refused_once_tokens_exist(fleet: Fleet) -> None:
-    """(An open fleet -- loopback, no token yet -- needs none: every other test scrapes so.)"""
+    """(An open fleet -- loopback, no token yet -- needs its owner's sign-in secret: every
+    other test scrapes so.)"""
     _, secret = fleet.create_token("viewer", name="prometheus")
     client = client_of(fleet)
     refused = client.get("/metrics")

@@ -355,9 +355,9 @@ def test_pages_refuse_to_be_framed_by_another_site(client: TestClient) -> None:
         assert headers["x-frame-options"] == "DENY"
 
 
-def test_a_fleet_with_tokens_sends_people_to_sign_in(
-    client: TestClient, fleet: Fleet, closed: tuple[str, str]
-) -> None:
+def test_a_fleet_with_tokens_sends_people_to_sign_in(fleet: Fleet, closed: tuple[str, str]) -> None:
+    client = client_for(fleet)  # the owner's sign-in link opens a fleet with tokens no more
+    assert COOKIE not in client.cookies
     for path in ("/", "/tasks?state=dead", "/health", "/lanes"):
         response = client.get(path)
         assert response.status_code == 303, path
@@ -538,3 +538,23 @@ def test_a_priority_changed_from_the_task_page_changes_the_claim_order(
     assert bad.status_code == 400 and fleet.get(later.id).priority == 1
     assert client.post(f"/tasks/{first.id}/priority", data={"priority": "1"}).status_code == 403
     assert fleet.get(first.id).priority == 5
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    ["/\t/evil.example", "/\n/evil.example", "/\\evil.example", "//evil.example",
+     "https://evil.example/", "/ /evil.example", "\t//evil.example"],
+)  # fmt: skip
+def test_signing_in_sends_people_only_to_a_path_of_this_site(
+    fleet: Fleet, closed: tuple[str, str], elsewhere: str
+) -> None:
+    """A browser drops tabs and line breaks from an address and reads a backslash as a
+    slash: ``/<TAB>/evil.example`` is ``//evil.example``, another site."""
+    client = client_for(fleet, owner=False)
+    form = page(client.get("/login", params={"next": elsewhere}).text)
+    assert form.find("input", name="next").attrs["value"] == "/"
+    assert "evil.example" not in client.get("/login", params={"next": elsewhere}).text
+    signed = client.post("/login", data={"token": closed[1], "next": elsewhere})
+    assert signed.status_code == 303 and signed.headers["location"] == "/"
+    kept = client.post("/login", data={"token": closed[1], "next": "/tasks?state=dead"})
+    assert kept.headers["location"] == "/tasks?state=dead"

@@ -22,6 +22,7 @@ pytest.importorskip("httpx")
 
 from shoal import Fleet, TaskState
 from shoal.errors import (
+    BadInput,
     InvalidPriority,
     InvalidStoreURL,
     LeaseLost,
@@ -41,7 +42,7 @@ from shoal.remote.client import (
 )
 from shoal.remote.fleet import RemoteFleet
 from shoal.runtime import Worker
-from tests.helpers import wait_until
+from tests.helpers import plant_agent, wait_until
 from tests.web.remote_support import Tokens, free_port, hub_thread, make_tokens
 
 
@@ -127,8 +128,12 @@ def test_the_verbs_give_the_values_of_the_local_fleet(pair: Pair) -> None:
     assert ada.assess().workload == local.status().assessment.workload  # type: ignore[union-attr]
     assert admin.reap().to_dict() == local.reap().to_dict()
     assert admin.rebalance(dry_run=True) == []
-    # An agent id with a slash travels in the path, quoted.
+    # An agent id with a slash (an older version's) travels in the path, quoted; a new
+    # agent may not take one.
+    plant_agent(local, "team/cy")
     assert admin.register("team/cy").agent.id == admin.agent("team/cy").id == "team/cy"
+    with pytest.raises(BadInput, match="not valid for a new agent"):
+        admin.register("team/dee")
     assert ada.set_status("ada", "offline").status.value == "offline"
     assert admin.resume("ada").id == "ada"
     paused = admin.pause("ada", for_="2h")

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shoal import local_secrets
 from shoal.errors import AddressUnavailable, BadInput
 
 __all__ = [
@@ -69,6 +70,7 @@ class Exposure:
     port: int
     token: str | None = field(default=None, repr=False)
     allowed: tuple[str, ...] = ()  # host names the Host/Origin check lets through
+    made_token: Path | None = None  # the token file made for a loopback server given none
 
     @property
     def address(self) -> str:
@@ -134,16 +136,26 @@ def plan_exposure(
     environ: Mapping[str, str] | None = None,
 ) -> Exposure:
     """Check how ``shoal mcp --transport http`` would listen, before anything starts: the
-    port, the token (required off loopback) and the host names let through."""
+    port, the token and the host names let through. A token is always required: given
+    (``token_file`` or ``$TOKEN_ENV``; a must off loopback), or on loopback made in a file
+    only this user reads (``shoal.local_secrets.mcp_token_file``) if none is given."""
     check_port(port)
-    token = read_token(token_file, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    token = read_token(token_file, env)
     if token is None and not is_loopback(host):
         raise BadInput(
             f"--host {host} would serve the fleet beyond this machine with no authentication",
             hint=f"give a bearer token with --token-file PATH (chmod 600) or ${TOKEN_ENV}, "
             "or serve on 127.0.0.1",
         )
-    return Exposure(host, port, token, allowed_hosts(host, allow_hosts))
+    allowed = allowed_hosts(host, allow_hosts)
+    if token is None:
+        # Loopback is not trust: other users of the machine reach it too. The token is
+        # made in a file only this user can read, and clients are pointed at it.
+        made = local_secrets.mcp_token_file(port, env)
+        token = local_secrets.make_secret(made, "the bearer token of shoal mcp")
+        return Exposure(host, port, token, allowed, made_token=made)
+    return Exposure(host, port, token, allowed)
 
 
 def allowed_hosts(host: str, allow_hosts: Sequence[str]) -> tuple[str, ...]:

@@ -56,7 +56,8 @@ from typing import Any
 from shoal.errors import BadInput
 from shoal.fleet import Fleet
 from shoal.model import Task, TaskState
-from shoal.validation import PRIORITY_NAMES, draft_of
+from shoal.settings import Settings
+from shoal.validation import PRIORITY_NAMES, check_sizes, draft_of
 
 __all__ = [
     "BEADS_PRIORITY",
@@ -452,6 +453,7 @@ def post_entries(fleet: Fleet, batch: Batch) -> ImportReport:
     with _nothing_added():
         outside = _outside(fleet, batch.entries)
         _refuse_ended(new, {**found, **outside})
+        _refuse_too_large(new, fleet.settings())
     ids = {key: task.id for key, task in {**found, **outside}.items()}
     added: dict[str, int] = {}
     for level in _levels(new, frozenset(found)):
@@ -497,6 +499,15 @@ def _refuse_ended(entries: Sequence[Entry], tasks: Mapping[str, Task]) -> None:
                     f"{task.state.value} and will never finish",
                     hint=f"retry it first (`shoal retry {task.id}`), or drop the dependency",
                 )
+
+
+def _refuse_too_large(entries: Sequence[Entry], settings: Settings) -> None:
+    """A payload or body past the fleet's caps would be refused by its level's post, after
+    the earlier levels were added: refuse it up front instead."""
+    for entry in entries:
+        draft = draft_of({**entry.fields, "after": None}, 0)
+        caps = (settings.max_payload_bytes, settings.max_body_bytes)
+        check_sizes(draft, *caps, where=f"{entry.where}: ")
 
 
 def import_jsonl(fleet: Fleet, text: str) -> ImportReport:

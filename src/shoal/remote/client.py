@@ -7,7 +7,13 @@ What only HTTP can say gets a class of its own, each a ``BadInput`` (exit 2, ret
 not help): no token or a wrong one (``Unauthorized``), a token whose role or agent may not
 do that (``Forbidden``, ``ForeignAgent``), a verb the API has no route for
 (``NotOverHTTP``). A server that cannot be reached, or does not answer in time, is
-``StoreUnavailable`` (exit 4) naming the URL, like a database that is down.
+``StoreUnavailable`` (exit 4) naming the URL, like a database that is down; its hint says
+whether the change asked for may have been made: not when the connection could not be
+opened, maybe when it was lost (or timed out) after the request was sent.
+
+With no token given, a client of a hub on loopback sends the hub's sign-in secret when
+this user started it (``shoal.local_secrets.server_secret``): that is how the owner's CLI
+uses a fleet served with no token made, and nobody else can.
 
 The client is one ``httpx.Client``: a pool of kept-alive connections shared by the threads
 of a worker, a connect timeout, and a read timeout that a long-polling claim raises above
@@ -22,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from shoal import __version__, errors
+from shoal import __version__, errors, local_secrets
 from shoal.errors import BadInput, InvalidStoreURL, ShoalError, StoreError, StoreUnavailable
 
 __all__ = [
@@ -47,6 +53,11 @@ READ_TIMEOUT = 30.0
 POOL_SIZE = 16
 
 _TOKEN_HINT = f"set {TOKEN_ENV} to a token from `shoal token create` (run where the fleet is)"
+#: What to do after a change was asked for and no answer came: it may have been made.
+_MAYBE_CHANGED = (
+    "retry (a change asked for may have been made: look with shoal show or shoal status first)"
+)
+_RETRY_READ = "retry once the hub is back (shoal serve); a read changes nothing"
 
 
 class Unauthorized(BadInput):
@@ -145,6 +156,12 @@ class ApiClient:
         self.url = base_url(url)
         self.shown = _shown(self.url)
         self.token = (token or "").strip() or None
+        # No token given: a hub this user runs on loopback with no token made is opened by
+        # its sign-in secret, which only this user can read (shoal.local_secrets).
+        found = local_secrets.server_secret(self.url) if self.token is None else None
+        self.local = found is not None
+        if found is not None:
+            self.token = found
         headers = {"User-Agent": f"shoal/{__version__}", "Accept": "application/json"}
         if self.token is not None:
             if not self.token.isascii() or not self.token.isprintable():
@@ -193,11 +210,19 @@ class ApiClient:
             )
         except httpx.TimeoutException as exc:
             raise self._timed_out(exc, self.timeout + wait) from exc
-        except httpx.TransportError as exc:
+        except httpx.ConnectError as exc:
             raise StoreUnavailable(
                 f"no shoal server answers at {self.shown}: {_why(exc)}",
                 hint="start it there (shoal serve), or point --store (or $SHOAL_STORE) at "
                 "the hub's address; nothing was changed",
+            ) from exc
+        except httpx.TransportError as exc:
+            # Sent, then the connection was lost before the answer (the hub was killed, a
+            # proxy dropped it): the hub may have done what was asked.
+            raise StoreUnavailable(
+                f"the connection to the shoal server at {self.shown} was lost before it "
+                f"answered: {_why(exc)}",
+                hint=_MAYBE_CHANGED if method not in ("GET", "HEAD") else _RETRY_READ,
             ) from exc
         if response.is_success:
             try:
@@ -215,8 +240,7 @@ class ApiClient:
             )
         return StoreUnavailable(
             f"the shoal server at {self.shown} did not answer within {seconds:g}s",
-            hint="it may be overloaded; retry (a change asked for may have been made: look "
-            "with shoal show or shoal status first)",
+            hint=f"it may be overloaded; {_MAYBE_CHANGED}",
         )
 
     def _refusal(self, response: httpx.Response) -> ShoalError:
@@ -228,11 +252,19 @@ class ApiClient:
             return _not_shoal(self.shown, response)
         status = response.status_code
         if status == 401 or code == "unauthorized":
-            said = (
-                f"the hub at {self.shown} refused the token in {TOKEN_ENV} (unknown or revoked)"
-                if self.token is not None
-                else f"the hub at {self.shown} needs a token, and {TOKEN_ENV} is not set"
-            )
+            if self.local:
+                said = (
+                    f"the hub at {self.shown} has access tokens now, so the sign-in secret "
+                    "of its owner opens it no more"
+                )
+            elif self.token is not None:
+                said = (
+                    f"the hub at {self.shown} refused the token in {TOKEN_ENV} (unknown or revoked)"
+                )
+            else:
+                said = f"the hub at {self.shown} needs a token, and {TOKEN_ENV} is not set"
+                if "sign-in secret" in message:  # an open hub: its owner's only
+                    return Unauthorized(f"{said}: {message}", hint=hint or _TOKEN_HINT)
             return Unauthorized(said, hint=_TOKEN_HINT)
         if code == "forbidden" and status == 403:
             return Forbidden(message, hint=f"{hint or ''}; {_TOKEN_HINT}".lstrip("; "))

@@ -108,7 +108,16 @@ def task(data: Data) -> Task:
         stalled_at=updated if data.get("stalled") else None,
         ready_at=_moment(data.get("ready_at")),
         retry_delay=_float(data.get("retry_delay")),
+        left_out=_left_out(data),
     )
+
+
+def _left_out(data: Data) -> tuple[str, ...] | None:
+    """A listing's task comes without ``payload`` and ``result`` (``Task.left_out``)."""
+    if "payload" in data or "result" in data:
+        return None
+    held = (("payload", "has_payload"), ("result", "has_result"))
+    return tuple(name for name, flag in held if data.get(flag))
 
 
 def _brief_task(data: Data, state: TaskState) -> Task:

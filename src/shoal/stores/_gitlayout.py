@@ -44,6 +44,7 @@ from shoal.model import Agent, AgentStatus, Event, Task, TaskState
 from shoal.settings import Settings
 from shoal.stores._memdata import Data, Row
 from shoal.text import safe
+from shoal.validation import AGENT_ID
 
 __all__ = [
     "EVENTS_PER_FILE",
@@ -419,6 +420,8 @@ def _agent(raw: dict[str, Any], path: str) -> Agent:
     agent = Agent(**values)
     if agent_path(agent.id) != path:
         raise Malformed(f"{path} holds agent {agent.id!r}")
+    if not AGENT_ID.fullmatch(agent.id):  # e.g. "..": no id shoal registers, a path if used
+        raise Malformed(f"{path} holds agent {agent.id!r}, which is not an agent id")
     return agent
 
 

@@ -85,12 +85,22 @@ class MemoryReads(MemoryTxBase):
             )
         return task
 
+    @staticmethod
+    def _listed(row: Row) -> Task:
+        # A listing's value: the payload and the result left out, as the SQL stores do.
+        task = row.task
+        kept = ("payload",) * (task.payload is not None) + ("result",) * (task.result is not None)
+        return replace(task, payload=None, result=None, left_out=kept)
+
     def get_task(self, task_id: int) -> Task | None:
         row = self.d.tasks.get(task_id)
         return None if row is None else self._public(row)
 
     def get_tasks(self, task_ids: Sequence[int], *, share: bool = False) -> dict[int, Task]:
         return {i: self._public(self.d.tasks[i]) for i in task_ids if i in self.d.tasks}
+
+    def listed_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+        return {i: self._listed(self.d.tasks[i]) for i in task_ids if i in self.d.tasks}
 
     def task_by_key(self, key: str) -> Task | None:
         task_id = self.d.keys.get(key)
@@ -106,7 +116,7 @@ class MemoryReads(MemoryTxBase):
             if before is not None and task_id >= before:
                 continue
             if (state is None or task.state is state) and (agent is None or task.agent == agent):
-                out.append(self._public(self.d.tasks[task_id]))
+                out.append(self._listed(self.d.tasks[task_id]))
                 if len(out) >= limit:
                     break
         return out
@@ -118,7 +128,7 @@ class MemoryReads(MemoryTxBase):
 
     def claimed_tasks(self) -> list[Task]:
         rows = sorted(self._rows(self.d.index.in_state(CLAIMED)), key=by_id)
-        return [self._public(r) for r in rows]
+        return [self._listed(r) for r in rows]
 
     def expired_leases(self, now: float, limit: int) -> list[Task]:
         rows = [

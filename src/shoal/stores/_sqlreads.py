@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
@@ -31,6 +32,8 @@ __all__ = ["SqlReads"]
 _STATES = {s.value: s for s in TaskState}
 #: Where a lease's token is in a row of the task columns and then the token.
 _TOKEN = 28
+#: Where a ``listed_task`` row says whether the task holds a payload (then a result).
+_LISTED = 28
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
 
@@ -154,6 +157,11 @@ class SqlReads(SqlTxBase):
             row[27],  # retry_delay
         )
 
+    def _listed(self, row: Sequence[Any]) -> Task:
+        """A task from the columns of the ``listed_task`` fragment: no payload or result."""
+        kept = ("payload",) * bool(row[_LISTED]) + ("result",) * bool(row[_LISTED + 1])
+        return replace(self._task(row), left_out=kept)
+
     def get_task(self, task_id: int) -> Task | None:
         row = self._one("get_task", {"id": task_id})
         return None if row is None else self._task(row)
@@ -163,6 +171,12 @@ class SqlReads(SqlTxBase):
             return {}
         rows = self._all("share_tasks" if share else "get_tasks", {"ids": self._list(task_ids)})
         return {r[0]: self._task(r) for r in rows}
+
+    def listed_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+        if not task_ids:
+            return {}
+        rows = self._all("listed_tasks", {"ids": self._list(task_ids)})
+        return {r[0]: self._listed(r) for r in rows}
 
     def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
         row = self._one("leased_task", {"id": task_id})
@@ -183,14 +197,14 @@ class SqlReads(SqlTxBase):
             "before": before,
             "limit": limit,
         }
-        return [self._task(r) for r in self._all("list_tasks", params)]
+        return [self._listed(r) for r in self._all("list_tasks", params)]
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
         rows = self._all("held_leases" if lock else "held_leases_unlocked", {"agent": agent_id})
         return [(self._task(r), r[_TOKEN]) for r in rows]
 
     def claimed_tasks(self) -> list[Task]:
-        return [self._task(r) for r in self._all("claimed_tasks")]
+        return [self._listed(r) for r in self._all("claimed_tasks")]
 
     def expired_leases(self, now: float, limit: int) -> list[Task]:
         return [self._task(r) for r in self._all("expired_leases", {"now": now, "limit": limit})]

@@ -157,6 +157,10 @@ class StoreTx(Protocol):
         of a post or defer), which then may not change under it until commit."""
         ...
 
+    def listed_tasks(self, task_ids: Sequence[int]) -> dict[int, Task]:
+        """Tasks by id as a listing reads them: without payload or result (``Task.left_out``)."""
+        ...
+
     def leased_task(self, task_id: int) -> tuple[Task, str | None] | None:
         """A task with the token of its current (or last) lease, to check a caller's lease."""
         ...
@@ -165,7 +169,8 @@ class StoreTx(Protocol):
     def list_tasks(
         self, state: TaskState | None, agent: str | None, limit: int, before: int | None
     ) -> list[Task]:
-        """Tasks newest first, optionally of one state or one agent, ids below ``before``."""
+        """Tasks newest first, optionally of one state or one agent, ids below ``before``.
+        A listing: no payload or result is read, however large (``Task.left_out``)."""
         ...
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
@@ -174,7 +179,10 @@ class StoreTx(Protocol):
         side by side may leave out a task another writer is ending right now."""
         ...
 
-    def claimed_tasks(self) -> list[Task]: ...
+    def claimed_tasks(self) -> list[Task]:
+        """Every claimed task by id, as a listing reads them (no payload or result)."""
+        ...
+
     def expired_leases(self, now: float, limit: int) -> list[Task]:
         """Claimed tasks whose lease ran out at or before ``now``, soonest first."""
         ...

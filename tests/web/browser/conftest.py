@@ -50,6 +50,7 @@ from playwright.sync_api import (
 )
 
 from shoal import Fleet
+from shoal.local_secrets import read_secret, serve_secret_file
 
 ENV_REQUIRE = "SHOAL_REQUIRE_BROWSER"
 #: Flags that keep Debian's Chromium quiet and offline on these machines; Playwright's
@@ -121,8 +122,11 @@ def free_port() -> int:
 
 
 def cli_env() -> dict[str, str]:
-    """This environment without shoal's own variables (the fleet is given by --store)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    """This environment without shoal's own variables (the fleet is given by --store), but
+    for the test session's folder of private files (``SHOAL_STATE_DIR``)."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("SHOAL_") or k == "SHOAL_STATE_DIR"
+    }
     env.update(COLUMNS="200", NO_COLOR="1")
     return env
 
@@ -141,6 +145,14 @@ class Served:
 
     def at(self, path: str) -> str:
         return self.base + path
+
+    @property
+    def sign_in_url(self) -> str:
+        """The link ``shoal serve`` prints to its owner's terminal while the fleet is open:
+        the sign-in secret, read from the file only the owner can read."""
+        secret = read_secret(serve_secret_file(self.store), "the sign-in secret")
+        assert secret is not None, "shoal serve made no sign-in secret"
+        return f"{self.base}/login?token={secret}"
 
     def shoal(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the real ``shoal`` script on the served fleet; fails the test if it fails."""
@@ -214,6 +226,17 @@ def served(tmp_path: Path) -> Iterator[Served]:
     """A new, open fleet (no token) served on loopback."""
     with serving(tmp_path) as found:
         yield found
+
+
+@pytest.fixture(autouse=True)
+def owner_signed_in(request: pytest.FixtureRequest) -> None:
+    """A test of an open fleet (``served``) sees it as its owner does: the browser has
+    followed the sign-in link ``shoal serve`` printed, which set the session cookie."""
+    if "served" in request.fixturenames and "page" in request.fixturenames:
+        served: Served = request.getfixturevalue("served")
+        page: Page = request.getfixturevalue("page")
+        page.goto(served.sign_in_url)
+        assert urlsplit(page.url).path == "/", f"the sign-in link led to {page.url}"
 
 
 def open_live(page: Page, url: str) -> None:

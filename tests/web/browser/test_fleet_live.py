@@ -28,9 +28,7 @@ pytestmark = pytest.mark.slow
 LIVE_WITHIN_MS = 2_000
 
 
-def test_the_fleet_page_shows_a_lane_for_each_registered_agent_without_sign_in(
-    served: Served, page: Page
-) -> None:
+def test_the_fleet_page_shows_a_lane_for_each_registered_agent(served: Served, page: Page) -> None:
     agents = ["ada", "bob", "cy-reviewer"]
     with served.fleet() as fleet:
         for agent in agents:
@@ -38,7 +36,7 @@ def test_the_fleet_page_shows_a_lane_for_each_registered_agent_without_sign_in(
         waiting = fleet.post("in the pool").id
         queued = fleet.post("for bob", to="bob").id
     page.goto(served.at("/"))
-    assert urlsplit(page.url).path == "/", "an open fleet (no token made) needs no sign-in"
+    assert urlsplit(page.url).path == "/", "the owner's sign-in link opens an open fleet"
     lanes = page.locator("#lanes section.lane")
     expect(lanes.first).to_be_visible()
     drawn = lanes.evaluate_all("(found) => found.map((lane) => lane.dataset.lane)")

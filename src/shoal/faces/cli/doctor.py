@@ -39,6 +39,7 @@ from shoal.faces.output import json_text
 from shoal.fleet import Fleet
 from shoal.model import AgentStatus, FleetStatus, Task
 from shoal.text import safe
+from shoal.validation import NEW_AGENT_ID
 
 __all__ = ["MIN_FREE_BYTES", "MIN_FREE_SHARE", "Check", "add_doctor_commands", "doctor"]
 
@@ -339,6 +340,7 @@ def _state_checks(fleet: Fleet) -> list[Check]:
         _paused_agents(status),
         _dead_tasks(status),
         _stalled_tasks(claimed, now, stall_factor),
+        _old_agent_ids(status),
     ]
 
 
@@ -398,6 +400,29 @@ def _stalled_tasks(claimed: list[Task], now: float, stall_factor: float) -> Chec
         f"({_ids(stalled)})",
         f"look at its agent (`shoal show {first}`); if it is hung, stop its worker (the task "
         f"comes back when its lease expires) or `shoal cancel {first}`",
+    )
+
+
+def _old_agent_ids(status: FleetStatus) -> Check:
+    """Live agents an older version registered under ids new ones may not take (a ``/``,
+    more than 64 characters): they keep working, but such an id is a path in a URL, so each
+    should move to a new one."""
+    old = sorted(
+        a.agent.id
+        for a in status.agents
+        if a.agent.status is not AgentStatus.TERMINATED and not NEW_AGENT_ID.fullmatch(a.agent.id)
+    )
+    if not old:
+        return Check("agent_ids", True, "every live agent's id is letters, digits and . _ - @ :")
+    shown = [safe(a, one_line=True) for a in old]
+    first = shown[0]
+    return Check(
+        "agent_ids",
+        False,
+        f"{_count(old, 'live agent')} registered under an id new agents may not take (only "
+        f"letters, digits and . _ - @ :, at most 64): {_names(shown)}",
+        "they keep working until you move them: start each agent's worker under a new id, "
+        f"then `shoal set-status '{first}' terminated` for the old one",
     )
 
 

@@ -1,5 +1,5 @@
 """``shoal mcp``: serve the fleet to LLM agents over MCP (``shoal mcp config`` is in
-prime.py, with the rest of onboarding). Before serving it checks the SDK is there and the
+mcp_config.py). Before serving it checks the SDK is there and the
 options make sense.
 
 Kept apart from ``shoal.faces.mcp`` so that the CLI can say "install shoal[mcp]" when the
@@ -24,7 +24,7 @@ from rich.console import Console
 from shoal.errors import BadInput
 from shoal.extras import install_hint
 from shoal.faces.cli.app import App, agent_option, pass_app
-from shoal.faces.cli.prime import mcp_config_command
+from shoal.faces.cli.mcp_config import mcp_config_command
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
 
@@ -127,12 +127,19 @@ def run_mcp(
         )
     if http is not None:
         where, (exposure, _) = desk.url or "the fleet", http
-        auth = "bearer token required" if exposure.token else "no token: this machine only"
         err.print(
-            f"shoal mcp: serving {where} at http://{exposure.address}/mcp ({auth})",
+            f"shoal mcp: serving {where} at http://{exposure.address}/mcp (bearer token required)",
             highlight=False,
             markup=False,
         )
+        if exposure.made_token is not None:
+            err.print(
+                f"shoal mcp: the token is in {exposure.made_token} (yours alone); "
+                f"`shoal mcp config --transport http --port {exposure.port}` points a "
+                "client at it",
+                highlight=False,
+                markup=False,
+            )
     serve(desk, http=http, session_ttl=seconds)
 
 
@@ -155,7 +162,8 @@ def run_mcp(
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --transport http: clients must send this file's bearer token (chmod 600); "
-    "needed off loopback. Or set SHOAL_MCP_TOKEN.",
+    "needed off loopback. Or set SHOAL_MCP_TOKEN. On loopback without either, a token is "
+    "made in a file only you can read (shoal mcp config points clients at it).",
 )
 @click.option(
     "--allow-host",

@@ -1,6 +1,7 @@
 """Onboarding an agent: ``shoal prime`` (a briefing for a coding agent, or with
-``--agents-md`` a snippet for AGENTS.md/CLAUDE.md) and ``shoal mcp config`` (the JSON that
-registers ``shoal mcp`` with Claude, Cursor or VS Code).
+``--agents-md`` a snippet for AGENTS.md/CLAUDE.md); ``shoal mcp config`` (the JSON that
+registers ``shoal mcp`` with Claude, Cursor or VS Code) is in ``mcp_config``, and its names
+are re-exported here.
 
 ``root.py`` registers them: ``add_prime_commands(cli)`` adds ``prime``, and
 ``mcp_config_command`` is the ``config`` subcommand of the ``mcp`` group (mcp.py). They use
@@ -14,18 +15,11 @@ a renamed flag or tool fails a test instead of misleading an agent.
 from __future__ import annotations
 
 import json
-import shutil
-import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import click
 
-from shoal.errors import BadInput, StoreNotFound
-from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
-from shoal.fleet import Fleet
+from shoal.faces.cli.app import App, json_flag, pass_app
+from shoal.faces.cli.mcp_config import CLIENTS, mcp_config, mcp_config_command
 
 __all__ = [
     "AGENTS_MD",
@@ -36,14 +30,6 @@ __all__ = [
     "mcp_config_command",
     "prime",
 ]
-
-#: The MCP clients ``shoal mcp config`` writes for, and where their config lives.
-CLIENTS: dict[str, str] = {
-    "claude": ".mcp.json (Claude Code, project scope) or claude_desktop_config.json "
-    "(Claude Desktop), under mcpServers",
-    "cursor": ".cursor/mcp.json (or ~/.cursor/mcp.json), under mcpServers",
-    "vscode": ".vscode/mcp.json, under servers",
-}
 
 BRIEFING = """\
 shoal: a work-stealing task coordinator for a fleet of agents. You are one of the agents:
@@ -158,128 +144,3 @@ def prime(app: App, agents_md: bool) -> None:
 def add_prime_commands(group: click.Group) -> None:
     """Register ``shoal prime`` on ``group``."""
     group.add_command(prime)
-
-
-# ---------------------------------------------------------------------- shoal mcp config
-
-
-def _server_command() -> str:
-    """How the client should start shoal: ``shoal`` when it is on the PATH, else the
-    script next to this Python (a venv's ``bin/shoal``)."""
-    if shutil.which("shoal"):
-        return "shoal"
-    beside = Path(sys.executable).with_name("shoal")
-    return str(beside) if beside.exists() else "shoal"
-
-
-def mcp_config(
-    client: str,
-    store_url: str | None,
-    agent: str | None,
-    *,
-    skills: Sequence[str] = (),
-    domains: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The JSON that registers ``shoal mcp`` with ``client`` (claude, cursor or vscode).
-
-    Claude (Code's ``.mcp.json``, Desktop's config) and Cursor (``.cursor/mcp.json``) read
-    ``mcpServers``; VS Code (``.vscode/mcp.json``) reads ``servers``, with a ``type``.
-    ``store_url`` pins the fleet in ``SHOAL_STORE`` (else the server looks for the nearest
-    ``.shoal/fleet.db`` from the folder the client starts it in); ``agent`` makes the
-    server act as that one agent (with ``skills`` and ``domains``).
-    """
-    if client not in CLIENTS:
-        raise BadInput(f"unknown MCP client {client!r}", hint=f"use one of: {', '.join(CLIENTS)}")
-    args = ["mcp"]
-    if agent:
-        args += ["--agent", agent]
-        for skill in skills:
-            args += ["--skill", skill]
-        for domain in domains:
-            args += ["--domain", domain]
-    server: dict[str, Any] = {"command": _server_command(), "args": args}
-    if store_url:
-        server["env"] = {"SHOAL_STORE": store_url}
-    if client == "vscode":
-        return {"servers": {"shoal": {"type": "stdio", **server}}}
-    return {"mcpServers": {"shoal": server}}
-
-
-def _absolute(url: str) -> str:
-    """``url`` with a relative SQLite path made absolute (the client starts the server in
-    a folder of its choosing)."""
-    if not url.startswith("sqlite:"):
-        return url
-    parts = urlsplit(url)
-    raw = (parts.netloc + parts.path) if parts.netloc else parts.path
-    if raw.startswith("/"):
-        return url
-    path = (Path.cwd() / raw).resolve()
-    return f"sqlite://{path}" + (f"?{parts.query}" if parts.query else "")
-
-
-def _fleet_url(given: str | None) -> str | None:
-    """The fleet's URL, absolute: ``given`` (``--store`` or ``SHOAL_STORE``) checked by
-    opening it, else the nearest ``.shoal/fleet.db``; None when there is none."""
-    if given and given.strip().startswith("memory:"):
-        raise BadInput(
-            "a memory:// fleet lives inside one process: an MCP server would get a new, "
-            "empty fleet of its own",
-            hint="use a fleet on disk: shoal init, or --store sqlite:///path/fleet.db",
-        )
-    try:
-        fleet = Fleet.open(given, create=False, read_only=True)
-    except StoreNotFound:
-        if given:
-            raise
-        return None
-    try:
-        return _absolute(fleet.url)
-    finally:
-        fleet.close()
-
-
-@click.command("config", short_help="The JSON that registers this server with an MCP client.")
-@click.option(
-    "--client",
-    type=click.Choice(list(CLIENTS)),
-    default="claude",
-    show_default=True,
-    help="claude (Claude Code or Desktop), cursor, or vscode.",
-)
-@agent_option("The server acts as this one agent (registered at start).", from_env=False)
-@click.option("--skill", "-s", "skills", multiple=True, help="With --agent: a skill (repeat).")
-@click.option("--domain", "-d", "domains", multiple=True, help="With --agent: a domain (repeat).")
-@json_flag("JSON (it always is).", hidden=True)
-@pass_app
-def mcp_config_command(
-    app: App,
-    client: str,
-    agent: str | None,
-    skills: tuple[str, ...],
-    domains: tuple[str, ...],
-) -> None:
-    """Print the JSON that registers `shoal mcp` with an MCP client, with this fleet's
-    absolute URL (--store, SHOAL_STORE, or the nearest .shoal/fleet.db) in SHOAL_STORE.
-
-    \b
-    Examples:
-      shoal mcp config --client claude > .mcp.json
-      shoal mcp config --client cursor --agent cursor-1 --skill python
-      shoal mcp config --client vscode > .vscode/mcp.json
-    """
-    if (skills or domains) and not agent:
-        raise BadInput(
-            "--skill and --domain describe the server's own agent",
-            hint="add --agent ID, or leave them out (each session then registers itself)",
-        )
-    url = _fleet_url(app.store)
-    config = mcp_config(client, url, agent, skills=skills, domains=domains)
-    click.echo(json.dumps(config, indent=2))
-    if sys.stderr.isatty():
-        where = f"put it in {CLIENTS[client]}"
-        if url is None:
-            where += (
-                "; no fleet found here, so the server looks for .shoal/fleet.db from its folder"
-            )
-        click.echo(where, err=True)

@@ -4,19 +4,24 @@
 Like ``shoal mcp --transport http``, the address is checked and bound before anything else,
 so a bad one changes nothing. Off loopback the fleet must have a token already: a server
 that would hand the fleet to the network with no sign-in does not start. On loopback a fleet
-with no token is open to this machine, as the CLI is; the first ``shoal token create``
+with no token is open to the user who started the server only, who proves it with the
+fleet's sign-in secret (``shoal.local_secrets``): the sign-in link printed to their terminal,
+or the CLI's remote store, which finds the secret itself. The first ``shoal token create``
 closes it. Kept apart from ``shoal.faces.web`` so the CLI can say which extra to install.
 """
 
 from __future__ import annotations
 
+import functools
 import ssl
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 from rich.table import Table
 
+from shoal import local_secrets
 from shoal.access import Credential
 from shoal.errors import BadInput
 from shoal.extras import install_hint
@@ -79,25 +84,52 @@ def run_serve(
             f"--host {host} would serve the fleet beyond this machine with no sign-in",
             hint="make a token first (shoal token create --role admin), or serve on 127.0.0.1",
         )
+    secret_file, secret = _sign_in_secret(fleet, host)
     sock = bind(exposure)
     where = f"{'https' if tls else 'http'}://{exposure.address}/"
-    access = "open to this machine: no token made yet" if not tokens else "tokens required"
-    app.err.print(
-        f"shoal serve: {fleet.where} at {where} ({access})", highlight=False, markup=False
-    )
-    app.err.print(
-        f"shoal serve: API {where}api/v1/docs · metrics {where}metrics · Ctrl-C stops",
-        highlight=False,
-        markup=False,
-    )
+    if tokens:
+        access = "tokens required"
+    elif secret_file is not None:
+        access = "no token made yet: open to you only, with the sign-in secret"
+    else:
+        access = "no token made yet"
+    say = functools.partial(app.err.print, highlight=False, markup=False)
+    say(f"shoal serve: {fleet.where} at {where} ({access})")
+    say(f"shoal serve: API {where}api/v1/docs · metrics {where}metrics · Ctrl-C stops")
+    if secret_file is not None and not tokens:
+        if sys.stderr.isatty():
+            # The one place the secret is ever shown: its owner's terminal, not a log file.
+            say(f"shoal serve: sign in: {where}login?token={secret}")
+            say(f"shoal serve: (the secret is kept in {secret_file}; the CLI finds it)")
+        else:
+            say(
+                f"shoal serve: sign in at {where}login with the secret in {secret_file} "
+                "(the CLI finds it)"
+            )
     if tls is None and not is_loopback(host):
-        app.err.print(
+        say(
             "shoal serve: warning: plain HTTP off this machine -- tokens cross the network "
-            "in the clear; serve with --certfile/--keyfile or behind a TLS proxy",
-            highlight=False,
-            markup=False,
+            "in the clear; serve with --certfile/--keyfile or behind a TLS proxy"
         )
-    serve(fleet, exposure, sock, log_level=log_level, tls=tls)
+    forget = functools.partial(local_secrets.forget_server, port)
+    try:
+        if secret_file is not None:
+            local_secrets.record_server(port, secret_file)
+        serve(
+            fleet, exposure, sock, log_level=log_level, tls=tls, local_secret=secret, on_stop=forget
+        )
+    finally:
+        forget()
+
+
+def _sign_in_secret(fleet: Fleet, host: str) -> tuple[Path | None, str | None]:
+    """On loopback: the file of the fleet's sign-in secret and the secret (made if new),
+    which proves its owner while the fleet has no token. Off loopback there is none: the
+    tokens are the only way in."""
+    if not is_loopback(host):
+        return None, None
+    where = local_secrets.serve_secret_file(fleet.url)
+    return where, local_secrets.make_secret(where, "the sign-in secret of shoal serve")
 
 
 @click.command(short_help="Serve the dashboard, the HTTP API and /metrics.")

@@ -28,6 +28,7 @@ from shoal.errors import (
     StoreError,
     StoreNotFound,
     StoreUnavailable,
+    TooLarge,
     UnknownAgent,
     UnknownTask,
 )
@@ -88,14 +89,17 @@ class Internal(ShoalError):
     code = "internal_error"
 
 
-#: MCP's name for a core code, where the model should read it differently.
-CODES: dict[str, str] = {LeaseLost.code: "stale_lease"}
+#: MCP's name for a core code, where the model should read it differently. A payload or
+#: body too large is arguments to fix like any other (the message says what is too large).
+CODES: dict[str, str] = {LeaseLost.code: "stale_lease", TooLarge.code: "bad_input"}
 
 #: What to do next, by error class; the entry of the nearest class wins.
 ADVICE: dict[type[ShoalError], str] = {
     ShoalError: "Check the arguments against the tool's description and call again.",
     BadInput: "Fix the arguments and call again; nothing was changed.",
     InvalidPriority: "Use a priority from 1 (most urgent) to 9, or critical, high, medium, low.",
+    TooLarge: "Put the large data in a file or at a URL and pass where it is instead; nothing "
+    "was changed.",
     UnknownTask: "Check the task id with list_tasks or read_state; nothing was changed.",
     UnknownAgent: "Call register_agent first (read_state lists the agents); nothing was changed.",
     DependencyCycle: "Drop the dependency that leads back to this task.",

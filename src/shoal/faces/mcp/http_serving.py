@@ -5,13 +5,16 @@ HTTP anyone who reaches the port is a client. So, before any session is served:
 
 - **The address is checked and bound first** (``shoal.faces.exposure``, shared with
   ``shoal serve``): a bad port is exit 2, an address that cannot be bound exit 4.
-- **A non-loopback bind needs a bearer token.** ``--token-file PATH`` (a file only its owner
-  can read: mode 0600 or tighter) or ``$SHOAL_MCP_TOKEN``, at least ``MIN_TOKEN`` characters.
+- **Every bind needs a bearer token.** ``--token-file PATH`` (a file only its owner can
+  read: mode 0600 or tighter) or ``$SHOAL_MCP_TOKEN``, at least ``MIN_TOKEN`` characters.
   Without one, ``--host 0.0.0.0`` refuses to start rather than serve the fleet to the
-  network. A token given on loopback is required there too. The check is the MCP SDK's own
-  bearer auth (``TokenVerifier``, ``AuthSettings``): 401 without the right ``Authorization:
-  Bearer``; the compare is constant-time, and a wrong token waits ``WRONG_TOKEN_DELAY``
-  before the answer, which makes guessing slow. The token is never logged or printed.
+  network. On loopback without one, a token is made at start in a file only this user can
+  read (``shoal.local_secrets.mcp_token_file``), since every user of the machine reaches
+  127.0.0.1; ``shoal mcp config --transport http`` points clients at it. The check is the
+  MCP SDK's own bearer auth (``TokenVerifier``, ``AuthSettings``): 401 without the right
+  ``Authorization: Bearer``; the compare is constant-time, and a wrong token waits
+  ``WRONG_TOKEN_DELAY`` before the answer, which makes guessing slow. The token is never
+  logged or printed.
 - **Host and Origin are checked on every bind** (the SDK's DNS-rebinding protection, which
   it only turns on by itself for loopback): the loopback names always, the bound address
   if it is a specific one, and each ``--allow-host NAME``. A request naming another host

@@ -6,11 +6,12 @@ described with pydantic models, so the OpenAPI document (``/api/v1/openapi.json`
 exactly what each route takes; the values are still checked by the Fleet, which is the one
 judge of what is valid on every face.
 
-Who may call what (``guard``): a viewer reads; an agent token also registers its own agent,
-claims, heartbeats and settles the leases that agent holds, and posts tasks; an admin does
-all that as any agent, plus the people's actions (retry, cancel, status, settings, the hub's
-jobs). No listing shows a lease token: only the claim that makes a lease returns it, to the
-agent that claimed (and ``/agents/{id}/leases`` to that agent or an admin).
+Who may call what (``guard``): a viewer reads; an agent token also registers its own agent
+(but cannot make it a manager), claims, heartbeats and settles the leases that agent
+holds, and posts tasks; an admin does all that as any agent, plus the people's actions
+(retry, cancel, status, settings, the hub's jobs). No listing shows a lease token: only
+the claim that makes a lease returns it, to the agent that claimed (and
+``/agents/{id}/leases`` to that agent or an admin).
 
 Long-poll: ``POST /agents/{id}/claim`` with ``wait`` holds the request until work comes or
 ``wait`` seconds pass, as ``shoal claim --wait`` does; the server runs it on a thread of its
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shoal.access import Role
 from shoal.clock import monotonic
-from shoal.errors import BadInput, LeaseLost
+from shoal.errors import BadInput, LeaseLost, UnknownAgent
 from shoal.faces.web.guard import Principal, need
 from shoal.fleet import Fleet
 from shoal.model import Claim, Lease
@@ -73,6 +74,7 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     403: _refusal("the token's role or agent may not do this, or another site asked"),
     404: _refusal("no such task or agent"),
     409: _refusal("the fleet's state forbids it now (e.g. lease_lost, fleet_full)"),
+    413: _refusal("a payload or body past the fleet's caps, or a request past 8 MiB"),
     421: _refusal("the request named a host this server does not answer to"),
     429: _refusal("too many wrong tokens from this address; wait Retry-After seconds"),
     503: _refusal("the store cannot be used right now; retry"),
@@ -166,6 +168,13 @@ def _acts_as(principal: Principal, agent_id: str) -> None:
                 "hint": "use the agent's own token, or an admin token",
             },
         )
+
+
+def _is_manager(fleet: Fleet, agent_id: str) -> bool:
+    try:
+        return fleet.agent(agent_id).manager
+    except UnknownAgent:
+        return False
 
 
 def _holder_check(fleet: Fleet, principal: Principal, task_id: int) -> None:
@@ -278,7 +287,19 @@ def settings(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
 
 @router.post("/agents", responses=_REFUSALS, summary="Register an agent (shoal register)")
 def register(body: Register, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    """An agent token registers its own agent, but cannot make it a manager: that is an
+    admin's grant (an agent already made a manager may say so again)."""
     _acts_as(who, body.id)
+    if body.manager and who.role is not Role.ADMIN and not _is_manager(fleet, body.id):
+        raise HTTPException(
+            403,
+            detail={
+                "code": "forbidden",
+                "message": f"an agent token cannot make agent {body.id} a manager",
+                "hint": "register it without manager, or have an admin register it as a "
+                "manager (an admin token, or shoal register --manager where the fleet is)",
+            },
+        )
     registration = fleet.register(
         body.id,
         role=body.role,
@@ -375,13 +396,14 @@ def post(
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
     """A repeated ``key`` (or ``Idempotency-Key`` header) returns the task first posted
-    with it, with status 200, and adds nothing."""
+    with it, with status 200, and adds nothing. Of posts racing with one key, only the one
+    whose transaction made the task answers 201."""
     fields = body.model_dump()
     key = fields.pop("key") or idempotency_key
-    if key is not None and (existing := fleet.by_key(key)) is not None:
+    task, made = fleet.post_new(**fields, key=key)
+    if not made:
         response.status_code = 200
-        return existing.to_dict()
-    return fleet.post(**fields, key=key).to_dict()
+    return task.to_dict()
 
 
 @router.post("/tasks/{task_id}/complete", responses=_REFUSALS, summary="Complete a held task")

@@ -11,7 +11,10 @@ runs on its thread pool, never on the event loop.
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -37,8 +40,10 @@ __all__ = ["MAX_HEADERS", "create_app", "serve"]
 MAX_HEADERS = 64 * 1024
 
 
-def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
-    """The whole web face over ``fleet``, answering the host names ``exposure`` allows."""
+def create_app(fleet: Fleet, exposure: Exposure, *, local_secret: str | None = None) -> FastAPI:
+    """The whole web face over ``fleet``, answering the host names ``exposure`` allows.
+    ``local_secret``: what proves the owner while the fleet is open (no token made; see
+    ``guard``); without it, one nobody holds (``app.state.guard`` keeps it)."""
     app = FastAPI(
         title="shoal",
         version=__version__,
@@ -50,7 +55,7 @@ def create_app(fleet: Fleet, exposure: Exposure) -> FastAPI:
     )
     app.state.fleet = fleet
     app.state.exposure = exposure
-    app.state.guard = Guard(fleet, exposure)
+    app.state.guard = Guard(fleet, exposure, local_secret)
     errors.install(app)
     app.include_router(api_router)
     app.include_router(pages.router)
@@ -80,6 +85,22 @@ def _docs() -> HTMLResponse:
     return page
 
 
+_TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&#\s]*")
+
+
+class HideSecrets(logging.Filter):
+    """Takes the secret out of a sign-in link's request line (``/login?token=…``) before
+    uvicorn's access log writes it: the link is printed once, to its owner, and nowhere
+    else."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _TOKEN_IN_QUERY.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args
+            )
+        return True
+
+
 def serve(
     fleet: Fleet,
     exposure: Exposure,
@@ -87,14 +108,28 @@ def serve(
     *,
     log_level: str = "warning",
     tls: tuple[Path, Path] | None = None,
+    local_secret: str | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
     """Serve the app on the bound ``sock`` until stopped (Ctrl-C or SIGTERM); over HTTPS
-    with ``tls`` (the certificate chain's file, the private key's file)."""
+    with ``tls`` (the certificate chain's file, the private key's file). ``local_secret``:
+    the owner's sign-in secret while the fleet is open (``create_app``). ``on_stop`` runs
+    once the server has shut down, before a stopping signal ends the process."""
     import uvicorn
+
+    class Server(uvicorn.Server):
+        # uvicorn raises the signal it caught again once it has stopped, which ends the
+        # process before any code after serve() could run: the last word is said here.
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if on_stop is not None:
+                    on_stop()
 
     certfile, keyfile = tls if tls is not None else (None, None)
     config = uvicorn.Config(
-        create_app(fleet, exposure),
+        create_app(fleet, exposure, local_secret=local_secret),
         # h11, not httptools: httptools reads a header of any size into memory (one client
         # could make the server hold gigabytes before any check); h11 stops at the limit.
         http="h11",
@@ -106,5 +141,6 @@ def serve(
         ssl_certfile=certfile,
         ssl_keyfile=keyfile,
     )
+    logging.getLogger("uvicorn.access").addFilter(HideSecrets())  # after the Config's setup
     with contextlib.closing(sock):
-        anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+        anyio.run(lambda: Server(config).serve(sockets=[sock]))

@@ -3,9 +3,9 @@
 Every refusal has the body the CLI prints with ``--json``: ``{"error": {"code", "message",
 "hint"}}``, with the same code and words, so a script handles the three faces alike. The
 status follows the class, as the CLI's exit code does: bad input 400 (an unknown task or
-agent 404), a conflict with the fleet's state 409, a store that cannot be used right now
-503. Anything unexpected is a 500 with no detail (the traceback goes to the server's log,
-never to the client).
+agent 404, a payload or body past the fleet's caps 413), a conflict with the fleet's state
+409, a store that cannot be used right now 503. Anything unexpected is a 500 with no detail
+(the traceback goes to the server's log, never to the client).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from shoal.errors import (
     StoreDamaged,
     StoreError,
     StoreUnavailable,
+    TooLarge,
     UnknownAgent,
     UnknownTask,
 )
@@ -36,6 +37,7 @@ log = logging.getLogger("shoal.web")
 
 #: The HTTP status of each error class; the nearest listed class wins.
 STATUS: dict[type[ShoalError], int] = {
+    TooLarge: 413,
     UnknownTask: 404,
     UnknownAgent: 404,
     BadInput: 400,

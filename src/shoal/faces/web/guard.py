@@ -10,18 +10,24 @@ Three checks, in the order a request meets them:
 2. **Who** (``Guard.principal``): a token, ``Authorization: Bearer shoal_…`` from agents and
    scripts, or the session cookie the sign-in page sets for people. The token is looked up
    in the fleet (``Fleet.authenticate``; a short cache spares the store a read per request).
-   A fleet with no token at all, served on loopback only, is *open*: whoever can reach
-   127.0.0.1 acts as admin, as with the CLI. Making the first token (``shoal token
-   create``) closes it, without a restart. Off loopback a fleet with no token refuses to
-   start (``shoal serve``).
+   A fleet with no token at all, served on loopback only, is *open* -- but loopback is not
+   trust: every user of the machine reaches 127.0.0.1. So an open fleet admits only the
+   user who started the server, who proves it with the server's *sign-in secret*
+   (``shoal.local_secrets``: a file only that user can read). ``shoal serve`` prints a
+   sign-in URL holding it (``/login?token=…``, which sets the cookie and sends the browser
+   on without it), and the CLI's remote store finds it by itself. Making the first token
+   (``shoal token create``) closes the fleet, without a restart; from then on the tokens
+   rule and the secret opens nothing. Off loopback a fleet with no token refuses to start
+   (``shoal serve``).
 3. **May they** (``need``): the route's role (viewer < agent < admin); an agent token acts
    only as its own agent (``Principal.may_act_as``, checked by each agent route).
 
-Failed sign-ins are slowed (each waits ``WRONG_TOKEN_DELAY``) and counted per client
-address: past ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds the address gets 429 until the
-window passes -- except for a token this server has already seen work (``KNOWN_FOR``
-seconds): every agent of a hub on one machine shares 127.0.0.1, and one of them retrying a
-revoked token must not lock all the others out. Forms carry a CSRF token tied to the
+A wrong token is answered only after ``WRONG_TOKEN_DELAY``, and counted for its client
+address the moment it is found wrong (so a burst of concurrent guesses is counted whole):
+past ``MAX_FAILURES`` in ``FAILURE_WINDOW`` seconds the address's wrong tokens get 429
+instead of 401. A valid token is never refused by the throttle -- it is checked first, one
+hash lookup -- so every agent of a hub behind one address (127.0.0.1, a proxy) keeps
+working while one of them retries a revoked token. Forms carry a CSRF token tied to the
 session (``csrf_token``); the cookie is ``HttpOnly`` and ``SameSite=Strict``. No token is
 ever logged, shown or put in a page.
 """
@@ -69,8 +75,6 @@ FAILURE_WINDOW = 60.0
 #: Seconds a looked-up token is trusted before the fleet is asked again (a revoked token
 #: stops working within this long).
 CACHE_SECONDS = 2.0
-#: Seconds a token that proved valid stays exempt from its address's throttle.
-KNOWN_FOR = 3600.0
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -85,7 +89,7 @@ class Principal:
 
     role: Role
     agent: str | None = None  # an agent token's one agent
-    token_id: str | None = None  # None when the fleet is open (loopback, no tokens)
+    token_id: str | None = None  # None for the owner of an open fleet (its sign-in secret)
     name: str = ""
 
     @classmethod
@@ -242,23 +246,24 @@ class BodyLimit:
 
 
 class Guard:
-    """Authentication for one server: tokens looked up in the fleet, open mode on a
-    loopback fleet with no tokens, failed sign-ins counted per address, CSRF tokens."""
+    """Authentication for one server: tokens looked up in the fleet, the owner's sign-in
+    secret on an open loopback fleet, wrong tokens counted per address, CSRF tokens."""
 
-    def __init__(self, fleet: Fleet, exposure: Exposure) -> None:
+    def __init__(self, fleet: Fleet, exposure: Exposure, local_secret: str | None = None) -> None:
         self.fleet = fleet
         self.loopback = is_loopback(exposure.host)
+        # The owner's proof on an open fleet; without one given, a secret nobody holds.
+        self._local = (local_secret or secrets.token_urlsafe(32)).encode()
         self._secret = secrets.token_bytes(32)  # signs CSRF tokens; new each start
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, Principal | None]] = {}
         self._open: tuple[float, bool] = (0.0, False)
         self._failures: dict[str, deque[float]] = {}
-        self._known: dict[str, float] = {}  # hashes of tokens seen valid: when
 
     # -- who
 
     def is_open(self) -> bool:
-        """Whether anyone reaching the server acts as admin: loopback, and no token made."""
+        """Whether the owner's sign-in secret opens the fleet: loopback, and no token made."""
         if not self.loopback:
             return False
         now = time.monotonic()
@@ -270,6 +275,10 @@ class Guard:
         with self._lock:
             self._open = (now, is_open)
         return is_open
+
+    def is_local_secret(self, token: str | None) -> bool:
+        """Whether ``token`` is the owner's sign-in secret (compared in constant time)."""
+        return bool(token) and hmac.compare_digest(str(token).encode(), self._local)
 
     def lookup(self, token: str) -> Principal | None:
         """The principal ``token`` proves (cached for ``CACHE_SECONDS``), or None."""
@@ -285,22 +294,7 @@ class Guard:
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[key] = (now, found)
-            if found is None:
-                self._known.pop(key, None)  # revoked: throttled like any wrong token
-            else:
-                if len(self._known) > 10_000:
-                    self._known.clear()
-                self._known[key] = now
         return found
-
-    def known(self, token: str | None) -> bool:
-        """Whether ``token`` proved valid here within ``KNOWN_FOR`` seconds (so a throttle
-        on its address, earned by someone else's wrong tokens, does not apply to it)."""
-        if not token:
-            return False
-        with self._lock:
-            seen = self._known.get(_digest(token))
-        return seen is not None and time.monotonic() - seen < KNOWN_FOR
 
     def forget(self) -> None:
         """Drop what is cached (after a token is made or revoked through this server)."""
@@ -322,49 +316,52 @@ class Guard:
         return request.cookies.get(COOKIE) or None
 
     async def principal(self, request: Request) -> Principal | None:
-        """Who ``request`` acts for; None if it carries no valid token (and the fleet is
-        not open). A wrong token counts as a failure for the client's address."""
-        client = request.client.host if request.client else "?"
+        """Who ``request`` acts for; None if it carries no valid token. A wrong token is
+        slowed and counted for the client's address (``failed``)."""
         token = self.presented(request)
-        if not self.known(token):
-            self.refuse_if_throttled(client)
         if token is None:
+            return None
+        return await self.check(token, request.client.host if request.client else "?")
+
+    async def check(self, token: str, client: str) -> Principal | None:
+        """Who ``token`` proves: the owner of an open fleet (the sign-in secret), a token's
+        principal, or None -- after ``failed`` for a wrong one (which may raise 429)."""
+        if self.is_local_secret(token):
             if await run_in_threadpool(self.is_open):
                 return Principal(Role.ADMIN)
-            return None
+            return None  # the fleet has tokens now: the owner signs in with one
         found = await run_in_threadpool(self.lookup, token)
         if found is None:
-            if await run_in_threadpool(self.is_open) and request.cookies.get(COOKIE) == token:
-                return Principal(Role.ADMIN)  # a stale cookie on an open fleet
             await self.failed(client)
         return found
 
     # -- failures
 
-    def refuse_if_throttled(self, client: str) -> None:
-        with self._lock:
-            seen = self._failures.get(client)
-            now = time.monotonic()
-            while seen and now - seen[0] > FAILURE_WINDOW:
-                seen.popleft()
-            if seen is not None and len(seen) >= MAX_FAILURES:
-                wait = int(FAILURE_WINDOW - (now - seen[0])) + 1
-                raise HTTPException(
-                    429,
-                    detail={
-                        "code": "too_many_failures",
-                        "message": f"too many wrong tokens from {client}",
-                        "hint": f"wait {wait} s, then use a valid token (shoal token list)",
-                    },
-                    headers={"Retry-After": str(wait)},
-                )
-
     async def failed(self, client: str) -> None:
+        """Count a wrong token from ``client`` at once, answer it only after
+        ``WRONG_TOKEN_DELAY``, and with 429 once the address is past ``MAX_FAILURES`` in
+        ``FAILURE_WINDOW`` seconds."""
+        now = time.monotonic()
         with self._lock:
-            self._failures.setdefault(client, deque()).append(time.monotonic())
             if len(self._failures) > 10_000:
                 self._failures.clear()
+            seen = self._failures.setdefault(client, deque(maxlen=MAX_FAILURES + 1))
+            while seen and now - seen[0] > FAILURE_WINDOW:
+                seen.popleft()
+            seen.append(now)
+            over = len(seen) > MAX_FAILURES
+            wait = int(FAILURE_WINDOW - (now - seen[0])) + 1
         await anyio.sleep(WRONG_TOKEN_DELAY)
+        if over:
+            raise HTTPException(
+                429,
+                detail={
+                    "code": "too_many_failures",
+                    "message": f"too many wrong tokens from {client}",
+                    "hint": f"wait {wait} s, then use a valid token (shoal token list)",
+                },
+                headers={"Retry-After": str(wait)},
+            )
 
     # -- CSRF
 
@@ -400,17 +397,25 @@ def need(role: Role) -> Callable[[Request], Awaitable[Principal]]:
     401 without a valid token, 403 with one that does not reach ``role``."""
 
     async def dependency(request: Request) -> Principal:
-        principal = await guard_of(request).principal(request)
+        guard = guard_of(request)
+        principal = await guard.principal(request)
         if principal is None:
-            raise HTTPException(
-                401,
-                detail={
+            if await run_in_threadpool(guard.is_open):
+                detail = {
+                    "code": "unauthorized",
+                    "message": "this fleet has no token yet, so it is open only to the user "
+                    "who started the server, with the server's sign-in secret",
+                    "hint": "as that user, use the sign-in link `shoal serve` printed, or the "
+                    "CLI (it finds the secret itself); anyone else needs a token (shoal token "
+                    "create, run by that user)",
+                }
+            else:
+                detail = {
                     "code": "unauthorized",
                     "message": "this fleet needs a token",
                     "hint": "send Authorization: Bearer TOKEN (make one: shoal token create)",
-                },
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+                }
+            raise HTTPException(401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
         if not principal.allows(role):
             raise HTTPException(
                 403,

@@ -3,9 +3,10 @@ health, and signing in.
 
 Every page needs the viewer role (``need(Role.VIEWER)``); people sign in on ``/login`` by
 pasting a token, which becomes the session cookie (``guard.COOKIE``: HttpOnly,
-SameSite=Strict, Secure over https). On an open fleet (loopback, no token made) nobody needs
-to sign in. A page refused for want of a session sends its reader to ``/login`` and back
-(``views.PageRoute``).
+SameSite=Strict, Secure over https). On an open fleet (loopback, no token made) its owner
+signs in with the link ``shoal serve`` printed (``/login?token=SECRET``), whose secret
+becomes the cookie the same way. A page refused for want of a session sends its reader to
+``/login`` and back (``views.PageRoute``).
 
 Each page is bounded whatever the fleet's size: the lanes read one status and at most
 ``lanes.FULL_LANES`` queues; the task list filters a bounded listing (``SCAN`` tasks, said
@@ -50,9 +51,16 @@ TaskId = Annotated[int, Path(ge=1, le=2**62)]
 # ---------------------------------------------------------------- signing in
 
 
-@router.get("/login", summary="Sign in with a token")
-async def login_page(request: Request, next: str | None = None) -> Response:
+@router.get("/login", summary="Sign in with a token, or with the sign-in link of an open fleet")
+async def login_page(
+    request: Request, next: str | None = None, token: str | None = None
+) -> Response:
+    """With ``token`` (the link ``shoal serve`` prints for an open fleet): the sign-in
+    secret becomes the session cookie and the browser is sent on to ``next`` without it in
+    the address, as a sign-in by the form would."""
     guard: Guard = request.app.state.guard
+    if token is not None:
+        return await _sign_in(request, token, next or "/")
     is_open = await run_in_threadpool(guard.is_open)
     context = {"next": local_path(next), "open": is_open, "problem": None}
     return render(request, "login.html", context)
@@ -64,15 +72,17 @@ async def login(
     token: Annotated[str, Form()] = "",
     next: Annotated[str, Form()] = "/",
 ) -> Response:
+    return await _sign_in(request, token, next)
+
+
+async def _sign_in(request: Request, token: str, next: str) -> Response:
+    """The session cookie for ``token`` and a 303 to ``next`` (a path of this site), or
+    the sign-in page again with 401 (a wrong token is slowed and counted: ``failed``)."""
     guard: Guard = request.app.state.guard
     client = request.client.host if request.client else "?"
     token = token.strip()
-    if not guard.known(token):
-        guard.refuse_if_throttled(client)
-    found = await run_in_threadpool(guard.lookup, token) if token else None
+    found = await guard.check(token, client) if token else None
     if found is None:
-        if token:
-            await guard.failed(client)
         context = {
             "next": local_path(next),
             "open": await run_in_threadpool(guard.is_open),

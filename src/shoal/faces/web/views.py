@@ -62,6 +62,13 @@ def text(value: object) -> str:
     return safe(json.dumps(value, ensure_ascii=False, default=str))
 
 
+def quoted(value: object) -> str:
+    """An id for a URL, every character but letters, digits and ``_ . - ~`` escaped, ``/``
+    too: Jinja's ``urlencode`` leaves ``/`` alone, and an agent id an older version took
+    (``x/../../agents/bob``) would then be a path the browser resolves to another agent."""
+    return quote(str(value), safe="")
+
+
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -71,6 +78,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["text"] = text
+    env.filters["quoted"] = quoted
     env.filters["iso"] = iso_time
     env.globals["ago"] = ago
     return env
@@ -144,8 +152,17 @@ def back_to(request: Request, fallback: str = "/") -> str:
 
 
 def local_path(value: str | None, fallback: str = "/") -> str:
-    """``value`` if it is a path on this site (``/tasks?state=dead``), else ``fallback``."""
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+    """``value`` if it is a path on this site (``/tasks?state=dead``), else ``fallback``.
+
+    Only printable ASCII without spaces or backslashes is taken: a browser drops tabs and
+    line breaks from an address and reads ``\\`` as ``/``, so ``/\t/evil.example`` would
+    become ``//evil.example``, another site."""
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and all("!" <= c <= "~" and c != "\\" for c in value)
+    ):
         return value
     return fallback
 

@@ -33,6 +33,16 @@ parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expi
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
 retry_delay
 
+-- fragment: listed_task
+-- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
+-- payload and the result, which a listing never loads however large, then whether the task
+-- holds each.
+-- IS NOT NULL does not fetch a TOASTed value: a large payload stays on disk.
+id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
+parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
+retry_delay, payload IS NOT NULL, result IS NOT NULL
+
 -- fragment: t_task
 -- The same, of a table aliased t.
 t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.agent_id,
@@ -214,6 +224,10 @@ SELECT {task} FROM tasks WHERE id = %(id)s;
 -- name: get_tasks
 SELECT {task} FROM tasks WHERE id = ANY(%(ids)s);
 
+-- name: listed_tasks
+-- Tasks by id, as a listing reads them (the ready preview).
+SELECT {listed_task} FROM tasks WHERE id = ANY(%(ids)s);
+
 -- name: share_tasks
 -- Tasks this transaction relies on (the dependencies of a post or a defer): their state may
 -- not change until it commits, so a dependency cannot finish unseen in between.
@@ -238,7 +252,7 @@ SELECT {task} FROM tasks WHERE key = %(key)s;
 SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0));
 
 -- name: list_tasks
-SELECT {task} FROM tasks
+SELECT {listed_task} FROM tasks
 WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
   AND (%(before)s::bigint IS NULL OR id < %(before)s)
@@ -257,7 +271,7 @@ SELECT {task}, token FROM tasks WHERE state = 'claimed' AND agent_id = %(agent)s
 ORDER BY claimed_at, id;
 
 -- name: claimed_tasks
-SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY id;
+SELECT {listed_task} FROM tasks WHERE state = 'claimed' ORDER BY id;
 
 -- name: expired_leases
 -- The claim's expire step: leases past their expiry (tasks_expiry). Several claimers may expire

@@ -15,6 +15,17 @@ parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expi
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
 retry_delay
 
+-- fragment: listed_task
+-- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
+-- payload and the result, which a listing never loads however large, then whether the task
+-- holds each.
+-- typeof() reads only the record's header: `payload IS NOT NULL` would read the whole
+-- value (every overflow page of a large one) only to say it is there.
+id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
+parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
+error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
+retry_delay, typeof(payload) <> 'null', typeof(result) <> 'null'
+
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
 id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts, skillset,
@@ -177,6 +188,10 @@ SELECT {task} FROM tasks WHERE id = :id;
 -- name: get_tasks
 SELECT {task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- name: listed_tasks
+-- Tasks by id, as a listing reads them (the ready preview).
+SELECT {listed_task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: share_tasks
 -- Tasks this transaction relies on: one writer at a time, so a plain read.
 SELECT {task} FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id;
@@ -195,7 +210,7 @@ SELECT 1;
 
 -- name: list_tasks
 -- Newest first, optionally filtered; for people, so a scan is acceptable.
-SELECT {task} FROM tasks
+SELECT {listed_task} FROM tasks
 WHERE (:state IS NULL OR state = :state)
   AND (:agent IS NULL OR agent_id = :agent)
   AND (:before IS NULL OR id < :before)
@@ -214,7 +229,7 @@ ORDER BY claimed_at, id;
 -- name: claimed_tasks
 -- Every lease (status, reap), read from tasks_expiry and then sorted: `+id` keeps SQLite from
 -- walking the whole table in id order instead, which costs as much as the history is long.
-SELECT {task} FROM tasks WHERE state = 'claimed' ORDER BY +id;
+SELECT {listed_task} FROM tasks WHERE state = 'claimed' ORDER BY +id;
 
 -- name: expired_leases
 -- The claim's expire step: leases past their expiry, soonest first (tasks_expiry index).
