@@ -103,14 +103,15 @@ def stuck_writer(url: str) -> Iterator[subprocess.Popen[str]]:
 def test_read_commands_answer_while_a_writer_holds_the_fleet(
     url: str, tmp_path: Path, fleet_with_a_task: int, stuck_writer: subprocess.Popen[str]
 ) -> None:
-    """With busy_timeout=3, a command that waited for the writer would give up after 3 s
-    with exit 4; the readers answer at once instead."""
-    looker = Shoal(tmp_path, {"SHOAL_STORE": f"{url}?busy_timeout=3"})
+    """With busy_timeout=60, a command that waited for the writer would take a minute and
+    give up with exit 4; the readers answer at once instead (the bound is far from both, so
+    a loaded machine's slow start does not blur them)."""
+    looker = Shoal(tmp_path, {"SHOAL_STORE": f"{url}?busy_timeout=60"})
     for args in (("list", "--json"), ("status", "--json"), ("show", str(fleet_with_a_task))):
         began = time.monotonic()
         result = looker(*args)
         assert result.code == 0, (args, result)
-        assert time.monotonic() - began < 2.5, args
+        assert time.monotonic() - began < 30, args
     assert "watched" in looker("list").out
     assert stuck_writer.poll() is None  # still holding: nobody went around it
 
