@@ -203,7 +203,9 @@ def post_task(w: HttpWorld, who: str, face: str) -> Tries:
             {"title": "to bob's queue", "to": BOB, "skills": NOBODY},
             {"title": "a subtask", "parent": w.seed, "skills": NOBODY},
         ]
-        return [now(f"POST /tasks {b}", lambda b=b: api(w, who, "POST", "/tasks", b)) for b in bodies]
+        return [
+            now(f"POST /tasks {b}", lambda b=b: api(w, who, "POST", "/tasks", b)) for b in bodies
+        ]
     if face == "dashboard":
         return []
     return [now("add", lambda: cli(w, who, "add", "posted", "--skill", "nobody"))]
@@ -369,13 +371,16 @@ def configure(w: HttpWorld, who: str, face: str) -> Tries:
         ]
     if face == "dashboard":
         return [
-            now(f"form {k}={v}", lambda k=k, v=v: page(w, who, "/settings", {"name": k, "value": v}))
-            for k, v in changes
+            now(f"form {k}={v}", lambda k=k, v=v: setting_form(w, who, k, v)) for k, v in changes
         ]
     return [
         now(f"config set {k} {v}", lambda k=k, v=v: cli(w, who, "config", "set", k, v))
         for k, v in changes
     ]
+
+
+def setting_form(w: HttpWorld, who: str, name: str, value: str) -> Outcome:
+    return page(w, who, "/settings", {"name": name, "value": value})
 
 
 def assess(w: HttpWorld, who: str, face: str) -> Tries:
@@ -401,7 +406,7 @@ def make_manager(w: HttpWorld, who: str, face: str) -> Tries:
 def hub_jobs(w: HttpWorld, who: str, face: str) -> Tries:
     if face == "api":
         return [
-            now("rebalance --dry-run", lambda: api(w, who, "POST", "/rebalance", {"dry_run": True})),
+            now("rebalance, dry", lambda: api(w, who, "POST", "/rebalance", {"dry_run": True})),
             now("reap", lambda: api(w, who, "POST", "/reap")),
         ]
     if face == "dashboard":

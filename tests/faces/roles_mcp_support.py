@@ -83,9 +83,7 @@ async def mcp_world(fleet: Fleet, url: str) -> AsyncIterator[McpWorld]:
         )
         joined = await session.call_tool("register_agent", {"agent": "w-http"})
         assert not joined.is_error, joined
-        world.sessions[("manager", "http")] = await stack.enter_async_context(
-            http_session(manager)
-        )
+        world.sessions[("manager", "http")] = await stack.enter_async_context(http_session(manager))
         yield world
 
 
@@ -118,7 +116,8 @@ def without_token(w: McpWorld) -> Outcome:
         body = {}
     code = body.get("error") if isinstance(body.get("error"), str) else None
     message = str(body.get("error_description", answer.text))
-    return Outcome(False, "unauthorized" if answer.status_code == 401 else code, 401, message=message)
+    code = "unauthorized" if answer.status_code == 401 else code
+    return Outcome(False, code, answer.status_code, message=message)
 
 
 # ---------------------------------------------------------------------- the fleet readied

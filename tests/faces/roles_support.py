@@ -64,7 +64,7 @@ class Cell:
         return {code for _, code in self.refusals}
 
     def __str__(self) -> str:
-        return f"[{self.row} × {COLUMNS[self.column]}: {self.text!r}]"
+        return f"[{self.row} / {COLUMNS[self.column]}: {self.text!r}]"
 
 
 class TableError(AssertionError):

@@ -64,8 +64,10 @@ def table() -> dict[tuple[str, str], Cell]:
 
 def first_of_each_face(tries: list[tuple[str, Try]]) -> list[tuple[str, Try]]:
     """An allowed cell is tried once on each face: the first way it has there."""
-    seen: set[str] = set()
-    return [(f, t) for f, t in tries if f not in seen and not seen.add(f)]  # type: ignore[func-returns-value]
+    firsts: dict[str, Try] = {}
+    for face, attempt in tries:
+        firsts.setdefault(face, attempt)
+    return list(firsts.items())
 
 
 # ---------------------------------------------------------------------- the table itself
@@ -98,7 +100,7 @@ def test_the_table_is_whole_and_the_walker_knows_every_row_and_column(
 def test_a_table_the_walker_cannot_read_fails_saying_where() -> None:
     text = DOC.read_text(encoding="utf-8")
     broken = text.replace("| ✗ 403 `foreign_agent` |", "| refused |", 1)
-    with pytest.raises(TableError, match="Act as another agent.*'refused'"):
+    with pytest.raises(TableError, match=r"Act as another agent.*'refused'"):
         read_table(broken)
     with pytest.raises(TableError, match="the columns are"):
         read_table(text.replace("admin<br>dashboard", "admins<br>dashboard", 1))
