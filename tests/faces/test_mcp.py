@@ -183,12 +183,14 @@ async def test_wait_for_task_reports_progress_while_it_waits(url: str) -> None:
 
 async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
     with Fleet.open(url) as fleet:
-        fleet.register("bob")
         first, second = fleet.post("first").id, fleet.post("second").id
     async with (
         stdio_session(url, "--agent", "ada") as ada,
         stdio_session(url) as anyone,
     ):
+        text = await refused(anyone, "claim_best_task")
+        assert "no_agent" in text and "register_agent" in text
+        await call(anyone, "register_agent", agent="bob")
         mine = await call(ada, "claim_best_task")
         bobs = await call(anyone, "claim_best_task", agent="bob")
         assert {mine["task"]["id"], bobs["task"]["id"]} == {first, second}
@@ -201,8 +203,6 @@ async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
         assert "out of range" in text
         text = await refused(anyone, "claim_best_task", agent="ghost")
         assert "unknown_agent" in text and "register_agent" in text
-        text = await refused(anyone, "claim_best_task")
-        assert "no_agent" in text and "register_agent" in text
         text = await refused(ada, "complete_task", task_id=mine["task"]["id"], token="0" * 16)
         assert text.startswith("stale_lease:") and "claim_best_task" in text
         text = await refused(ada, "claim_best_task", agent="bob")

@@ -75,15 +75,18 @@ async def test_scaling_up_spawns_developers_until_the_work_is_covered(url: str) 
 
 async def test_scaling_down_developers_retire_when_their_work_runs_out(url: str) -> None:
     """1 manager and 3 developers, 2 tasks left: two developers finish, find nothing, go
-    idle and terminate; one developer is left finishing the last task."""
+    idle and terminate; one developer is left finishing the last task. The developers are
+    the session's own (it registers them): a session may not drive agents someone else
+    registered while the fleet hears from them."""
     with Fleet.open(url) as fleet:
         fleet.register("boss", role="manager", manager=True)
-        for i in (1, 2, 3):
-            fleet.register(f"developer-{i}", role="developer")
-        last = fleet.post("last task", priority=9).id
-        for i in (1, 2):
-            fleet.post(f"task of developer-{i}", to=f"developer-{i}", priority=1)
     async with manager(url) as boss, stdio_session(url) as devs:
+        for i in (1, 2, 3):
+            await call(devs, "register_agent", agent=f"developer-{i}", role="developer")
+        with Fleet.open(url) as fleet:
+            last = fleet.post("last task", priority=9).id
+            for i in (1, 2):
+                fleet.post(f"task of developer-{i}", to=f"developer-{i}", priority=1)
         for i in (1, 2):
             mine = await call(devs, "claim_best_task", agent=f"developer-{i}")
             assert mine["source"] == "queue"

@@ -40,6 +40,7 @@ from tests.faces.mcp_support import (
     server_env,
     stdio_session,
 )
+from tests.helpers import snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -255,6 +256,39 @@ async def test_a_client_that_crashed_gets_its_agent_back_after_heartbeat_timeout
                     assert fleet.agent("carol").status.value != "terminated"
         with Fleet.open(url) as fleet:  # `back` ended: carol, its own, left the fleet
             assert fleet.agent("carol").status.value == "terminated"
+
+
+async def test_an_agent_another_process_drives_is_taken_up_only_once_the_fleet_counts_it_gone(
+    url: str,
+) -> None:
+    """dave is a worker between tasks, driven by another process: it holds no lease, but the
+    fleet has just heard from it. A session naming dave -- to register over it, claim the
+    work queued for it, or end it -- is refused, and nothing changes. Once the fleet has not
+    heard from dave for heartbeat_timeout (his process died), a client may take him up
+    again, as one back from a crash does."""
+    clock = ManualClock()
+    with Fleet.open(url, clock=clock) as fleet:
+        fleet.register("dave")
+        queued = fleet.post("dave's next", to="dave", pinned=True).id
+        timeout = fleet.settings().heartbeat_timeout
+        before = snapshot(fleet)
+    with http_server_here(FleetDesk(Fleet.open(url, clock=clock))) as endpoint:
+        async with http_session(endpoint) as other:
+            for tool, arguments in (
+                ("register_agent", {}),
+                ("claim_best_task", {}),
+                ("set_agent_status", {"status": "terminated"}),
+            ):
+                text = await refused(other, tool, agent="dave", **arguments)
+                assert text.startswith("agent_in_use:") and "heard from it" in text, text
+            clock.advance(timeout)
+            text = await refused(other, "claim_best_task", agent="dave")
+            assert text.startswith("agent_in_use:"), text
+            with Fleet.open(url) as fleet:
+                assert snapshot(fleet) == before
+            clock.advance(1)
+            claim = await call(other, "claim_best_task", agent="dave")
+            assert claim["task"]["id"] == queued
 
 
 async def test_a_pinned_stdio_claim_says_the_session_must_stay_open(url: str) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urljoin
 
+import pytest
 from fastapi.testclient import TestClient
 
 from shoal import Fleet
@@ -106,3 +107,25 @@ def test_a_pause_form_for_an_odd_old_id_posts_to_that_agent_not_the_one_it_names
     assert not web_fleet.agent("bob").paused(now)
     resumed = client.post(quoted.replace("/pause", "/resume"), data=form, follow_redirects=False)
     assert resumed.status_code == 303 and web_fleet.agent(odd).paused_until is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a pause holds an agent's incarnation, and ends with its termination; keeping "
+    "the hold for the id's next incarnation is core work (the pause rework of this round)",
+)
+def test_an_agent_token_cannot_lift_its_own_pause_by_leaving_and_joining_again(
+    web_fleet: Fleet, make_client: Callable[..., TestClient]
+) -> None:
+    """A person paused ada; ada's token may not resume her (403), nor set her idle (409)
+    -- and leaving (terminated) then registering again must not free her either."""
+    web_fleet.register("ada")
+    ada = make_client(web_fleet.create_token("agent", agent="ada")[1])
+    web_fleet.pause("ada", for_="1h")
+    assert ada.post("/api/v1/agents/ada/resume").status_code == 403
+    assert ada.post("/api/v1/agents/ada/status", json={"status": "idle"}).status_code == 409
+    assert ada.post("/api/v1/agents/ada/status", json={"status": "terminated"}).is_success
+    ada.post("/api/v1/agents", json={"id": "ada"})
+    web_fleet.post("work")
+    claim = ada.post("/api/v1/agents/ada/claim")
+    assert claim.json()["claimed"] == [], "ada's pause was lifted by her own token"

@@ -16,9 +16,9 @@ A session is one client connection: over stdio the server process, over streamab
 - unpinned: a session holds the agents it registers with ``register_agent`` (its own; later
   calls act as the last one by default) and those it takes up by naming them in a call
   (adopted). An agent someone else drives is refused (``AgentInUse``): one another live
-  session holds, or one holding tasks (as the store says) that this session did not take
-  it up with -- so a session cannot act on the work of another's agent, even one served by
-  another ``shoal mcp`` process.
+  session holds, or (as the store says) one holding tasks or heard from within
+  heartbeat_timeout -- so a session cannot act as another's agent, at work or between
+  tasks, even one served by another ``shoal mcp`` process or a ``shoal worker``.
 
 A session silent for the fleet's ``heartbeat_timeout`` (no tool call in flight, none
 begun since) no longer blocks: a client that crashed without ending its HTTP session comes
@@ -74,7 +74,7 @@ from shoal.clock import Clock
 from shoal.errors import AgentInUse, LeaseLost, ShoalError, UnknownAgent
 from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NotAManager, NoToken
 from shoal.fleet import Fleet
-from shoal.model import AgentStatus, Claim, Lease, Registration, Task, TaskState
+from shoal.model import Agent, AgentStatus, Claim, Lease, Registration, Task, TaskState
 
 __all__ = ["FleetDesk", "Session"]
 
@@ -259,31 +259,37 @@ class FleetDesk:
     def _take(self, session: Session | None, agent: str) -> None:
         """``session`` takes ``agent`` up, unless someone else drives it: another session
         of this server holds it and has not been silent for heartbeat_timeout, or (read
-        from the store, so it holds across processes) no session here holds it and it holds
-        leases this session did not take it up with. Either way ``AgentInUse``: one agent,
-        one driver. From silent sessions the agent is taken, its leases with it -- to be
-        finished with their tokens (module docstring). A session of no connection
-        (stateless HTTP) holds nothing, but is refused such an agent all the same."""
+        from the store, so it holds across processes) no session here holds it and it
+        holds leases, or the fleet heard from it within heartbeat_timeout (a worker between
+        tasks, another server's agent). Either way ``AgentInUse``: one agent, one driver --
+        a session steered by what it read cannot take over an agent at work, claim the
+        work queued for it, or end it. From silent sessions the agent is taken, its leases
+        with it -- to be finished with their tokens (module docstring); so is an agent the
+        fleet counts gone (a client back after its server process died). A session of no
+        connection (stateless HTTP) holds nothing, but is refused such an agent all the
+        same."""
         if session is not None and session in self._holders.get(agent, ()):
             return
-        with self._lock:
-            others = self._holders.get(agent, set()) - {session}
-        timeout = self.fleet.settings().heartbeat_timeout if others else None
+        timeout = self.fleet.settings().heartbeat_timeout
         try:
-            leases = self.fleet.leases(agent)
-        except UnknownAgent:
-            leases = []  # not in the fleet (yet): the call itself says so, or registers it
+            leases, known = self.fleet.leases(agent), self.fleet.agent(agent)
+        except UnknownAgent:  # not in the fleet (yet): the call says so, or registers it
+            leases, known = [], None
         with self._lock:
             holders = self._holders.get(agent, set())
             others = holders - {session}
             now = self.now()
-            silent = {s for s in others if timeout is not None and s.silent(now, timeout)}
-            if others - silent or (leases and not silent):
+            silent = {s for s in others if s.silent(now, timeout)}
+            heard = known is not None and _present(known, now, timeout)
+            if others - silent or (not silent and (leases or heard)):
                 raise AgentInUse(
-                    f"agent {agent!r} is driven by another session or process; a session "
-                    "acts only as the agents it registered, or took up while they held no task",
+                    f"agent {agent!r} is driven by another session or process (it holds a "
+                    f"task, or the fleet heard from it in the last {timeout:g} s); a session "
+                    "acts only as the agents it registered, or takes up one nobody drives",
                     hint="register an agent of your own (register_agent), or pass the lease "
-                    "token to finish a task you were handed",
+                    "token to finish a task you were handed; an agent of yours whose client "
+                    "died is yours again once the fleet has not heard from it for "
+                    "heartbeat_timeout",
                 )
             for gone in silent:  # it lets the agent go: leaving nothing when it ends
                 holders.discard(gone)
@@ -477,6 +483,13 @@ class FleetDesk:
         for lease in claim.leases:
             with contextlib.suppress(ShoalError):
                 self.fleet.release(lease)
+
+
+def _present(agent: Agent, now: float, timeout: float) -> bool:
+    """Whether the fleet counts ``agent`` as someone's now: live, not offline, and heard
+    from within ``timeout`` (heartbeat_timeout)."""
+    gone = agent.status in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
+    return not gone and now - agent.last_seen <= timeout
 
 
 def _same(known: str, given: str) -> bool:

@@ -6,12 +6,14 @@ described with pydantic models, so the OpenAPI document (``/api/v1/openapi.json`
 exactly what each route takes; the values are still checked by the Fleet, which is the one
 judge of what is valid on every face.
 
-Who may call what (``guard``): a viewer reads; an agent token also registers its own agent
-(but cannot make it a manager), claims, heartbeats and settles the leases that agent
-holds, and posts tasks; an admin does all that as any agent, plus the people's actions
-(retry, cancel, status, settings, the hub's jobs). No listing shows a lease token: only
-the claim that makes a lease returns it, to the agent that claimed (and
-``/agents/{id}/leases`` to that agent or an admin).
+Who may call what (``guard``, and docs/SECURITY.md's table "Who may do what"): a viewer
+reads; an agent token also registers its own agent (but cannot make it a manager), claims,
+heartbeats and settles the leases that agent holds, and posts tasks -- its own work and no
+more, since an agent may be steered by the text it reads; an admin does all that as any
+agent, plus what acts on others' work or on the fleet (cancel, retry, priority, pause,
+resume, settings, assess, rebalance, reap). No listing shows a lease token: only the claim
+that makes a lease returns it, to the agent that claimed (and ``/agents/{id}/leases`` to
+that agent or an admin).
 
 Long-poll: ``POST /agents/{id}/claim`` with ``wait`` holds the request until work comes or
 ``wait`` seconds pass, as ``shoal claim --wait`` does; the server runs it on a thread of its
@@ -33,7 +35,7 @@ from shoal.faces.web.guard import Principal, need
 from shoal.fleet import Fleet
 from shoal.model import Claim, Lease
 from shoal.times import iso_time
-from shoal.validation import check_wait
+from shoal.validation import AGENT_ID, check_wait
 from shoal.vocabulary import ClaimReason
 
 __all__ = ["router"]
@@ -47,8 +49,9 @@ Viewer = Annotated[Principal, Depends(need(Role.VIEWER))]
 AgentRole = Annotated[Principal, Depends(need(Role.AGENT))]
 Admin = Annotated[Principal, Depends(need(Role.ADMIN))]
 TaskId = Annotated[int, Path(ge=1, le=2**62)]
-#: An agent id as ``shoal.validation.check_agent_id`` takes it ("/" included).
-AgentId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")]
+#: An agent id the fleet may hold (``shoal.validation.AGENT_ID``: an older version's, with a
+#: "/", included); a new agent's id is checked by ``Fleet.register``.
+AgentId = Annotated[str, Path(pattern=AGENT_ID.pattern)]
 State = Literal["blocked", "pending", "claimed", "done", "dead", "cancelled"]
 
 
@@ -455,7 +458,10 @@ def configure(changes: dict[str, Any], fleet: FleetDep, _: Admin) -> dict[str, A
 
 
 @router.post("/assess", responses=_REFUSALS, summary="Assess the workload: spawn or retire?")
-def assess(fleet: FleetDep, _: AgentRole) -> dict[str, Any]:
+def assess(fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    """An admin's, as on MCP it is a manager's: the fleet records the assessment, and what
+    acts on the fleet as a whole is no agent's (its ``recommendation`` is read in
+    ``GET /status``)."""
     return fleet.assess().to_dict()
 
 
