@@ -18,7 +18,7 @@ import heapq
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shoal import policy as rules
@@ -28,7 +28,7 @@ from shoal.model import Claim, Lease, Move, TaskState
 from shoal.settings import Settings
 from shoal.sim.baselines import Baseline
 from shoal.sim.eligibility import CAUSES, Snapshot, classify
-from shoal.sim.workloads import TaskSpec, Workload
+from shoal.sim.workloads import TaskSpec, Workload, split_model
 
 __all__ = ["Segment", "Simulation", "Trace"]
 
@@ -51,7 +51,7 @@ class Segment:
     source: str  # queue | pool | steal
     moved: bool  # the rebalance moved it to this agent's queue
     in_domain: bool | None  # None: the task has no domain
-    warmup: float
+    warmup: float  # of the stretch: the warm-up and cold start of a task run off its domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +117,20 @@ class Simulation:
         seed: int = 0,
         settings: Mapping[str, object] | None = None,
     ) -> None:
+        model, fleet_settings = split_model(settings)  # the work's own (a cold start), the fleet's
+        workload = replace(workload, **model) if model else workload  # type: ignore[arg-type]
         self.workload = workload
         self.baseline = baseline
         self.clock = ManualClock(workload.start)
         self.rng = random.Random(f"sim-{seed}")
         self.fleet = Fleet.open("memory://", clock=self.clock, rng=random.Random(seed))
-        Settings().replace(**(settings or {}))  # refused alike, whichever baseline runs
+        Settings().replace(**fleet_settings)  # refused alike, whichever baseline runs
         self.settings: Settings = self.fleet.configure(
             **{
                 "lease_ttl": _LONG_LEASE,
                 "max_agents": len(workload.agents),
                 **baseline.settings,
-                **((settings or {}) if baseline.tunable else {}),
+                **(fleet_settings if baseline.tunable else {}),
             }
         )
         self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
@@ -351,7 +353,7 @@ class Simulation:
         join = task.id in self._deferred
         duration = spec.join if join else spec.duration
         in_domain = None if spec.domain is None else spec.domain in agent.domains
-        warmup = self.workload.warmup if in_domain is False else 0.0
+        warmup = self.workload.off_domain_cost(duration) if in_domain is False else 0.0
         if source == "steal":
             self.trace.steals += 1
             self._steals.append((self.clock.now(), agent.id))
