@@ -13,7 +13,9 @@ command line still calls them policies: ``shoal sim --policy``.)
   before, and across domains only simple work (priority >= 8, no skills). An agent still
   never claims outside its own queue, so every move is the rebalance's.
 * ``pull`` -- one shared pool as the polling design of the source documents runs it: every
-  task is posted to the pool, and agents poll for work by its adaptive rule (at once after a
+  task is posted to the pool -- spawned children too, and a fork-join task's join, as a
+  task of its own when its last child is done (a chord's callback in Celery) -- and
+  agents poll for work by its adaptive rule (at once after a
   task, then every ``poll_base`` = 5 min, doubling after 3 empty polls up to 30 min). No
   queues, no steals, and no wake-up: an idle agent learns of new work at its next poll.
 * ``pull+wake`` -- the same pool, and idle agents wake the moment work appears, as a queue
@@ -56,7 +58,8 @@ class Baseline:
     rebalance_interval: float | None = None
     #: Agents only run their own queue (they never ask the fleet when it is empty).
     own_queue_only: bool = False
-    #: Every task goes to the pool, whatever the workload says (spawned children too).
+    #: Every task goes to the pool, whatever the workload says: spawned children too, and a
+    #: fork's join when its children are done (``engine.Simulation._fork``).
     pool_only: bool = False
     #: Dealt tasks go to their agent's queue and children to their spawner's.
     honours_queues: bool = False

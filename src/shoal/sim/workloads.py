@@ -35,10 +35,12 @@ A coding or research agent working in its own domain has the repository checked 
 tools installed and the context loaded; one that takes another domain's task starts cold.
 The ``cold_start`` factor models that: a task with a domain, run by an agent outside it,
 takes ``cold_start`` times its duration longer (0.25: a 40-minute task takes 50), on top of
-the workload's fixed ``warmup``. It is 0 unless a run sets it (``shoal sim --set
-cold_start=25%``), so the published figures stay as they were; it applies to every
-baseline alike, because it is a property of the work, not of the scheduler. Tasks without
-a domain (the batches, fork-join) run as long on any agent.
+the workload's fixed ``warmup``. The join part of a fork-join task is the same task
+resumed, and its context is with the agent that ran its first part: run by another agent,
+it starts cold too. It is 0 unless a run sets it (``shoal sim --set cold_start=25%``), so
+the published figures stay as they were; it applies to every baseline alike, because it
+is a property of the work, not of the scheduler. Other work without a domain (the
+batches, fork-join's first parts and leaves) runs as long on any agent.
 """
 
 from __future__ import annotations
@@ -107,8 +109,9 @@ class Workload:
     cold_start: float = 0.0  # ... and this fraction of its duration (module docstring)
 
     def off_domain_cost(self, duration: float) -> float:
-        """Seconds a part of a task that takes ``duration`` runs longer on an agent outside
-        the task's domain: the fixed warm-up and the cold start."""
+        """Seconds a part of a task that takes ``duration`` runs longer on an agent that
+        starts it cold (outside its domain; a join away from its first part): the fixed
+        warm-up and the cold start."""
         return self.warmup + self.cold_start * duration
 
     @property
