@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _replay_account import Account, Posted, account
-from shoal import Fleet, Task, TaskState, sim
+from shoal import BadInput, Fleet, Task, TaskState, sim
 from shoal.settings import SETTINGS, Settings
 from shoal.sim.baselines import Baseline
 from shoal.sim.metrics import percentile
@@ -59,6 +60,8 @@ SHOAL = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.face
 #: sum of its tasks, overheads included, so it is compressed less (about 80 s a policy).
 DEFAULT_COMPRESS = {"overnight": 300.0}
 BATCH_COMPRESS = 175.0
+#: Seconds: a median task shorter than this, real time, is swamped by its overhead.
+SHORTEST_SLEEP = 0.5
 START_TIMEOUT = 60.0  # seconds for every worker to register
 DONE_FACTOR = 3.0  # a run that takes this many times its simulated makespan is stuck
 
@@ -277,14 +280,14 @@ LEGEND = (
 
 def table(rows: Sequence[Replayed]) -> str:
     head = (
-        f"{'workload':10} {'policy':10} {'x':>4} {'÷ bound real':>12} {'sim':>6} {'Δ':>7} "
+        f"{'workload':10} {'policy':10} {'x':>6} {'÷ bound real':>12} {'sim':>6} {'Δ':>7} "
         f"{'eligible real':>13} {'sim':>6} {'idle→work p99 real':>18} {'sim':>6} "
         f"{'overhead p50/p99':>16} {'load':>9}"
     )
     lines = [head, "─" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.workload:10} {r.policy:10} {r.compress:4.0f} {r.real_ratio:12.3f} "
+            f"{r.workload:10} {r.policy:10} {r.compress:6.0f} {r.real_ratio:12.3f} "
             f"{r.sim_ratio:6.3f} {r.real_ratio - r.sim_ratio:+7.3f} "
             f"{r.real_eligible:13.2%} {r.sim_eligible:6.2%} "
             f"{r.real_idle_to_work_p99:17.1f}s {r.sim_idle_to_work_p99:5.1f}s "
@@ -298,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", default=["overnight", "lognormal"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tasks", type=int, default=200, help="batch and stream sizes")
+    parser.add_argument("--tasks", type=int, help="batch and stream sizes (default 200)")
     parser.add_argument("--agents", type=int, help="resize the fleet (not overnight)")
     parser.add_argument("--compress", type=float,
                         help="time compression (default: 300 overnight, 175 the rest)")  # fmt: skip
@@ -316,9 +319,16 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
           "scheduling duration divided by it, aging multiplied", flush=True)  # fmt: skip
     try:
         for name in args.workloads:
-            sizes = {} if name == "overnight" else {"tasks": args.tasks, "agents": args.agents}
-            work = build(name, args.seed, **sizes)
+            tasks = args.tasks if args.tasks is not None or name == "overnight" else 200
+            try:
+                work = build(name, args.seed, tasks=tasks, agents=args.agents)
+            except BadInput as e:
+                parser.error(str(e))
             compress = args.compress or DEFAULT_COMPRESS.get(name, BATCH_COMPRESS)
+            median = statistics.median(t.duration for t in work.tasks) / compress
+            if median < SHORTEST_SLEEP:
+                print(f"  note: at {compress:g}x the median task sleeps {median * 1000:.0f} ms: "
+                      "a task's overhead (tens of ms) is no longer small beside it")  # fmt: skip
             for policy in policies:
                 row, notes = replay(work, policy, args.seed, compress, folder)
                 for note in notes:

@@ -43,7 +43,12 @@ def test_a_small_batch_replays_near_the_simulator(tmp_path: Path) -> None:
 
 
 def test_what_it_cannot_replay_is_refused() -> None:
-    cases = [(["forkjoin"], "forkjoin is not replayed"), (["--compress", "0.5"], "at least 1")]
+    cases = [
+        (["forkjoin"], "forkjoin is not replayed"),
+        (["--compress", "0.5"], "at least 1"),
+        (["nightly"], "no workload called 'nightly'"),
+        (["overnight", "--agents", "3"], "takes no --agents"),
+    ]
     for args, says in cases:
         refused = run(*args)
         assert refused.returncode == 2 and says in refused.stderr, refused.stderr
