@@ -117,6 +117,18 @@ bench-sse-pg: $(VENV)/.dev
 	$(BIN)/python bench/sse_load.py --store postgres --pg-url '$(PG_URL)' $(BENCH_ARGS) \
 		--json bench/results/postgres_sse.json
 
+## The scheduling comparison of docs/scheduling.md: every workload under every policy over
+## ten seeds, the cold-start table, Pareto over 40 seeds (a few minutes of CPU).
+.PHONY: bench-scheduling replay
+bench-scheduling: $(VENV)/.dev
+	$(BIN)/python bench/scheduling.py $(BENCH_ARGS)
+
+## The simulator against real processes: the overnight night and a lognormal batch of 200
+## replayed by real `shoal worker`s on SQLite, time compressed, under shoal and pull+wake,
+## beside the simulator's figures (under 5 minutes; docs/scheduling.md records them).
+replay: $(VENV)/.dev
+	$(BIN)/python bench/replay.py $(BENCH_ARGS)
+
 ## The screenshots of each dashboard page in docs/screenshots/ (headless Chromium, a
 ## small realistic fleet); not part of `make test`.
 .PHONY: screenshots

@@ -60,6 +60,8 @@ def test_the_command_shows_a_table(tmp_path: Path) -> None:
         (["lognormal", "--set", "order=fastest"], "order must be one of priority, longest_first"),
         (["lognormal", "--set", "steal_threshold=-1"], "steal_threshold must be at least 0"),
         (["lognormal", "--set", "domain_wait=soon"], "domain_wait must be a duration"),
+        (["affinity", "--set", "cold_start=lots"], "cold_start must be a fraction from 0 to 10"),
+        (["affinity", "-p", "pull+wake", "--set", "cold_start=-5%"], "cold_start must be"),
     ],
 )
 def test_bad_input_is_refused_with_a_hint(tmp_path: Path, args: list[str], says: str) -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from shoal import InvalidSetting, sim
+from shoal import BadInput, InvalidSetting, sim
 from shoal.sim.engine import Segment, Trace
 from shoal.sim.metrics import summarize
 from shoal.sim.workloads import build
@@ -103,12 +103,12 @@ def test_the_causes_of_idleness_are_named_and_add_up() -> None:
 
 def test_longest_first_with_rough_estimates_beats_a_shared_queue() -> None:
     for workload in ("lognormal", "pareto"):
-        runs = sim.compare([workload], ["pull", "shoal"], range(10),
+        runs = sim.compare([workload], ["pull+wake", "shoal"], range(10),
                            settings={"order": "longest_first"})  # fmt: skip
-        (pull, shoal) = summarize(runs)
-        assert pull["beat_pull"] is None  # pull is the yardstick
+        (pool, shoal) = summarize(runs)
+        assert pool["beat_reference"] is None  # pull+wake is the yardstick
         assert shoal["policy"] == "shoal" and shoal["ratio"] <= 1.02
-        assert shoal["beat_pull"] >= 9 and shoal["paired_with_pull"] == 10
+        assert shoal["beat_reference"] >= 9 and shoal["paired_with_reference"] == 10
 
 
 def test_settings_given_to_a_run_tune_shoal_only() -> None:
@@ -136,10 +136,107 @@ def test_every_policy_finishes_every_task_of_every_workload() -> None:
         for baseline in sim.BASELINES:
             result = sim.simulate(name, baseline, seed=1, **sizes)  # type: ignore[arg-type]
             m = result.metrics
-            ran = Counter(s.task_id for s in result.trace.segments)
+            ran = Counter(s.task_id for s in result.trace.segments if not s.join)
             assert len(ran) == m.tasks, (name, baseline)
+            forks = sum(1 for t in result.trace.workload.tasks if t.children)
+            assert sum(1 for s in result.trace.segments if s.join) == forks, (name, baseline)
             assert m.makespan >= m.lower_bound * (1 - 1e-9), (name, baseline)
             if baseline.startswith("push"):
                 assert m.steals == 0  # push agents never take work outside their queue
             if baseline != "push+rebalance":
                 assert m.moved == 0
+
+
+def test_pull_wake_starts_new_work_at_once_where_pull_waits_for_its_next_poll() -> None:
+    """The baseline every table pairs with: one shared pool, no steals, no locality rules,
+    and idle agents that wake when work appears -- so none of its idleness is latency."""
+    polled = sim.simulate("overnight", "pull", seed=0)
+    woken = sim.simulate("overnight", "pull+wake", seed=0)
+    assert polled.metrics.held_by["latency"] > 0.05  # pull: work waits for the next poll
+    assert woken.metrics.eligible_idle_while_waiting == 0
+    assert woken.metrics.makespan < polled.metrics.makespan
+    for result in (polled, woken):
+        assert result.metrics.steals == 0 and result.metrics.moved == 0
+        assert {s.source for s in result.trace.segments} == {"pool"}  # nothing is queued
+    # shoal keeps more work in its domain: domain_wait leaves new work to its idle agents.
+    shoal = sim.run("overnight", "shoal", seed=0)
+    assert shoal.own_domain is not None and woken.metrics.own_domain is not None
+    assert shoal.own_domain > woken.metrics.own_domain
+
+
+def test_runs_are_paired_with_pull_wake() -> None:
+    runs = sim.compare(["forkjoin"], ["pull", "pull+wake", "shoal"], range(2), tasks=40)
+    rows = {r["policy"]: r for r in summarize(runs)}
+    assert rows["pull+wake"]["beat_reference"] is None  # the yardstick
+    for policy in ("pull", "shoal"):
+        assert rows[policy]["paired_with_reference"] == 2
+        ref = {m.seed: m.ratio for m in runs if m.policy == "pull+wake"}
+        wins = sum(1 for m in runs if m.policy == policy and m.ratio < ref[m.seed] - 1e-9)
+        assert rows[policy]["beat_reference"] == wins
+
+
+def test_a_cold_start_lengthens_each_run_outside_its_domain_under_every_policy() -> None:
+    warm_up, factor = 5 * 60.0, 0.25  # affinity's fixed warm-up, and the cold start
+    for policy in ("pull+wake", "shoal"):
+        plain = sim.simulate("affinity", policy, seed=2, agents=4, tasks=40)
+        cold = sim.simulate("affinity", policy, seed=2, agents=4, tasks=40,
+                            settings={"cold_start": "25%"})  # fmt: skip
+        specs = {t.title: t for t in cold.trace.workload.tasks}
+        off = [s for s in cold.trace.segments if s.in_domain is False]
+        assert off, policy
+        for s in cold.trace.segments:
+            length = specs[s.title].duration
+            extra = warm_up + factor * length if s.in_domain is False else 0.0
+            assert s.warmup == pytest.approx(extra)
+            assert s.end - s.start == pytest.approx(length + extra)
+        assert cold.metrics.cold_time == pytest.approx(sum(s.warmup for s in off))
+        assert cold.metrics.cold_time > plain.metrics.cold_time
+        assert cold.metrics.lower_bound == plain.metrics.lower_bound  # the work is the same
+    # Work without a domain runs as long on any agent: a batch does not change.
+    batch = sim.run("pareto", "shoal", 1, agents=4, tasks=40, settings={"cold_start": 0.25})
+    same = sim.run("pareto", "shoal", 1, agents=4, tasks=40)
+    assert {**batch.to_dict(), "wall_seconds": 0} == {**same.to_dict(), "wall_seconds": 0}
+
+
+def test_a_cold_start_that_means_nothing_is_refused() -> None:
+    for value in ("-5%", "fast", "11", "nan"):
+        with pytest.raises(BadInput, match="cold_start must be a fraction"):
+            sim.run("affinity", "pull+wake", 0, agents=4, tasks=10, settings={"cold_start": value})
+
+
+def test_with_a_cold_start_shoal_finishes_the_night_before_pull_wake() -> None:
+    """Locality pays: shoal runs more of the night in its domains, so with a cold start
+    outside them its makespan is shorter than the shared pool's on every seed."""
+    for seed in range(5):
+        work = build("overnight", seed)
+        cold = {"cold_start": 0.10}
+        shoal = sim.run(work, "shoal", seed, settings=cold)
+        pool = sim.run(work, "pull+wake", seed, settings=cold)
+        assert shoal.makespan < pool.makespan, seed
+        assert shoal.cold_time < pool.cold_time, seed
+
+
+def test_a_pools_join_is_anyones_and_starts_cold_away_from_its_first_part() -> None:
+    """A shared queue has no agent to resume a task on: the join of a fork is a task of its
+    own, posted to the pool when the children are done (a chord's callback). Its context
+    is with the agent that ran the first part, so with a cold start it runs longer
+    anywhere else -- and shoal, which resumes the task on its spawner, rarely pays that."""
+    cold = {"cold_start": 0.25}
+    pool = sim.simulate("forkjoin", "pull+wake", seed=1, agents=4, tasks=40, settings=cold)
+    mine = sim.simulate("forkjoin", "shoal", seed=1, agents=4, tasks=40, settings=cold)
+    joins = [s for s in pool.trace.segments if s.join]
+    assert joins and {s.source for s in joins} == {"pool"}
+    firsts = {s.task_id for s in pool.trace.segments if not s.join}
+    assert not firsts & {s.task_id for s in joins}  # a task of its own
+    resumed = [s for s in mine.trace.segments if s.join]
+    assert {s.task_id for s in resumed} <= {s.task_id for s in mine.trace.segments if not s.join}
+    for result in (pool, mine):
+        for s in result.trace.segments:
+            run = s.end - s.start - s.warmup
+            assert s.warmup == (pytest.approx(0.25 * run) if s.warmup else 0.0)
+            assert s.join or s.warmup == 0  # first parts and leaves have no domain
+    cold_joins = {
+        r.metrics.policy: sum(1 for s in r.trace.segments if s.warmup) for r in (pool, mine)
+    }
+    assert cold_joins["shoal"] < cold_joins["pull+wake"]
+    assert mine.metrics.cold_time < pool.metrics.cold_time

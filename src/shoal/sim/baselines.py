@@ -1,4 +1,4 @@
-"""Baselines: four ways to hand out the same work, all on the real ``Fleet`` -- three ways
+"""Baselines: five ways to hand out the same work, all on the real ``Fleet`` -- four ways
 of running a fleet that shoal is measured against, and shoal itself. (Called baselines, not
 policies, so that they are never taken for ``shoal.policy``, the fleet's own rules; the
 command line still calls them policies: ``shoal sim --policy``.)
@@ -12,9 +12,17 @@ command line still calls them policies: ``shoal sim --policy``.)
   from queues deeper than 5, at most 3 per idle agent and 10 per cycle, never a task moved
   before, and across domains only simple work (priority >= 8, no skills). An agent still
   never claims outside its own queue, so every move is the rebalance's.
-* ``pull`` -- one shared pool: every task is posted to the pool, and agents poll for work
-  by the adaptive rule of the polling design (at once after a task, then every
-  ``poll_base`` = 5 min, doubling after 3 empty polls up to 30 min). No queues, no steals.
+* ``pull`` -- one shared pool as the polling design of the source documents runs it: every
+  task is posted to the pool -- spawned children too, and a fork-join task's join, as a
+  task of its own when its last child is done (a chord's callback in Celery) -- and
+  agents poll for work by its adaptive rule (at once after a
+  task, then every ``poll_base`` = 5 min, doubling after 3 empty polls up to 30 min). No
+  queues, no steals, and no wake-up: an idle agent learns of new work at its next poll.
+* ``pull+wake`` -- the same pool, and idle agents wake the moment work appears, as a queue
+  on a database with change notifications does (pgqueuer or Oban on LISTEN/NOTIFY, Celery
+  with a broker): the best shared queue, and what a fleet would run instead of shoal. Every
+  comparison is made against it (``metrics.REFERENCE``). No queues, no steals, no locality
+  rules.
 * ``shoal`` -- the real claim: work goes where the workload puts it (dealt tasks to their
   agent's queue, domain work to the pool, children to their spawner's queue), and each
   claim takes the own queue's head, else the best pool task, else steals from the tail of
@@ -22,9 +30,10 @@ command line still calls them policies: ``shoal sim --policy``.)
   (the store's change notification), and otherwise polls by the fleet's default backoff --
   or at the moment work it passed over for its own domain's agents is free to take.
 
-The three baselines are run as the documents describe them, whatever the run asks: fleet
-settings given to a run (``shoal sim --set``) tune ``shoal`` only, so a tuned shoal is
-always compared against the same push, rebalance and pull.
+The baselines are run as they are described here, whatever the run asks: fleet settings
+given to a run (``shoal sim --set``) tune ``shoal`` only, so a tuned shoal is always
+compared against the same push, rebalance and pulls. (The workload model's own settings,
+such as ``cold_start``, are the work's, and apply to every baseline alike.)
 """
 
 from __future__ import annotations
@@ -49,7 +58,8 @@ class Baseline:
     rebalance_interval: float | None = None
     #: Agents only run their own queue (they never ask the fleet when it is empty).
     own_queue_only: bool = False
-    #: Every task goes to the pool, whatever the workload says (spawned children too).
+    #: Every task goes to the pool, whatever the workload says: spawned children too, and a
+    #: fork's join when its children are done (``engine.Simulation._fork``).
     pool_only: bool = False
     #: Dealt tasks go to their agent's queue and children to their spawner's.
     honours_queues: bool = False
@@ -67,7 +77,13 @@ _NO_STEALS = {"max_steals_per_agent": 0, "max_steals_per_cycle": 0}
 #: The baselines know nothing of shoal's locality rules.
 _NO_LOCALITY = {"domain_wait": 0}
 
-#: The four baselines, in the order the standard comparison shows them.
+#: One shared pool: nothing is queued to an agent, so there is nothing to steal.
+_POOL_ONLY = {**_NO_STEALS, **_NO_LOCALITY}
+#: The polling design of the source documents: every 5 minutes, doubling after 3 empty
+#: polls up to 30 minutes.
+_SEED_POLLING = {"poll_base": 300, "poll_max": 1800, "poll_backoff_after": 3}
+
+#: The baselines, in the order the standard comparison shows them.
 BASELINES: dict[str, Baseline] = {
     p.name: p
     for p in (
@@ -79,18 +95,8 @@ BASELINES: dict[str, Baseline] = {
             rebalance_interval=300.0,
             settings=dict(_NO_LOCALITY),
         ),
-        Baseline(
-            "pull",
-            pool_only=True,
-            polls=True,
-            settings={
-                **_NO_STEALS,
-                **_NO_LOCALITY,
-                "poll_base": 300,
-                "poll_max": 1800,
-                "poll_backoff_after": 3,
-            },
-        ),
+        Baseline("pull", pool_only=True, polls=True, settings={**_POOL_ONLY, **_SEED_POLLING}),
+        Baseline("pull+wake", pool_only=True, wakes=True, polls=True, settings=_POOL_ONLY),
         Baseline("shoal", honours_queues=True, wakes=True, polls=True, tunable=True),
     )
 }

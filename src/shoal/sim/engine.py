@@ -18,7 +18,7 @@ import heapq
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shoal import policy as rules
@@ -28,7 +28,7 @@ from shoal.model import Claim, Lease, Move, TaskState
 from shoal.settings import Settings
 from shoal.sim.baselines import Baseline
 from shoal.sim.eligibility import CAUSES, Snapshot, classify
-from shoal.sim.workloads import TaskSpec, Workload
+from shoal.sim.workloads import TaskSpec, Workload, split_model
 
 __all__ = ["Segment", "Simulation", "Trace"]
 
@@ -40,7 +40,8 @@ _LONG_LEASE = 30 * 86400.0  # no failures are simulated: a lease never runs out 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One stretch of one agent running one task (a fork-join task runs twice)."""
+    """One stretch of one agent running one task (a fork-join task runs twice: its first
+    part, then its join -- in a pool-only fleet, as a task of its own)."""
 
     agent: str
     task_id: int
@@ -51,7 +52,8 @@ class Segment:
     source: str  # queue | pool | steal
     moved: bool  # the rebalance moved it to this agent's queue
     in_domain: bool | None  # None: the task has no domain
-    warmup: float
+    warmup: float  # of the stretch: the warm-up and cold start of a task started cold
+    join: bool = False  # the join part of a fork-join task (else its first part, or all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +119,20 @@ class Simulation:
         seed: int = 0,
         settings: Mapping[str, object] | None = None,
     ) -> None:
+        model, fleet_settings = split_model(settings)  # the work's own (a cold start), the fleet's
+        workload = replace(workload, **model) if model else workload  # type: ignore[arg-type]
         self.workload = workload
         self.baseline = baseline
         self.clock = ManualClock(workload.start)
         self.rng = random.Random(f"sim-{seed}")
         self.fleet = Fleet.open("memory://", clock=self.clock, rng=random.Random(seed))
-        Settings().replace(**(settings or {}))  # refused alike, whichever baseline runs
+        Settings().replace(**fleet_settings)  # refused alike, whichever baseline runs
         self.settings: Settings = self.fleet.configure(
             **{
                 "lease_ttl": _LONG_LEASE,
                 "max_agents": len(workload.agents),
                 **baseline.settings,
-                **((settings or {}) if baseline.tunable else {}),
+                **(fleet_settings if baseline.tunable else {}),
             }
         )
         self.agents = {a.id: _Agent(a.id, a.domains) for a in workload.agents}
@@ -140,7 +144,12 @@ class Simulation:
         self._now = 0.0  # seconds from the start
         self._spec: dict[int, int] = {}  # task id -> index in workload.tasks
         self._ready_at: dict[int, float] = {}
-        self._deferred: set[int] = set()
+        self._deferred: set[int] = set()  # tasks whose next run is their join part
+        #: A pool-only fleet's forks (spec index -> children still running): the join is
+        #: posted to the pool when the last of them is done, as a chord's callback is.
+        self._chords: dict[int, int] = {}
+        self._parent = {c: i for i, t in enumerate(workload.tasks) for c in t.children}
+        self._started_by: dict[int, str] = {}  # spec index -> the agent of its first part
         self._moved: set[int] = set()
         self._steals: list[tuple[float, str]] = []  # (fleet time, thief): the caps' window
         self._hub: list[tuple[int, float]] = []  # (spec index, arrived at): waiting to be routed
@@ -347,11 +356,17 @@ class Simulation:
         agent.empty_polls = 0
         agent.poll_gen += 1
         agent.said_idle = False
-        spec = self.workload.tasks[self._spec[task.id]]
+        index = self._spec[task.id]
+        spec = self.workload.tasks[index]
         join = task.id in self._deferred
         duration = spec.join if join else spec.duration
         in_domain = None if spec.domain is None else spec.domain in agent.domains
-        warmup = self.workload.warmup if in_domain is False else 0.0
+        if join:  # the task's context is with the agent that ran its first part
+            cold = self._started_by[index] != agent.id
+        else:
+            cold = in_domain is False
+            self._started_by[index] = agent.id
+        warmup = self.workload.off_domain_cost(duration) if cold else 0.0
         if source == "steal":
             self.trace.steals += 1
             self._steals.append((self.clock.now(), agent.id))
@@ -370,6 +385,7 @@ class Simulation:
                 task.id in self._moved,
                 in_domain,
                 warmup,
+                join,
             )
         )
         agent.running = _Run(task.id, spec, join, lease)
@@ -389,6 +405,7 @@ class Simulation:
         then_claim = 0 if self.baseline.own_queue_only else 1
         done = self.fleet.complete(run.lease, then_claim=then_claim)
         self._done += 1
+        joined = self._chord_done(self._spec[run.task_id])
         if done.released:
             for task_id in done.released:  # ready now; their specs are known since posting
                 self._ready_at[task_id] = self._now
@@ -397,14 +414,26 @@ class Simulation:
             self._take(agent, done.next)
         else:
             self._try_claim(agent)
-        if done.released:
+        if done.released or joined:
             self._wake()
 
     def _fork(self, agent: _Agent, run: _Run) -> None:
-        """The first part of a fork-join task is done: spawn the children, wait on them."""
-        parent = None if self.baseline.pool_only else run.task_id
+        """The first part of a fork-join task is done: spawn the children, wait on them.
+
+        shoal (and push) defer the task on its children: it comes back to its agent's queue
+        when they are done. A pool-only fleet has no queues, so it does what a shared queue
+        does (a chord's callback in Celery, a workflow in Oban): the first part completes,
+        and the join is posted to the pool, for anyone, when the last child is done."""
         children = [self.workload.tasks[i] for i in run.spec.children]
-        posts = [{**_post_args(c, None), "parent": parent} for c in children]
+        if self.baseline.pool_only:
+            ids = self.fleet.post_many([_post_args(c, None) for c in children])
+            self._posted(ids, list(run.spec.children), [self._now] * len(ids))
+            self._more_waiting(len(ids))
+            self._chords[self._spec[run.task_id]] = len(ids)
+            self._take(agent, self.fleet.complete(run.lease, then_claim=1).next)
+            self._wake()
+            return
+        posts = [{**_post_args(c, None), "parent": run.task_id} for c in children]
         ids = self.fleet.post_many(posts)
         self._posted(ids, list(run.spec.children), [self._now] * len(ids))
         self._more_waiting(len(ids))
@@ -412,6 +441,22 @@ class Simulation:
         self._deferred.add(run.task_id)
         self._try_claim(agent)
         self._wake()
+
+    def _chord_done(self, index: int) -> bool:
+        """Task ``index`` is done for good: in a pool-only fleet, post its parent's join to
+        the pool if it was the last of its siblings (whether one was posted)."""
+        parent = self._parent.get(index)
+        if parent is None or parent not in self._chords:
+            return False
+        self._chords[parent] -= 1
+        if self._chords[parent]:
+            return False
+        del self._chords[parent]
+        (join,) = self.fleet.post_many([_post_args(self.workload.tasks[parent], None)])
+        self._posted([join], [parent], [self._now])
+        self._deferred.add(join)
+        self._more_waiting(1)
+        return True
 
 
 def _post_args(spec: TaskSpec, to: str | None) -> dict[str, Any]:

@@ -16,11 +16,14 @@
 * ``wait`` p50/p99 -- from a task being ready (arrived, spawned, or its children done) to
   being claimed.
 * ``steals`` (taken at claim time, from ``Claim.sources``) and ``moved`` (by the rebalance);
-  ``own_domain`` -- the share of task runs done by an agent of the task's domain.
+  ``own_domain`` -- the share of task runs done by an agent of the task's domain;
+  ``cold_time`` -- agent-seconds spent warming up on tasks run outside their domain (the
+  workload's fixed warm-up and its cold start: ``workloads``, *The cold start*).
 
 ``summarize`` gives the mean of each figure over the seeds of a workload and policy, and,
-when ``pull`` ran on the same seeds, on how many of them the policy's makespan beat pull's
-(``beat_pull``, paired by seed).
+when the reference baseline ``pull+wake`` (one shared pool whose idle agents wake on new
+work: what a fleet without shoal would pick) ran on the same seeds, on how many of them the
+policy's makespan beat its (``beat_reference``, paired by seed).
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from typing import Any
 
 from shoal.sim.engine import Trace
 
-__all__ = ["Metrics", "measure", "percentile", "summarize"]
+__all__ = ["REFERENCE", "Metrics", "measure", "percentile", "summarize"]
+
+#: The baseline every other run is paired with, seed by seed.
+REFERENCE = "pull+wake"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,7 @@ class Metrics:
     steals: int
     moved: int
     own_domain: float | None
+    cold_time: float
     wall_seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,13 +123,14 @@ def measure(trace: Trace) -> Metrics:
         steals=trace.steals,
         moved=len(trace.moves),
         own_domain=own,
+        cold_time=sum(s.warmup for s in trace.segments),
         wall_seconds=trace.wall,
     )
 
 
 def summarize(runs: Sequence[Metrics]) -> list[dict[str, Any]]:
     """One row per (workload, policy): the mean of each figure over its seeds, and how
-    often it beat pull (module docstring)."""
+    often it beat the reference baseline (module docstring)."""
     groups: dict[tuple[str, str], list[Metrics]] = {}
     for m in runs:
         groups.setdefault((m.workload, m.policy), []).append(m)
@@ -137,14 +145,14 @@ def summarize(runs: Sequence[Metrics]) -> list[dict[str, Any]]:
         for name in _SUMMED:
             row[name] = mean([getattr(m, name) for m in ms])
         row["held_by"] = {cause: mean([m.held_by[cause] for m in ms]) for cause in ms[0].held_by}
-        pull = {m.seed: m.ratio for m in groups.get((workload, "pull"), [])}
-        paired = [m for m in ms if m.seed in pull]
-        row["beat_pull"] = (
+        reference = {m.seed: m.ratio for m in groups.get((workload, REFERENCE), [])}
+        paired = [m for m in ms if m.seed in reference]
+        row["beat_reference"] = (
             None
-            if policy == "pull" or not paired
-            else sum(1 for m in paired if m.ratio < pull[m.seed] - _SAME)
+            if policy == REFERENCE or not paired
+            else sum(1 for m in paired if m.ratio < reference[m.seed] - _SAME)
         )
-        row["paired_with_pull"] = len(paired)
+        row["paired_with_reference"] = len(paired)
         rows.append(row)
     return rows
 
@@ -170,5 +178,6 @@ _SUMMED = (
     "steals",
     "moved",
     "own_domain",
+    "cold_time",
     "wall_seconds",
 )

@@ -28,18 +28,32 @@ The workloads:
   a task outside one's domain costs a fixed warm-up.
 * ``forkjoin`` -- a Fibonacci tree: fib(n) splits, spawns fib(n-1) and fib(n-2), waits on
   them and joins; leaves just run.
+
+The cold start
+--------------
+A coding or research agent working in its own domain has the repository checked out, the
+tools installed and the context loaded; one that takes another domain's task starts cold.
+The ``cold_start`` factor models that: a task with a domain, run by an agent outside it,
+takes ``cold_start`` times its duration longer (0.25: a 40-minute task takes 50), on top of
+the workload's fixed ``warmup``. The join part of a fork-join task is the same task
+resumed, and its context is with the agent that ran its first part: run by another agent,
+it starts cold too. It is 0 unless a run sets it (``shoal sim --set cold_start=25%``), so
+the published figures stay as they were; it applies to every baseline alike, because it
+is a property of the work, not of the scheduler. Other work without a domain (the
+batches, fork-join's first parts and leaves) runs as long on any agent.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shoal.errors import BadInput
 
 __all__ = [
+    "MODEL_SETTINGS",
     "WORKLOADS",
     "AgentSpec",
     "TaskSpec",
@@ -51,6 +65,7 @@ __all__ = [
     "lognormal",
     "overnight",
     "pareto",
+    "split_model",
 ]
 
 MINUTE = 60.0
@@ -91,6 +106,13 @@ class Workload:
     start: float = 1_767_225_600.0  # 2026-01-01T00:00:00Z
     warmup: float = 0.0  # seconds added to a task run by an agent outside its domain
     description: str = ""
+    cold_start: float = 0.0  # ... and this fraction of its duration (module docstring)
+
+    def off_domain_cost(self, duration: float) -> float:
+        """Seconds a part of a task that takes ``duration`` runs longer on an agent that
+        starts it cold (outside its domain; a join away from its first part): the fixed
+        warm-up and the cold start."""
+        return self.warmup + self.cold_start * duration
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -350,6 +372,42 @@ WORKLOADS: dict[str, WorkloadMaker] = {
     "affinity": affinity,
     "forkjoin": forkjoin,
 }
+
+
+#: Settings of the workload model that a run may give with the fleet's (``--set``).
+MODEL_SETTINGS = ("cold_start",)
+_COLD_START_MAX = 10.0  # 1000%: past that the figure means nothing anyway
+
+
+def _cold_start(value: object) -> float:
+    """A cold-start factor: a fraction (``0.25``) or a percentage (``"25%"``), 0..10."""
+    text = str(value).strip()
+    try:
+        factor = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        factor = math.nan
+    if not 0 <= factor <= _COLD_START_MAX:  # NaN fails this too
+        raise BadInput(
+            f"cold_start must be a fraction from 0 to 10 or a percentage, not {value!r}",
+            hint="e.g. cold_start=0.25 or cold_start=25% (a task run outside its domain takes "
+            "25% longer)",
+        )
+    return factor
+
+
+def split_model(
+    settings: Mapping[str, object] | None,
+) -> tuple[dict[str, float], dict[str, object]]:
+    """Separate the workload model's settings (``MODEL_SETTINGS``, checked here) from the
+    fleet's (checked by the fleet): ``({"cold_start": 0.25}, {"order": ...})``."""
+    model: dict[str, float] = {}
+    fleet: dict[str, object] = {}
+    for name, value in (settings or {}).items():
+        if name == "cold_start":
+            model[name] = _cold_start(value)
+        else:
+            fleet[name] = value
+    return model, fleet
 
 
 def get(name: str) -> WorkloadMaker:
