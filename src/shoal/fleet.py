@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from shoal import policy
 from shoal._agents import heartbeat_in
@@ -50,6 +50,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetagents import AgentVerbs
 from shoal._fleetops import OperatorVerbs
+from shoal._liveness import SettleFirst, settle_in
 from shoal._posting import insert_task
 from shoal._transitions import (
     after_letting_go,
@@ -86,6 +87,8 @@ from shoal.validation import (
 from shoal.vocabulary import ClaimReason, EventKind, TaskState
 
 __all__ = ["Fleet"]
+
+_Result = TypeVar("_Result")
 
 
 class Fleet(AgentVerbs, OperatorVerbs):
@@ -319,9 +322,12 @@ class Fleet(AgentVerbs, OperatorVerbs):
         A lease that has already expired is not renewed: its task goes back to pending.
         """
         check_agent_id(agent_id)
-        with self._store.write() as tx:
-            now = self.clock.now()
-            return heartbeat_in(tx, now, agent_id, self.rng)
+
+        def beat(settle: bool) -> list[Lease]:
+            with self._store.write() as tx:
+                return heartbeat_in(tx, self.clock.now(), agent_id, self.rng, settle=settle)
+
+        return self._settling(beat, refuse=True)
 
     # ------------------------------------------------------------------ the claim
 
@@ -342,9 +348,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:
                 return direct[1]
-            with self._store.write() as tx:
-                claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
-            assert claim is not None
+            claim = self._settling(
+                lambda settle: self._claim_once(agent_id, n, settle), refuse=True
+            )
             remaining = deadline - monotonic(self.clock)
             if claim or claim.reason is not ClaimReason.EMPTY or remaining <= 0:
                 return claim
@@ -352,6 +358,12 @@ class Fleet(AgentVerbs, OperatorVerbs):
             if claim.retry_at is not None:  # work passed over is free to take then
                 pause = min(pause, max(0.0, claim.retry_at - self.clock.now()))
             wait_for(self.clock, self._store.wait_for_change, pause)
+
+    def _claim_once(self, agent_id: str, n: int, settle: bool) -> Claim:
+        with self._store.write() as tx:
+            claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True, settle=settle)
+        assert claim is not None
+        return claim
 
     def _claim(
         self,
@@ -362,6 +374,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         *,
         strict: bool,
         completed: bool = False,
+        settle: bool = True,
     ) -> Claim | None:
         """The claim cascade (``_claiming.claim_in``) with this fleet's randomness and
         tokens."""
@@ -374,7 +387,23 @@ class Fleet(AgentVerbs, OperatorVerbs):
             rng=self.rng,
             token=self._token,
             completed=completed,
+            settle=settle,
         )
+
+    def _settling(self, run: Callable[[bool], _Result], *, refuse: bool) -> _Result:
+        """``run(True)``; if it asked for the fleet-wide part of liveness first
+        (``_liveness.SettleFirst``: a silent agent to mark offline, or its own agent back
+        from offline), that part in an exclusive transaction of its own, then ``run(False)``.
+        An agent that found no seat is refused ``FleetFull`` if ``refuse``; else (a
+        completion, which must stand) the call runs again and the agent stays offline."""
+        try:
+            return run(True)
+        except SettleFirst as first:
+            with self._store.write(exclusive=True) as tx:
+                refusal = settle_in(tx, self.clock.now(), first.agent_id)
+            if refusal is not None and refuse:
+                raise refusal from None
+        return run(False)
 
     # ------------------------------------------------------------------ finishing work
 
@@ -397,23 +426,28 @@ class Fleet(AgentVerbs, OperatorVerbs):
         if direct is not None:
             ((task,), claimed) = direct
             return Completion(task, False, (), claimed if then_claim else None)
-        with self._store.write() as tx:
-            now = self.clock.now()
-            finished = tx.finish_leased(finishing, now)
-            if not finished:  # not a live lease: say why, or recognise a repeat
-                return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
-            ((task_id, holder, has_dependents, written),) = finished
-            tx.append_event(now, EventKind.COMPLETED, task_id, holder, None)
-            released = release_dependents(tx, task_id, now) if has_dependents else []
-            next_claim = None
-            if then_claim:
-                next_claim = self._claim(
-                    tx, holder or "", then_claim, now, strict=False, completed=True
-                )
-            else:
-                after_letting_go(tx, holder, now, completed=True)
-            done = written or need_task(tx, task_id)  # nothing after the finish changes it
-            return Completion(done, False, tuple(released), next_claim)
+
+        def finish(settle: bool) -> Completion:
+            with self._store.write() as tx:
+                now = self.clock.now()
+                finished = tx.finish_leased(finishing, now)
+                if not finished:  # not a live lease: say why, or recognise a repeat
+                    return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
+                ((task_id, holder, has_dependents, written),) = finished
+                tx.append_event(now, EventKind.COMPLETED, task_id, holder, None)
+                released = release_dependents(tx, task_id, now) if has_dependents else []
+                next_claim = None
+                if then_claim:
+                    next_claim = self._claim(
+                        tx, holder or "", then_claim, now, strict=False, completed=True,
+                        settle=settle,
+                    )  # fmt: skip
+                else:
+                    after_letting_go(tx, holder, now, completed=True)
+                done = written or need_task(tx, task_id)  # nothing after the finish changes it
+                return Completion(done, False, tuple(released), next_claim)
+
+        return self._settling(finish, refuse=False)
 
     @rerun_on_conflict
     def complete_many(
@@ -444,7 +478,22 @@ class Fleet(AgentVerbs, OperatorVerbs):
                 finished_tasks, claimed = direct
                 ids = tuple(task.id for task in finished_tasks)
                 return BatchCompletion(ids, next=claimed if then_claim else None)
-        completed, already, lost, released = [], [], [], []
+        return self._settling(
+            lambda settle: self._complete_many_once(outcomes, items, then_claim, settle),
+            refuse=False,
+        )
+
+    def _complete_many_once(
+        self,
+        outcomes: Sequence[tuple[Lease, Any]],
+        items: Sequence[Finishing],
+        then_claim: int,
+        settle: bool,
+    ) -> BatchCompletion:
+        completed: list[int] = []
+        already: list[int] = []
+        lost: list[tuple[int, str]] = []
+        released: list[int] = []
         with self._store.write() as tx:
             now = self.clock.now()
             holder: str | None = None  # who really holds them, not what the leases claim
@@ -469,9 +518,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
                     released += release_dependents(tx, lease.task_id, now)
             next_claim = None
             if then_claim and holder is not None and completed:
-                next_claim = self._claim(tx, holder, then_claim, now, strict=False, completed=True)
+                next_claim = self._claim(
+                    tx, holder, then_claim, now, strict=False, completed=True, settle=settle
+                )
             elif then_claim and holder is not None:
-                next_claim = self._claim(tx, holder, then_claim, now, strict=False)
+                next_claim = self._claim(tx, holder, then_claim, now, strict=False, settle=settle)
             elif completed:
                 after_letting_go(tx, holder, now, completed=True)
         return BatchCompletion(

@@ -530,7 +530,7 @@ async def test_managers_reorder_work_and_pause_an_agent(url: str) -> None:
         text = await refused(boss, "set_task_priority", task_id=999, priority=2)
         assert text.startswith("unknown_task:")
         paused = await call(boss, "pause_agent", agent_id="ada", duration="2h")
-        assert paused["status"] == "overloaded" and ISO.match(paused["paused_until"])
+        assert paused["status"] == "paused" and ISO.match(paused["paused_until"])
         held = await call(ada, "claim_best_task")
         assert held["claimed"] is False and held["reason"] == "paused"
         text = await refused(boss, "pause_agent", agent_id="ada", duration="forever")

@@ -59,7 +59,7 @@ STATUS_STYLE = {
     "working": "green",
     "waiting": "cyan",
     "offline": "red",
-    "overloaded": "bold red",
+    "paused": "bold red",
     "terminated": "dim",
 }
 
@@ -253,6 +253,11 @@ def status_view(status: FleetStatus) -> Group:
     if status.stalled:
         stalled = ", ".join(f"{t.id} ({t.agent})" for t in status.stalled)
         parts.append(Text(f"stalled: {stalled}", style="bold red"))
+    if status.expired:
+        expired = ", ".join(f"{t.id} ({t.agent})" for t in status.expired)
+        parts.append(
+            Text(f"leases run out, not running (the next claim takes them back): {expired}")
+        )
     if status.stuck:
         stuck = ", ".join(map(str, status.stuck))
         parts.append(
@@ -290,10 +295,15 @@ def registration_text(reg: Registration) -> str:
 
 
 def pause_note(agent: Agent, now: float) -> str:
-    """`` (paused 9m more)`` for an agent the circuit breaker holds; else empty."""
-    if agent.paused(now) and agent.paused_until is not None:
-        return f" (paused {_span(agent.paused_until - now)} more, after {agent.failures} failures)"
-    return ""
+    """`` (9m more, after 5 failures)`` for a paused agent, `` (paused 9m more)`` for one
+    offline with a pause still running; else empty."""
+    if not agent.paused(now) or agent.paused_until is None:
+        return ""
+    left = _span(agent.paused_until - now)
+    failures = f", after {agent.failures} failures" if agent.failures else ""
+    if agent.status is AgentStatus.PAUSED:
+        return f" ({left} more{failures})"
+    return f" (paused {left} more{failures})"
 
 
 def claim_text(claim: Claim, now: float) -> Text:

@@ -13,6 +13,7 @@ from typing import Any
 
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
 from shoal.policy import Locality, StealFilter
+from shoal.settings import Settings
 from shoal.stores._sqlrows import (
     STATUSES,
     RowOrder,
@@ -33,6 +34,9 @@ _STATES = {s.value: s for s in TaskState}
 _TOKEN = 28
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
+#: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
+#: one, if any, in its statement).
+DEFAULT_HEARTBEAT_TIMEOUT = Settings().heartbeat_timeout
 
 
 #: Agents by the columns they were made from: a claimer's row is the same claim after
@@ -90,7 +94,7 @@ class SqlReads(SqlTxBase):
         )
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
-        params = {"id": agent_id, "now": now}
+        params = {"id": agent_id, "now": now, "heartbeat_timeout": DEFAULT_HEARTBEAT_TIMEOUT}
         if self._locking:
             with self._d.pipeline(self._c):  # the lock, then a fresh read: one round trip
                 self._run("lock_claimer", params)
@@ -103,7 +107,9 @@ class SqlReads(SqlTxBase):
         if row[17] != len(skillsets):
             self.skillsets()
         settings = self._parse_settings(row[18])
-        return ClaimContext(_claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
+        return ClaimContext(
+            _claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings, bool(row[19])
+        )
 
     def queue_depths(self) -> list[QueueDepth]:
         return [QueueDepth(r[0], int(r[1]), STATUSES[r[2]]) for r in self._all("queue_depths")]

@@ -338,6 +338,7 @@ class SqlStore:
             "locality_wait": settings.locality_wait,
             "domain_wait": settings.domain_wait,
             "seen_resolution": policy.SEEN_RESOLUTION,
+            "silent_before": now - settings.heartbeat_timeout,
         }
         with d.connection(True) as conn:
             try:

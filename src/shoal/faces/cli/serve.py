@@ -97,7 +97,10 @@ def run_serve(
             highlight=False,
             markup=False,
         )
-    serve(fleet, exposure, sock, log_level=log_level, tls=tls)
+    from shoal.runtime.reaper import Reaper
+
+    with Reaper(lambda: fleet):  # the record keeps up while the server runs
+        serve(fleet, exposure, sock, log_level=log_level, tls=tls)
 
 
 @click.command(short_help="Serve the dashboard, the HTTP API and /metrics.")

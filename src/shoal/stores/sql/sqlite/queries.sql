@@ -151,13 +151,21 @@ SELECT 1;
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement: the agent, how many leases
--- it holds (tasks_held), whether any lease is due (tasks_expiry), and how many skill sets
--- exist (so the store's cache of them can be trusted).
+-- it holds (tasks_held), whether any lease is due (tasks_expiry), how many skill sets
+-- exist (so the store's cache of them can be trusted), and whether another agent that
+-- should be heard from has been silent past heartbeat_timeout (agents_heard: the range is
+-- empty while everyone heartbeats). The timeout is the stored setting's, or the default.
 SELECT {agent},
        (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = :id),
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= :now),
        (SELECT count(*) FROM skillsets),
-       (SELECT value FROM meta WHERE key = 'settings')
+       (SELECT value FROM meta WHERE key = 'settings'),
+       EXISTS (SELECT 1 FROM agents AS heard
+               WHERE heard.status IN ('idle', 'working', 'waiting', 'paused')
+                 AND heard.last_seen < :now - coalesce(
+                     (SELECT json_extract(value, '$.heartbeat_timeout') FROM meta
+                      WHERE key = 'settings'), :heartbeat_timeout)
+                 AND heard.id <> :id)
 FROM agents WHERE id = :id;
 
 -- name: queue_depths
