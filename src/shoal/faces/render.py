@@ -28,6 +28,7 @@ from shoal.model import (
     TaskDetail,
 )
 from shoal.settings import SETTINGS, Settings, format_setting
+from shoal.vocabulary import AgentStatus
 
 __all__ = [
     "agents_table",
