@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal import Fleet, SchemaMismatch, TaskState
+from shoal import AgentStatus, Fleet, SchemaMismatch, TaskState
 from shoal.stores._sql import load_migrations
 from shoal.stores.sqlite import APPLICATION_ID, _statements
 from tests import pg
@@ -233,3 +233,59 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
             assert ours[what] == theirs[what], what
     finally:
         pg.drop_fleet(fresh_url)
+
+
+# ---------------------------------------------------------------- schema 7: paused
+# A pause was status 'overloaded' (the assessment's word for a busy fleet) until schema 7
+# made it 'paused'; an agent paused under the old word is paused under the new one.
+
+PAUSED_AGENT = (
+    "INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status, "
+    "last_seen, registered_at, incarnation, failures, paused_until) "
+    "VALUES ('bob', 'worker', '[]', '[]', 1, {flag}, {flag}, 'overloaded', 1e12, 0, 1, 5, 2e12)"
+)
+
+
+def check_paused(fleet: Fleet) -> None:
+    bob = fleet.agent("bob")
+    assert bob.status is AgentStatus.PAUSED and bob.failures == 5
+    assert fleet.claim("bob").reason == "paused"
+    assert fleet.resume("bob").status is AgentStatus.WAITING
+
+
+def test_a_schema_6_sqlite_fleet_keeps_its_paused_agent_paused(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    for version, _, script in load_migrations("sqlite")[:6]:
+        for statement in _statements(script):
+            raw.execute(statement)
+        raw.execute(f"PRAGMA user_version = {version}")
+    raw.execute(PAUSED_AGENT.format(flag="0"))
+    raw.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    raw.close()
+    with pytest.raises(SchemaMismatch, match="schema version 6"):
+        Fleet.open(f"sqlite://{path}", create=False)
+    fleet = Fleet.init(f"sqlite://{path}")
+    check_paused(fleet)
+    fleet.close()
+
+
+def test_a_schema_6_postgres_fleet_keeps_its_paused_agent_paused(postgres_url: str) -> None:
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    with pg.schema_conn(postgres_url) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, name, script in load_migrations("postgres")[:6]:
+            conn.execute(script.encode())
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+        conn.execute(PAUSED_AGENT.format(flag="false").encode())
+    with pytest.raises(SchemaMismatch, match="schema version 6"):
+        Fleet.open(postgres_url, create=False)
+    fleet = Fleet.init(postgres_url)
+    check_paused(fleet)
+    fleet.close()
