@@ -5,12 +5,17 @@ in the past), then runs the real `shoal` script, whose clock is the real one."""
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
 import time
 from pathlib import Path
 
+import httpx
+
 from shoal import Fleet, ManualClock
 from tests.faces.cli_support import Shoal, fleet, shoal, url  # noqa: F401 (fixtures)
-from tests.helpers import post_many
+from tests.helpers import post_many, wait_until
 
 
 def past(url: str, seconds_ago: float) -> tuple[Fleet, ManualClock]:
@@ -87,3 +92,76 @@ def test_assess_four_times_with_nothing_changed_logs_one_event(shoal: Shoal, fle
         assert shoal("assess", "--json").code == 0
     kinds = [e["kind"] for e in shoal("events", "--json").data]
     assert kinds.count("assessed") == 1
+
+
+# ----------------------------------------------------------- long-lived faces reap
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _died_14_minutes_ago(url: str) -> set[int]:
+    """ann and bob died holding a task each 14 minutes ago (10-minute leases); iris died
+    with two tasks in her queue. The tasks held."""
+    fleet, _ = past(url, 14 * 60)
+    for name in ("ann", "bob", "iris"):
+        fleet.register(name)
+    post_many(fleet, 2)
+    held = {fleet.claim(name).tasks[0].id for name in ("ann", "bob")}
+    post_many(fleet, 2, to="iris")
+    fleet.close()
+    return held
+
+
+def _stop(server: subprocess.Popen[str]) -> str:
+    server.send_signal(signal.SIGTERM)
+    _, err = server.communicate(timeout=20)
+    return err
+
+
+def test_shoal_serve_alone_shows_the_dead_and_writes_them_down(shoal: Shoal, url: str) -> None:
+    """`shoal serve` with no monitor: its fleet page shows the dead agents offline and
+    their tasks' leases expired, and the server's own reaper writes it all down."""
+    held = _died_14_minutes_ago(url)
+    port = _free_port()
+    server = shoal.popen("serve", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with Fleet.open(url) as fleet:
+            offline = wait_until(
+                lambda: (
+                    {e.agent for e in fleet.events() if e.kind == "agent.offline"}
+                    == {"ann", "bob", "iris"}
+                ),
+                "the server's reaper to write the dead agents down offline",
+            )
+            assert offline
+            expired = {e.task_id for e in fleet.events() if e.kind == "expired"}
+            assert expired == held  # their leases came back, though nobody claimed
+            assert {t.agent for t in fleet.tasks(state="pending")} == {None}  # iris's too
+        lanes = httpx.get(f"{base}/lanes").text
+        assert lanes.count('class="status status-offline"') == 3 and "running" not in lanes
+    finally:
+        err = _stop(server)
+    assert "Traceback" not in err
+
+
+def test_shoal_mcp_over_http_reaps_too(shoal: Shoal, url: str) -> None:
+    held = _died_14_minutes_ago(url)
+    server = shoal.popen("mcp", "--transport", "http", "--port", str(_free_port()))
+    try:
+        with Fleet.open(url) as fleet:
+            wait_until(
+                lambda: {e.task_id for e in fleet.events() if e.kind == "expired"} == held,
+                "the MCP server's reaper to take the expired leases back",
+            )
+            assert {e.agent for e in fleet.events() if e.kind == "agent.offline"} == {
+                "ann",
+                "bob",
+                "iris",
+            }
+    finally:
+        _stop(server)
