@@ -449,7 +449,7 @@ async def test_a_full_fleet_is_a_tool_error_not_a_dead_server(url: str) -> None:
         before = snapshot(fleet)
     async with stdio_session(url, "--agent", "bob") as bob:
         text = await refused(bob, "claim_best_task")
-        assert text.startswith("fleet_full:") and "1 of 1 agents are live" in text
+        assert text.startswith("fleet_full:") and "1 of 1 seats are taken" in text
         assert "shoal config set max_agents 2" in text and "next call" in text
         text = await refused(bob, "heartbeat")
         assert text.startswith("fleet_full:")
