@@ -192,7 +192,7 @@ def test_a_completion_from_an_offline_agent_stands_but_does_not_bring_it_back(
     fleet.configure(max_agents=1, heartbeat_timeout=60)
     fleet.register("ann")
     fleet.post("t")
-    task, lease = one(fleet.claim("ann"))
+    _, lease = one(fleet.claim("ann"))
     clock.advance(61)  # ann is quiet; her lease (600 s) still runs
     fleet.register("bob")  # takes the seat she left
     done = fleet.complete(lease, "ok", then_claim=1)
@@ -249,9 +249,7 @@ def test_assess_logs_only_a_changed_verdict(fleet: Fleet) -> None:
     ]
     fleet.post("needs a gpu", skills=["gpu"])
     assert fleet.assess().missing_skills == ("gpu",)
-    assert [e.data["missing_skills"] for e in fleet.events() if e.kind == "assessed"][-1] == [
-        "gpu"
-    ]
+    assert [e.data["missing_skills"] for e in fleet.events() if e.kind == "assessed"][-1] == ["gpu"]
 
 
 # ------------------------------------------------------------------------ the clock
