@@ -29,10 +29,12 @@ test that enforce it in docs/ARCHITECTURE.md, "Invariants")
 ---------------------------------------------------------------------------------------
 I1 a task has at most one live lease; only its token may change it.
 I2 every task is in exactly one state; none is lost, none completes twice.
-I3 no agent holds more than max_concurrent leases; live non-managers <= max_agents.
+I3 no agent holds more than max_concurrent leases; seats (non-managers neither offline nor
+   terminated) <= max_agents.
 I4 a stolen task is never stolen again; a pinned task is never stolen.
 I5 every state change appends exactly one event, in the same transaction.
-I6 an expired lease is claimable at claim time, monitor or not.
+I6 an expired lease is claimable at claim time, monitor or not; so is the queue of an agent
+   silent past heartbeat_timeout, which every read shows offline (``_liveness``).
 I7 bad input changes nothing and says what was wrong and how to fix it.
 """
 
@@ -319,7 +321,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
     def heartbeat(self, agent_id: str) -> list[Lease]:
         """Say the agent is alive and extend every lease it holds; returns the renewed leases.
 
-        A lease that has already expired is not renewed: its task goes back to pending.
+        A lease that has already expired is not renewed: its task goes back to pending. An
+        agent coming back from offline needs a free seat under max_agents, else
+        ``FleetFull`` (it stays offline; docs/ARCHITECTURE.md, "Liveness and seats").
         """
         check_agent_id(agent_id)
 
@@ -340,6 +344,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
         until when) or ``empty`` (nothing this agent can do now; ``retry_at``, if set, says
         when something it passed over is free to take). With ``wait`` > 0 an empty claim
         waits up to that many seconds for the fleet to change and tries again.
+
+        Agents silent past heartbeat_timeout are written down offline first, their queues
+        back in the pool for this claim to find; an agent coming back from offline needs a
+        free seat under max_agents, else ``FleetFull`` (docs/ARCHITECTURE.md, "Liveness and
+        seats").
         """
         check_agent_id(agent_id)
         n = check_n(n)
