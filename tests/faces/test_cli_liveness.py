@@ -68,6 +68,9 @@ def test_status_shows_dead_agents_offline_and_their_leases_expired(shoal: Shoal,
     text = shoal("status").text
     assert "offline" in text and "working" not in text
     assert "leases run out, not running (the next claim takes them back)" in text
+    assert shoal("list").text.count("lease expired: not running") == 2
+    shown = shoal("show", str(min(held))).text
+    assert "lease expired 4m ago (not running: the next claim takes it back)" in shown
     assert len(fleet.events()) == events
 
 

@@ -27,6 +27,7 @@ from shoal.model import (
     Task,
     TaskDetail,
 )
+from shoal.policy import lease_due
 from shoal.settings import SETTINGS, Settings, format_setting
 from shoal.vocabulary import AgentStatus
 
@@ -123,6 +124,7 @@ def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> 
         flags = " [pinned]" if t.pinned else ""
         flags += " [stolen]" if t.stolen else ""
         flags += " [stalled]" if t.stalled_at is not None else ""
+        flags += " [lease expired: not running]" if lease_due(t, now) else ""
         flags += f" [{note}]" if (note := ready_note(t, now)) else ""
         table.add_row(
             *_cells(
@@ -158,7 +160,10 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         rows.append(("ready", ago(t.ready_at, now) + waiting))
     if t.expected_duration is not None:
         rows.append(("expected", _span(t.expected_duration)))
-    if t.lease_expires is not None:
+    if t.lease_expires is not None and lease_due(t, now):
+        not_running = " (not running: the next claim takes it back)"
+        rows.append(("lease expired", ago(t.lease_expires, now) + not_running))
+    elif t.lease_expires is not None:
         rows.append(("lease expires", ago(t.lease_expires, now)))
     if detail.after:
         rows.append(("after", ", ".join(map(str, detail.after))))
