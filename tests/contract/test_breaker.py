@@ -165,7 +165,7 @@ def test_work_is_not_routed_to_a_paused_agent(broken: Fleet, clock: ManualClock)
     broken.configure(failure_streak=1)
     held = broken.claim("cy", 2)
     broken.fail(held.leases[0], "no tool")  # paused, still holding the other task
-    with pytest.raises(BadInput, match="paused by the circuit breaker"):
+    with pytest.raises(BadInput, match="agent 'cy' is paused; nothing would work its queue"):
         broken.post("for cy", to="cy")
     child = broken.post("child", parent=held.tasks[1].id, priority=1)
     assert child.in_pool  # not into the paused spawner's queue: others take it

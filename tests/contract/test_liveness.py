@@ -10,6 +10,7 @@ import pytest
 
 from shoal import (
     AgentStatus,
+    BadInput,
     Fleet,
     FleetFull,
     LeaseLost,
@@ -273,3 +274,41 @@ def test_a_clock_jump_leaves_no_task_done_twice_and_says_so(
     assert offline[0].data["last_seen"]
     assert [e.kind for e in log if e.task_id == task].count("expired") == 1
     assert [e.kind for e in log if e.task_id == task].count("completed") == 0
+
+
+def test_a_host_whose_clock_runs_an_hour_ahead_does_no_task_twice(
+    store_url: str, fleet: Fleet, clock: ManualClock
+) -> None:
+    """Two hosts on one fleet, the second's clock an hour ahead: to it everyone is silent
+    and every lease ran out, so it takes the work back -- and says so in the log -- while
+    the first host's agent, still working, can no longer finish under its old lease."""
+    ahead = Fleet.open(store_url, clock=ManualClock(clock.now() + 3600))
+    try:
+        fleet.register("ann")
+        task = fleet.post("once").id
+        _, lease = one(fleet.claim("ann"))
+        ahead.register("bob")
+        got, bob_lease = one(ahead.claim("bob"))
+        assert got.id == task
+        with pytest.raises(LeaseLost):
+            fleet.complete(lease, "ann's")
+        ahead.complete(bob_lease, "bob's")
+        log = fleet.events()
+        assert [e.kind for e in log if e.task_id == task].count("completed") == 1
+        assert fleet.get(task).result == "bob's"
+        offline = [e.data for e in log if e.kind == "agent.offline" and e.agent == "ann"]
+        assert offline and offline[0]["silent_for"] == 3600.0
+    finally:
+        ahead.close()
+
+
+def test_work_is_not_routed_to_a_silent_agent(fleet: Fleet, clock: ManualClock) -> None:
+    """Silent, iris is offline before anyone writes it down: work routed to her would wait
+    for nobody, so it is refused as for an offline agent (pinned work may wait for her)."""
+    fleet.register("iris")
+    clock.advance(91)
+    before = snapshot(fleet)
+    with pytest.raises(BadInput, match="agent 'iris' is offline; nothing would work its queue"):
+        fleet.post("for iris", to="iris")
+    assert snapshot(fleet) == before
+    assert fleet.post("for iris, pinned", to="iris", pinned=True).agent == "iris"

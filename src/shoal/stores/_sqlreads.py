@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
-from shoal.policy import Locality, StealFilter
+from shoal.policy import HEARD_FROM, Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores._sqlrows import (
     STATUSES,
@@ -72,26 +72,30 @@ class SqlReads(SqlTxBase):
         return [agent_of(r) for r in self._all("list_agents")]
 
     def save_agent(self, agent: Agent) -> None:
-        """Insert or update; ``queued`` is the store's to derive and is never written."""
-        self._run(
-            "save_agent",
-            {
-                "id": agent.id,
-                "role": agent.role,
-                "skills": json.dumps(list(agent.skills)),
-                "domains": json.dumps(list(agent.domains)),
-                "max_concurrent": agent.max_concurrent,
-                "manager": agent.manager,
-                "ephemeral": agent.ephemeral,
-                "status": agent.status.value,
-                "idle_since": agent.idle_since,
-                "last_seen": agent.last_seen,
-                "registered_at": agent.registered_at,
-                "incarnation": agent.incarnation,
-                "failures": agent.failures,
-                "paused_until": agent.paused_until,
-            },
-        )
+        """Insert or update; ``queued`` is the store's to derive and is never written, and
+        ``heard`` (migration 7) is written apart, where the dialect says so, only when it
+        changes."""
+        heard = agent.last_seen if agent.status in HEARD_FROM else None
+        params = {
+            "id": agent.id,
+            "role": agent.role,
+            "skills": json.dumps(list(agent.skills)),
+            "domains": json.dumps(list(agent.domains)),
+            "max_concurrent": agent.max_concurrent,
+            "manager": agent.manager,
+            "ephemeral": agent.ephemeral,
+            "status": agent.status.value,
+            "idle_since": agent.idle_since,
+            "last_seen": agent.last_seen,
+            "registered_at": agent.registered_at,
+            "incarnation": agent.incarnation,
+            "failures": agent.failures,
+            "paused_until": agent.paused_until,
+            "heard": heard,
+        }
+        self._run("save_agent", params)
+        if self._d.heard_apart:
+            self._run("save_agent_heard", {"id": agent.id, "heard": heard})
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
         params = {"id": agent_id, "now": now, "heartbeat_timeout": DEFAULT_HEARTBEAT_TIMEOUT}

@@ -75,6 +75,10 @@ class Dialect:
     #: Triggers keep the finished counts (done, dead, cancelled); else the store moves them
     #: itself, once per transaction (SqlTx, "finished counts").
     counts_by_trigger: ClassVar[bool]
+    #: An agent's ``heard`` (last_seen while it should be heard from: migration 7) is a
+    #: column written apart, only when it changes (SQLite rewrites an index whenever an
+    #: UPDATE names its column), else the database generates it from the row.
+    heard_apart: ClassVar[bool]
     #: What the driver takes for "no parameters".
     no_params: ClassVar[Any]
     #: Driver errors a verb may raise that ``translate`` turns into shoal errors.

@@ -161,6 +161,10 @@ ON CONFLICT (id) DO UPDATE SET
     registered_at = excluded.registered_at, incarnation = excluded.incarnation,
     failures = excluded.failures, paused_until = excluded.paused_until;
 
+-- name: save_agent_heard
+-- Never run: `heard` is generated from the row here (migration 7).
+SELECT 1;
+
 -- name: lock_claimer
 -- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
 -- max_concurrent. (A separate statement: under READ COMMITTED, claim_context's counts must
@@ -182,8 +186,8 @@ SELECT * FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
 -- whether the agent's queue is empty (0) or not (1): that is all the claim asks. The last
 -- column: whether another agent that should be heard from has been silent past
--- heartbeat_timeout (the stored setting's, or the default), read from agents_heard, whose
--- range is empty while everyone heartbeats.
+-- heartbeat_timeout (the stored setting's, or the default), read from agents_heard
+-- (migration 7), whose range is empty while everyone heartbeats.
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
@@ -192,12 +196,11 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
        (SELECT count(*) FROM skillsets),
        (SELECT value FROM meta WHERE key = 'settings'),
-       EXISTS (SELECT 1 FROM agents AS heard
-               WHERE heard.status IN ('idle', 'working', 'waiting', 'paused')
-                 AND heard.last_seen < %(now)s - coalesce(
+       EXISTS (SELECT 1 FROM agents AS other
+               WHERE other.heard < %(now)s - coalesce(
                      (SELECT (value::jsonb ->> 'heartbeat_timeout')::double precision
                       FROM meta WHERE key = 'settings'), %(heartbeat_timeout)s)
-                 AND heard.id <> %(id)s)
+                 AND other.id <> %(id)s)
 FROM agents a WHERE a.id = %(id)s;
 
 -- name: queue_depths

@@ -7,13 +7,19 @@
 -- An agent silent past heartbeat_timeout is offline whether or not a monitor runs: the
 -- next claim anywhere marks it so and sends its queue back to the pool (the general path:
 -- it is a fleet-wide change). The claim asks "is any agent that should be heard from
--- silent?" in its one statement (claim_context), and the direct claim asks it too; this
--- index answers it by reading the range of last_seen older than the timeout, which is
--- empty while every agent heartbeats. Offline and terminated agents -- all those that come
--- and go over a fleet's life -- are not in it.
+-- silent?" in its one statement (claim_context), and the direct claim asks it too. `heard`
+-- answers it: the agent's last_seen while it is expected to be heard from (idle, working,
+-- waiting, paused), NULL once it is offline or terminated, so the agents that come and go
+-- over a fleet's life are not in its index, and the range of it older than the timeout is
+-- empty while everyone heartbeats. Generated from the row, it is right whoever writes the
+-- row (the direct claim writes agents too), and it changes value only when last_seen does
+-- or the agent leaves or rejoins those statuses: a claim that turns an agent from waiting
+-- to working leaves its index entry as it is (a HOT update).
 UPDATE agents SET status = 'paused' WHERE status = 'overloaded';
-CREATE INDEX agents_heard ON agents (last_seen)
-    WHERE status IN ('idle', 'working', 'waiting', 'paused');
+ALTER TABLE agents ADD COLUMN heard double precision GENERATED ALWAYS AS (
+    CASE WHEN status IN ('idle', 'working', 'waiting', 'paused') THEN last_seen END
+) STORED;
+CREATE INDEX agents_heard ON agents (heard) WHERE heard IS NOT NULL;
 
 -- The direct claim of version 4 keeps its steps (a paused agent, whatever its status word,
 -- has paused_until set and is refused by them) under a new name; direct_claim is now that
@@ -58,11 +64,7 @@ LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-    IF p_n > 0 AND EXISTS (
-        SELECT 1 FROM agents AS heard
-        WHERE heard.status IN ('idle', 'working', 'waiting', 'paused')
-          AND heard.last_seen < p_silent_before
-    ) THEN
+    IF p_n > 0 AND EXISTS (SELECT 1 FROM agents WHERE heard < p_silent_before) THEN
         RAISE EXCEPTION 'direct claim: an agent is silent' USING ERRCODE = 'SH001';
     END IF;
     RETURN QUERY SELECT * FROM direct_claim_steps(
