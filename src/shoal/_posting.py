@@ -31,8 +31,7 @@ def insert_task(
     to ``place`` in its queue (default: the head)."""
     dest = draft.agent
     if dest is not None:
-        # As the liveness rules make it now: silent is offline, an ended pause is over.
-        agent = policy.agent_as_of(live_agent(tx, dest), now, settings, holding=False)
+        agent = live_agent(tx, dest)
         if not policy.is_present(agent) and not draft.pinned:
             away = "paused" if agent.paused(now) else "offline"
             raise BadInput(
@@ -55,10 +54,10 @@ def insert_task(
         if dest is None and parent_task.state is TaskState.CLAIMED and parent_task.agent:
             spawner = tx.get_agent(parent_task.agent)
             # Work-first: the spawner's own queue, at the head -- if it can do the child
-            # and is there to (a paused or silent spawner's children go to the pool).
+            # and is there to (a paused spawner's children go to the pool).
             if (
                 spawner is not None
-                and policy.is_present(policy.agent_as_of(spawner, now, settings, holding=True))
+                and policy.is_present(spawner)
                 and policy.can_do(spawner.skills, draft.skills)
             ):
                 dest = spawner.id

@@ -10,7 +10,6 @@ import pytest
 
 from shoal import (
     AgentStatus,
-    BadInput,
     Fleet,
     FleetFull,
     LeaseLost,
@@ -300,15 +299,3 @@ def test_a_host_whose_clock_runs_an_hour_ahead_does_no_task_twice(
         assert offline and offline[0]["silent_for"] == 3600.0
     finally:
         ahead.close()
-
-
-def test_work_is_not_routed_to_a_silent_agent(fleet: Fleet, clock: ManualClock) -> None:
-    """Silent, iris is offline before anyone writes it down: work routed to her would wait
-    for nobody, so it is refused as for an offline agent (pinned work may wait for her)."""
-    fleet.register("iris")
-    clock.advance(91)
-    before = snapshot(fleet)
-    with pytest.raises(BadInput, match="agent 'iris' is offline; nothing would work its queue"):
-        fleet.post("for iris", to="iris")
-    assert snapshot(fleet) == before
-    assert fleet.post("for iris, pinned", to="iris", pinned=True).agent == "iris"

@@ -48,7 +48,7 @@ def test_the_fleet_page_shows_the_dead_offline_and_their_leases_expired(
     metrics = client.get("/metrics").text
     assert 'shoal_agents{status="offline"} 2.0' in metrics
     assert 'shoal_tasks{state="claimed"} 0.0' in metrics
-    assert "shoal_leases 0.0" in metrics and "shoal_leases_expired 2.0" in metrics
+    assert "shoal_leases 0.0" in metrics and "shoal_tasks_lease_expired 2.0" in metrics
     assert "shoal_agents_live 0.0" in metrics
     assert snapshot(web_fleet) == before  # reads write nothing
 

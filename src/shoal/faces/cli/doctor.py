@@ -334,7 +334,7 @@ def _state_checks(fleet: Fleet) -> list[Check]:
     now = fleet.clock.now()
     claimed = [task for load in status.agents for task in load.held]
     return [
-        _stale_leases(claimed, now),
+        _stale_leases(list(status.expired), now),
         _paused_agents(status),
         _dead_tasks(status),
         _stalled_tasks(claimed, now, stall_factor),

@@ -331,7 +331,7 @@ def _gauges(status: FleetStatus) -> Iterator[Metric]:
         "shoal_leases", "Leases held and running (claimed tasks by agents).", value=busy
     )
     yield GaugeMetricFamily(
-        "shoal_leases_expired",
+        "shoal_tasks_lease_expired",
         "Claimed tasks whose lease ran out: not running; the next claim takes them back.",
         value=len(status.expired),
     )
