@@ -178,3 +178,22 @@ def stall_holding_the_write_lock(url: str, idle: float, out: Connection) -> None
         out.send(type(exc).__name__)
     else:
         out.send("committed")
+
+
+def drain_coming_back(url: str, agent: str, start: Barrier, out: Connection) -> None:
+    """For an agent registered earlier and silent since: claim and complete one at a time
+    until a claim comes back empty -- its first claim brings it back from offline, and a
+    completion it makes while written down offline (next is None) is followed by a claim
+    that brings it back again."""
+    fleet = Fleet.open(url, create=False)
+    start.wait()
+    done: list[int] = []
+    claim = fleet.claim(agent)
+    while claim:
+        while claim:
+            done.append(claim.tasks[0].id)
+            claim = fleet.complete(claim.leases[0], then_claim=1).next or Claim()
+        claim = fleet.claim(agent)
+    fleet.close()
+    out.send({"agent": agent, "done": done})
+    out.close()

@@ -1,9 +1,10 @@
 """The agents' side of the fleet: joining, saying how they are, staying alive.
 
 ``Fleet.register``, ``Fleet.set_status`` and ``Fleet.heartbeat`` check their input, open one
-transaction and call these. Registration enforces ``max_agents`` for live non-managers
-(invariant I3); a status change that takes an agent away sends its queue back to the pool;
-a heartbeat renews every lease the agent holds, after expiring those already past due.
+transaction and call these. Registration enforces ``max_agents`` over seats -- non-managers
+neither offline nor terminated -- (invariant I3; ``_liveness``), as does every way back from
+offline; a status change that takes an agent away sends its queue back to the pool; a
+heartbeat renews every lease the agent holds, after expiring those already past due.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import random
 from dataclasses import replace
 
 from shoal import policy
+from shoal._liveness import SettleFirst, come_back, is_away, offline_silent, seat_refusal
 from shoal._transitions import (
     agent_data,
     expire_due,
@@ -23,7 +25,7 @@ from shoal._transitions import (
     wait_words,
     with_idle_since,
 )
-from shoal.errors import FleetFull, InvalidTransition
+from shoal.errors import InvalidTransition
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Lease, Registration
 from shoal.stores.base import StoreTx
@@ -45,25 +47,28 @@ def register_in(
     manager: bool,
     ephemeral: bool,
 ) -> Registration:
-    """Register ``agent_id`` (checked input), or update its live registration."""
+    """Register ``agent_id`` (checked input), or update its registration.
+
+    Seats first (``_liveness``): silent agents are marked offline, then a newcomer -- or an
+    agent back from offline, or a terminated id starting a new incarnation -- needs a seat
+    that no other non-manager neither offline nor terminated holds, else ``FleetFull``.
+    A pause still running outlives a termination: the new incarnation is paused until the
+    same moment (only a resume, by a manager or a person, ends it sooner).
+    """
     settings = tx.load_settings()
     agents = tx.list_agents()
+    offline_silent(tx, now, settings, agents, spare=agent_id)
     existing = next((a for a in agents if a.id == agent_id), None)
-    live_workers = [a for a in agents if a.status.live and not a.manager]
-    counted = existing is not None and existing.status.live and not existing.manager
-    if not manager and not counted and len(live_workers) >= settings.max_agents:
-        offline = sum(1 for a in live_workers if a.status is AgentStatus.OFFLINE)
-        silent = f", {offline} of them offline" if offline else ""
-        raise FleetFull(
-            f"fleet is full: {len(live_workers)} of {settings.max_agents} agents are live"
-            f"{silent}; agent {agent_id!r} was not registered",
-            hint=f"raise the limit (`shoal config set max_agents "
-            f"{settings.max_agents + 1}`) or terminate an agent "
-            f"(`shoal set-status AGENT terminated`)",
-        )
-    if existing is not None and existing.status.live:
-        status = existing.status
-        if status is AgentStatus.OFFLINE:
+    seated = existing is not None and policy.holds_seat(existing, now, settings)
+    if not manager and not seated:
+        returning = existing is not None and existing.status is not AgentStatus.TERMINATED
+        coming = "back" if returning else "registered"
+        refusal = seat_refusal(agents, agent_id, now, settings, coming=coming)
+        if refusal is not None:
+            raise refusal
+    if existing is not None and existing.status is not AgentStatus.TERMINATED:
+        status: AgentStatus = existing.status
+        if is_away(existing, now, settings):
             status = present_status(tx, existing, now)
         agent = replace(existing, status=status)
         kind = EventKind.AGENT_UPDATED
@@ -75,6 +80,14 @@ def register_in(
             registered_at=now,
             incarnation=existing.incarnation + 1 if existing else 1,
         )
+        if existing is not None and existing.paused(now):  # a pause outlives a termination
+            agent = replace(
+                agent,
+                status=AgentStatus.PAUSED,
+                idle_since=None,
+                paused_until=existing.paused_until,
+                failures=existing.failures,
+            )
         kind = EventKind.AGENT_REGISTERED
     agent = replace(
         agent,
@@ -91,8 +104,9 @@ def register_in(
     tx.save_agent(agent)
     tx.append_event(now, kind, None, agent_id, agent_data(agent))
     created = kind is EventKind.AGENT_REGISTERED
-    # Live workers now: the others, and this one unless it is a manager.
-    live = sum(1 for a in live_workers if a.id != agent_id) + (0 if manager else 1)
+    # Seats taken now: the others', and this one's unless it is a manager.
+    others = sum(1 for a in agents if a.id != agent_id and policy.holds_seat(a, now, settings))
+    live = others + (0 if manager else 1)
     saved = tx.get_agent(agent_id)
     assert saved is not None
     return Registration(saved, created, live, settings.max_agents)
@@ -116,6 +130,13 @@ def set_status_in(
             f"{wait_words((agent.paused_until or now) - now)} more",
             hint=f"fix what makes its tasks fail, then `shoal agent resume {agent_id}`",
         )
+    settings = tx.load_settings()
+    if new_status.live and not agent.manager and is_away(agent, now, settings):
+        agents = tx.list_agents()  # back from offline: a seat, as for a newcomer
+        offline_silent(tx, now, settings, agents, spare=agent_id)
+        refusal = seat_refusal(agents, agent_id, now, settings, coming="back")
+        if refusal is not None:
+            raise refusal
     if new_status is AgentStatus.IDLE and not release:
         held = [task.id for task, _ in tx.held_leases(agent_id)]
         if held:
@@ -142,21 +163,22 @@ def set_status_in(
     return saved
 
 
-def heartbeat_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> list[Lease]:
-    """The agent is alive: note it, and renew every lease it holds that has not expired."""
+def heartbeat_in(
+    tx: StoreTx, now: float, agent_id: str, rng: random.Random, *, settle: bool = True
+) -> list[Lease]:
+    """The agent is alive: note it, and renew every lease it holds that has not expired.
+
+    An agent coming back from offline (or silent past heartbeat_timeout) needs a seat:
+    with ``settle`` that is ``SettleFirst``, and the transaction rolls back (``Fleet``
+    finds it a seat, or refuses ``FleetFull``, and runs this again)."""
     settings = tx.load_settings()
     expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
     agent = live_agent(tx, agent_id, lock=True)
-    if agent.status is AgentStatus.OFFLINE:
-        back = present_status(tx, agent, now)
-        tx.save_agent(with_idle_since(replace(agent, status=back, last_seen=now), agent, now))
-        tx.append_event(
-            now,
-            EventKind.AGENT_STATUS,
-            None,
-            agent_id,
-            {"from": "offline", "to": back.value},
-        )
+    away = is_away(agent, now, settings)
+    if away and settle:
+        raise SettleFirst(agent_id)
+    if away:  # a seat was found for it just now (a race is the only way here)
+        come_back(tx, agent, now)
     else:
         tx.save_agent(replace(agent, last_seen=now))
     leases = []
@@ -173,7 +195,9 @@ def pause_in(tx: StoreTx, now: float, agent_id: str, seconds: float) -> Agent:
     for pinned work); the leases it holds run on, so work in hand can still be finished."""
     agent = live_agent(tx, agent_id)
     until = now + seconds
-    paused = replace(agent, status=AgentStatus.OVERLOADED, paused_until=until, idle_since=None)
+    # An offline agent stays offline (it holds no seat), paused for when it comes back.
+    status = AgentStatus.OFFLINE if agent.status is AgentStatus.OFFLINE else AgentStatus.PAUSED
+    paused = replace(agent, status=status, paused_until=until, idle_since=None)
     tx.save_agent(paused)
     data = {"by": "request", "until": iso_time(until), "from": agent.status.value}
     tx.append_event(now, EventKind.AGENT_PAUSED, None, agent_id, data)

@@ -87,6 +87,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shoal import policy
+from shoal._liveness import SettleFirst, is_away
 from shoal._transitions import end_streak, expire_due, live_agent, resume_agent, touch
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
@@ -115,6 +116,7 @@ def claim_in(
     rng: random.Random,
     token: Callable[[], str],
     completed: bool = False,
+    settle: bool = True,
 ) -> Claim | None:
     """The cascade (module docstring), inside the caller's transaction.
 
@@ -122,6 +124,12 @@ def claim_in(
     completion that also asked for more work must not fail because of it). ``completed``:
     the agent has just completed a task (which ends a failure streak). ``token`` makes each
     lease's fencing token.
+
+    Liveness first (``_liveness``): if another agent is silent past heartbeat_timeout, or
+    this one is coming back from offline, it raises ``SettleFirst`` before writing anything
+    -- with ``settle`` -- for ``Fleet`` to settle that fleet-wide and run it again. Run again
+    (``settle`` false) for an agent still away, which found no seat: None if not ``strict``
+    (the completion stands; the agent stays offline and claims nothing).
     """
     context = tx.claim_context(agent_id, now)
     if context is None or context.agent.status is AgentStatus.TERMINATED:
@@ -129,6 +137,11 @@ def claim_in(
             live_agent(tx, agent_id)  # raises the right error
         return None
     settings = context.settings
+    if context.silent_peers or is_away(context.agent, now, settings):
+        if settle:
+            raise SettleFirst(agent_id)
+        if not strict and is_away(context.agent, now, settings):
+            return None
     if context.leases_due:  # expire: the monitor may not be running
         expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
         context = tx.claim_context(agent_id, now)
@@ -136,9 +149,9 @@ def claim_in(
     agent = context.agent
     if completed:
         agent = end_streak(tx, agent)
-    if agent.paused_until is not None:  # the circuit breaker
+    if agent.paused_until is not None:  # a pause: the circuit breaker's or a person's
         if agent.paused(now):
-            touch(tx, agent, now, AgentStatus.OVERLOADED)  # alive, and asking
+            touch(tx, agent, now, AgentStatus.PAUSED)  # alive, and asking
             return Claim(reason=ClaimReason.PAUSED, retry_at=agent.paused_until)
         agent = resume_agent(tx, agent, now, "cooldown")
     room = policy.claim_room(context.held, agent.max_concurrent, n)

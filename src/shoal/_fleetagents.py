@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from shoal._agents import pause_in, register_in, set_status_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetbase import FleetBase
+from shoal._liveness import agents_as_of
 from shoal._transitions import live_agent, resume_agent, unknown_agent
 from shoal.errors import BadInput
 from shoal.limits import MAX_DURATION
@@ -79,18 +80,22 @@ class AgentVerbs(FleetBase):
             )
 
     def agent(self, agent_id: str) -> Agent:
-        """The agent with that id (terminated ones included)."""
+        """The agent with that id (terminated ones included), as the liveness rules make it
+        now: offline once silent past heartbeat_timeout, its pause over once past
+        ``paused_until`` -- whether or not anything has written that down yet."""
         check_agent_id(agent_id)
         with self._store.read() as tx:
             agent = tx.get_agent(agent_id)
             if agent is None:
                 raise unknown_agent(agent_id)
-            return agent
+            (seen,) = agents_as_of(tx, self.clock.now(), tx.load_settings(), [agent])
+            return seen
 
     def agents(self) -> list[Agent]:
-        """Every agent the fleet has seen, by id."""
+        """Every agent the fleet has seen, by id, as the liveness rules make it now (see
+        ``agent``)."""
         with self._store.read() as tx:
-            return tx.list_agents()
+            return agents_as_of(tx, self.clock.now(), tx.load_settings(), tx.list_agents())
 
     @rerun_on_conflict
     def set_status(
@@ -110,16 +115,17 @@ class AgentVerbs(FleetBase):
         (not counted as failures) and its queue goes back to the pool, except tasks pinned
         to it. ``offline`` sends its queue back too (its leases run on unless ``release``:
         it may return before they expire). ``why`` goes in the termination's event (a worker
-        leaving when idle says so). ``overloaded`` is the circuit breaker's to set; a paused
-        agent is resumed with ``resume``.
+        leaving when idle says so). ``paused`` is set by a pause (the circuit breaker's or
+        ``pause``) and ended by its time or by ``resume``.
         """
         new_status = parse_agent_status(status)
         check_agent_id(agent_id)
         reason = check_text(why, "why", 200, line=True) if why is not None else None
-        if new_status is AgentStatus.OVERLOADED:
+        if new_status is AgentStatus.PAUSED:
             raise BadInput(
-                "overloaded is set by the circuit breaker, not by request",
-                hint="an agent is paused after failure_streak failures in a row",
+                "paused is set by a pause, not reported: an agent is paused by the circuit "
+                "breaker after failure_streak failures in a row, or by a person",
+                hint="pause it with `shoal agent pause AGENT --for 1h`",
             )
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
@@ -130,7 +136,7 @@ class AgentVerbs(FleetBase):
         """Hold an agent for ``for_`` (seconds or 30m, 2h) or until ``resume``: its claims
         get nothing (reason ``paused``), its queue goes back to the pool, and the leases it
         holds run on. The circuit breaker's own hold, asked for by a person (status
-        ``overloaded``, event ``agent.paused`` with ``by: request``)."""
+        ``paused`` until ``paused_until``, event ``agent.paused`` with ``by: request``)."""
         check_agent_id(agent_id)
         seconds = parse_duration(for_, "for")
         if not 0 < seconds <= MAX_DURATION:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 
 from shoal import policy, sizing
-from shoal._transitions import expire_due, resume_agent, return_queue, terminate
+from shoal._liveness import agents_as_of, go_offline
+from shoal._transitions import expire_due, resume_agent, terminate
 from shoal.limits import MAX_LISTED, SHOWN_STUCK
 from shoal.model import AgentLoad, Assessment, FleetStatus, ReapReport, Task
 from shoal.stores.base import StoreTx
-from shoal.vocabulary import AgentStatus, EventKind
+from shoal.vocabulary import EventKind, TaskState
 
 __all__ = ["assess_in", "reap_in", "status_in"]
 
@@ -29,17 +29,8 @@ def reap_in(tx: StoreTx, now: float, rng: random.Random) -> ReapReport:
     offline, returned, terminated, resumed = [], [], [], []
     for agent in tx.list_agents():
         if policy.is_silent(agent, now, settings):
-            tx.save_agent(replace(agent, status=AgentStatus.OFFLINE, idle_since=None))
-            silent = round(now - agent.last_seen, 3)
-            tx.append_event(
-                now,
-                EventKind.AGENT_OFFLINE,
-                None,
-                agent.id,
-                {"from": agent.status.value, "silent_for": silent},
-            )
+            returned += go_offline(tx, agent, now)
             offline.append(agent.id)
-            returned += return_queue(tx, agent, now, "agent offline")
         elif policy.idle_expired(agent, now, settings):
             terminate(tx, agent, now, "idle past idle_timeout")
             terminated.append(agent.id)
@@ -74,45 +65,80 @@ def reap_in(tx: StoreTx, now: float, rng: random.Random) -> ReapReport:
 
 
 def assess_in(tx: StoreTx, now: float) -> Assessment:
-    """Assess the workload and keep the result as the fleet's last assessment."""
+    """Assess the workload and keep the result as the fleet's last assessment.
+
+    The log gets an ``assessed`` event only when the verdict changes -- the workload, the
+    recommendation or the skills missing -- so a supervisor assessing every few seconds
+    writes one when there is news, not tens of thousands a day that say the same."""
     settings = tx.load_settings()
     counts = tx.state_counts()
     result = sizing.assess(
         pending=counts.get("pending", 0),
         in_progress=counts.get("claimed", 0),
         blocked=counts.get("blocked", 0),
-        agents=tx.list_agents(),
+        agents=agents_as_of(tx, now, settings, tx.list_agents()),
         demand=tx.pending_demand(),
         settings=settings,
         now=now,
         stuck=len(tx.stuck_tasks(MAX_LISTED)),
     )
+    raw = tx.get_meta("last_assessment")
+    before = Assessment.from_dict(json.loads(raw)) if raw else None
     tx.set_meta("last_assessment", json.dumps(result.to_dict()))
-    data = {"workload": result.workload, "recommendation": result.recommendation}
-    tx.append_event(now, EventKind.ASSESSED, None, None, data)
+    if before is None or _verdict(before) != _verdict(result):
+        data = {
+            "workload": result.workload,
+            "recommendation": result.recommendation,
+            "missing_skills": list(result.missing_skills),
+        }
+        tx.append_event(now, EventKind.ASSESSED, None, None, data)
     return result
 
 
+def _verdict(assessment: Assessment) -> tuple[str, str, tuple[str, ...]]:
+    """What an assessment says, as far as the log is concerned."""
+    return (
+        str(assessment.workload),
+        str(assessment.recommendation),
+        tuple(assessment.missing_skills),
+    )
+
+
 def status_in(tx: StoreTx, now: float) -> FleetStatus:
-    """The fleet at a glance (``Fleet.status``), from one read transaction."""
+    """The fleet at a glance (``Fleet.status``), from one read transaction, as the liveness
+    rules make it at ``now`` whether or not anyone has written them down: silent agents
+    offline, ended pauses over, and a lease that ran out not running -- its task is listed
+    as ``expired`` (the next claim takes it back) and counted out of ``claimed``."""
     settings = tx.load_settings()
-    agents = tx.list_agents()
     claimed = tx.claimed_tasks()
-    by_agent: dict[str, list[Task]] = {}
+    running: dict[str, list[Task]] = {}
+    expired: list[Task] = []
     for task in claimed:
-        by_agent.setdefault(task.agent or "", []).append(task)
+        if policy.lease_due(task, now):
+            expired.append(task)
+        else:
+            running.setdefault(task.agent or "", []).append(task)
+    agents = [
+        policy.agent_as_of(a, now, settings, holding=a.id in running) for a in tx.list_agents()
+    ]
+    counts = dict(tx.state_counts())
+    if expired:
+        counts[TaskState.CLAIMED.value] = counts.get(TaskState.CLAIMED.value, 0) - len(expired)
     raw = tx.get_meta("last_assessment")
     waiting, next_ready = tx.waiting_tasks(now)
     return FleetStatus(
         at=now,
-        agents=tuple(AgentLoad(a, tuple(by_agent.get(a.id, ()))) for a in agents),
-        counts=tx.state_counts(),
+        agents=tuple(AgentLoad(a, tuple(running.get(a.id, ()))) for a in agents),
+        counts=counts,
         pool=tx.pool_depth(),
-        live=sum(1 for a in agents if a.status.live and not a.manager),
+        live=sum(1 for a in agents if policy.holds_seat(a, now, settings)),
         max_agents=settings.max_agents,
-        stalled=tuple(t for t in claimed if t.stalled_at is not None),
+        stalled=tuple(
+            t for t in claimed if t.stalled_at is not None and not policy.lease_due(t, now)
+        ),
         assessment=Assessment.from_dict(json.loads(raw)) if raw else None,
         stuck=tuple(tx.stuck_tasks(SHOWN_STUCK)),
         waiting=waiting,
         next_ready=next_ready,
+        expired=tuple(expired),
     )

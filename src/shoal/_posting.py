@@ -55,7 +55,7 @@ def insert_task(
     if dest is not None:
         agent = live_agent(tx, dest)
         if not policy.is_present(agent) and not draft.pinned:
-            away = "paused by the circuit breaker" if agent.paused(now) else "offline"
+            away = "paused" if agent.paused(now) else "offline"
             raise BadInput(
                 f"agent {dest!r} is {away}; nothing would work its queue",
                 hint="post to the pool or to a present agent, or pin it to wait for this one",

@@ -10,13 +10,16 @@ reading.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from shoal.model import Agent, AgentStatus, Task, TaskState
 from shoal.settings import Settings
 
 __all__ = [
     "BUSY_LATELY",
+    "agent_as_of",
     "doubling_delay",
+    "holds_seat",
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
@@ -24,6 +27,7 @@ __all__ = [
     "is_silent",
     "is_stalled",
     "is_zombie",
+    "lease_due",
     "lost_push_pause",
     "poll_delay",
     "turn_wait",
@@ -45,27 +49,58 @@ def idle_since_after(
 
 
 def is_present(agent: Agent) -> bool:
-    """Around to take work from its queue: not offline, not paused by the circuit breaker,
-    not terminated. Work bound for an agent that is not present goes to the pool instead
-    (unless pinned to it)."""
+    """Around to take work from its queue: not offline, not paused, not terminated. Work
+    bound for an agent that is not present goes to the pool instead (unless pinned to it)."""
     return agent.status not in (
         AgentStatus.OFFLINE,
-        AgentStatus.OVERLOADED,
+        AgentStatus.PAUSED,
         AgentStatus.TERMINATED,
     )
 
 
+#: The statuses of an agent that is expected to be heard from: silence in one of them past
+#: heartbeat_timeout makes it offline. (A paused agent still heartbeats while it waits.)
+HEARD_FROM = (AgentStatus.IDLE, AgentStatus.WORKING, AgentStatus.WAITING, AgentStatus.PAUSED)
+
+
 def is_silent(agent: Agent, now: float, settings: Settings) -> bool:
-    """An agent not heard from for longer than heartbeat_timeout is offline."""
+    """An agent not heard from for longer than heartbeat_timeout is offline -- from that
+    moment, whether or not anyone has written it down yet (``agent_as_of``)."""
+    return agent.status in HEARD_FROM and now - agent.last_seen > settings.heartbeat_timeout
+
+
+def agent_as_of(agent: Agent, now: float, settings: Settings, *, holding: bool) -> Agent:
+    """The agent as the liveness rules make it at ``now``, written down or not: silent past
+    heartbeat_timeout, it is offline; its pause over, it is paused no longer (working if it
+    is ``holding`` a lease that has not run out, else waiting). It is exactly what the
+    reaper would write, so every read -- status, agents, the dashboard, the metrics, MCP --
+    shows the fleet as it is without anyone running a monitor
+    (docs/ARCHITECTURE.md, "Liveness and seats")."""
+    seen = agent
+    if is_silent(seen, now, settings):
+        seen = replace(seen, status=AgentStatus.OFFLINE, idle_since=None)
+    if seen.paused_until is not None and now >= seen.paused_until:
+        status = seen.status
+        if status is AgentStatus.PAUSED:
+            status = AgentStatus.WORKING if holding else AgentStatus.WAITING
+        seen = replace(seen, status=status, paused_until=None, failures=0)
+    return seen
+
+
+def holds_seat(agent: Agent, now: float, settings: Settings) -> bool:
+    """Counts against max_agents at ``now``: a non-manager that is neither offline nor
+    terminated -- nor silent past heartbeat_timeout, offline in all but the writing."""
+    return not agent.manager and agent.status.live and not is_silent(agent, now, settings)
+
+
+def lease_due(task: Task, now: float) -> bool:
+    """A claimed task whose lease has run out: nobody may finish it under that lease, and
+    the next claim anywhere takes it back (invariant I6). It is not running any more, though
+    the store still says ``claimed`` until then."""
     return (
-        agent.status
-        in (
-            AgentStatus.IDLE,
-            AgentStatus.WORKING,
-            AgentStatus.WAITING,
-            AgentStatus.OVERLOADED,  # a paused agent still heartbeats while it waits
-        )
-        and now - agent.last_seen > settings.heartbeat_timeout
+        task.state is TaskState.CLAIMED
+        and task.lease_expires is not None
+        and task.lease_expires <= now
     )
 
 

@@ -92,9 +92,9 @@ def touch(tx: StoreTx, agent: Agent, now: float, status: AgentStatus) -> None:
 
 def present_status(tx: StoreTx, agent: Agent, now: float) -> AgentStatus:
     """The status of an agent that is back: working if it holds leases, else waiting --
-    or still overloaded, if the circuit breaker's pause has not run out."""
+    or still paused, if its pause has not run out."""
     if agent.paused(now):
-        return AgentStatus.OVERLOADED
+        return AgentStatus.PAUSED
     return AgentStatus.WORKING if tx.held_leases(agent.id) else AgentStatus.WAITING
 
 
@@ -102,18 +102,19 @@ def after_letting_go(
     tx: StoreTx, agent_id: str | None, now: float, *, completed: bool = False
 ) -> None:
     """After an agent's lease ends: waiting (between tasks) once it holds nothing. A
-    completion ends its failure streak; a paused agent stays paused."""
+    completion ends its failure streak; a paused agent stays paused, an offline one
+    offline (coming back takes a seat: ``_liveness``)."""
     context = tx.claim_context(agent_id, now) if agent_id else None
     if context is None:
         return
     agent = context.agent
-    if not agent.status.live:
+    if agent.status is AgentStatus.TERMINATED:
         return
     if completed:
         agent = end_streak(tx, agent)
-    if agent.status is AgentStatus.OVERLOADED:
-        return
-    status = AgentStatus.WORKING if context.held else AgentStatus.WAITING  # (back, if offline)
+    if agent.status in (AgentStatus.PAUSED, AgentStatus.OFFLINE):
+        return  # an offline agent comes back by a claim or a heartbeat, which find it a seat
+    status = AgentStatus.WORKING if context.held else AgentStatus.WAITING
     touch(tx, agent, now, status)
 
 
@@ -253,7 +254,8 @@ def return_queue(tx: StoreTx, agent: Agent, now: float, why: str) -> list[int]:
 def terminate(tx: StoreTx, agent: Agent, now: float, why: str) -> None:
     release_held(tx, agent.id, now, why)
     return_queue(tx, agent, now, why)
-    gone = replace(agent, status=AgentStatus.TERMINATED, idle_since=None, paused_until=None)
+    # A pause outlives the agent: registering the id again finds it still running.
+    gone = replace(agent, status=AgentStatus.TERMINATED, idle_since=None)
     tx.save_agent(replace(gone, last_seen=now))
     tx.append_event(now, EventKind.AGENT_TERMINATED, None, agent.id, {"why": why})
 
@@ -274,14 +276,16 @@ def count_failure(tx: StoreTx, agent_id: str, now: float, settings: Settings) ->
     """One more failure in a row for ``agent_id``; at ``failure_streak``, the circuit
     breaker pauses it for ``pause_cooldown`` and sends its queue back to the pool."""
     agent = tx.get_agent(agent_id, lock=True)
-    if agent is None or not agent.status.live:
+    if agent is None or agent.status is AgentStatus.TERMINATED:
         return
     agent = replace(agent, failures=agent.failures + 1)
     if not policy.breaker_trips(agent.failures, settings) or agent.paused(now):
         tx.save_agent(agent)
         return
     until = now + settings.pause_cooldown
-    paused = replace(agent, status=AgentStatus.OVERLOADED, paused_until=until, idle_since=None)
+    offline = agent.status is AgentStatus.OFFLINE  # stays so: coming back takes a seat
+    status = AgentStatus.OFFLINE if offline else AgentStatus.PAUSED
+    paused = replace(agent, status=status, paused_until=until, idle_since=None)
     tx.save_agent(paused)
     data = {"failures": agent.failures, "until": iso_time(until), "from": agent.status.value}
     tx.append_event(now, EventKind.AGENT_PAUSED, None, agent_id, data)
@@ -300,7 +304,7 @@ def end_streak(tx: StoreTx, agent: Agent) -> Agent:
 def resume_agent(tx: StoreTx, agent: Agent, now: float, by: str) -> Agent:
     """End an agent's pause: it may claim again, its failure count starts over."""
     status = agent.status
-    if status is AgentStatus.OVERLOADED:
+    if status is AgentStatus.PAUSED:
         status = AgentStatus.WORKING if tx.held_leases(agent.id) else AgentStatus.WAITING
     resumed = replace(agent, status=status, failures=0, paused_until=None)
     tx.save_agent(resumed)

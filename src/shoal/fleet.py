@@ -29,10 +29,12 @@ test that enforce it in docs/ARCHITECTURE.md, "Invariants")
 ---------------------------------------------------------------------------------------
 I1 a task has at most one live lease; only its token may change it.
 I2 every task is in exactly one state; none is lost, none completes twice.
-I3 no agent holds more than max_concurrent leases; live non-managers <= max_agents.
+I3 no agent holds more than max_concurrent leases; seats (non-managers neither offline nor
+   terminated) <= max_agents.
 I4 a stolen task is never stolen again; a pinned task is never stolen.
 I5 every state change appends exactly one event, in the same transaction.
-I6 an expired lease is claimable at claim time, monitor or not.
+I6 an expired lease is claimable at claim time, monitor or not; so is the queue of an agent
+   silent past heartbeat_timeout, which every read shows offline (``_liveness``).
 I7 bad input changes nothing and says what was wrong and how to fix it.
 """
 
@@ -40,9 +42,9 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from shoal import policy
 from shoal._agents import heartbeat_in
@@ -50,6 +52,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetagents import AgentVerbs
 from shoal._fleetops import OperatorVerbs
+from shoal._liveness import SettleFirst, settle_in
 from shoal._posting import Moment, insert_task
 from shoal._transitions import (
     after_letting_go,
@@ -106,6 +109,7 @@ _POST_DEFAULTS: dict[str, Any] = {
     "not_before": None,
     "retry_delay": None,
 }
+_Result = TypeVar("_Result")
 
 
 class Fleet(AgentVerbs, OperatorVerbs):
@@ -359,12 +363,17 @@ class Fleet(AgentVerbs, OperatorVerbs):
     def heartbeat(self, agent_id: str) -> list[Lease]:
         """Say the agent is alive and extend every lease it holds; returns the renewed leases.
 
-        A lease that has already expired is not renewed: its task goes back to pending.
+        A lease that has already expired is not renewed: its task goes back to pending. An
+        agent coming back from offline needs a free seat under max_agents, else
+        ``FleetFull`` (it stays offline; docs/ARCHITECTURE.md, "Liveness and seats").
         """
         check_agent_id(agent_id)
-        with self._store.write() as tx:
-            now = self.clock.now()
-            return heartbeat_in(tx, now, agent_id, self.rng)
+
+        def beat(settle: bool) -> list[Lease]:
+            with self._store.write() as tx:
+                return heartbeat_in(tx, self.clock.now(), agent_id, self.rng, settle=settle)
+
+        return self._settling(beat, refuse=True)
 
     # ------------------------------------------------------------------ the claim
 
@@ -377,6 +386,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
         until when) or ``empty`` (nothing this agent can do now; ``retry_at``, if set, says
         when something it passed over is free to take). With ``wait`` > 0 an empty claim
         waits up to that many seconds for the fleet to change and tries again.
+
+        Agents silent past heartbeat_timeout are written down offline first, their queues
+        back in the pool for this claim to find; an agent coming back from offline needs a
+        free seat under max_agents, else ``FleetFull`` (docs/ARCHITECTURE.md, "Liveness and
+        seats").
         """
         check_agent_id(agent_id)
         n = check_n(n)
@@ -385,9 +399,9 @@ class Fleet(AgentVerbs, OperatorVerbs):
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:
                 return direct[1]
-            with self._store.write() as tx:
-                claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True)
-            assert claim is not None
+            claim = self._settling(
+                lambda settle: self._claim_once(agent_id, n, settle), refuse=True
+            )
             remaining = deadline - monotonic(self.clock)
             if claim or claim.reason is not ClaimReason.EMPTY or remaining <= 0:
                 return claim
@@ -395,6 +409,12 @@ class Fleet(AgentVerbs, OperatorVerbs):
             if claim.retry_at is not None:  # work passed over is free to take then
                 pause = min(pause, max(0.0, claim.retry_at - self.clock.now()))
             wait_for(self.clock, self._store.wait_for_change, pause)
+
+    def _claim_once(self, agent_id: str, n: int, settle: bool) -> Claim:
+        with self._store.write() as tx:
+            claim = self._claim(tx, agent_id, n, self.clock.now(), strict=True, settle=settle)
+        assert claim is not None
+        return claim
 
     def _claim(
         self,
@@ -405,6 +425,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         *,
         strict: bool,
         completed: bool = False,
+        settle: bool = True,
     ) -> Claim | None:
         """The claim cascade (``_claiming.claim_in``) with this fleet's randomness and
         tokens."""
@@ -417,7 +438,23 @@ class Fleet(AgentVerbs, OperatorVerbs):
             rng=self.rng,
             token=self._token,
             completed=completed,
+            settle=settle,
         )
+
+    def _settling(self, run: Callable[[bool], _Result], *, refuse: bool) -> _Result:
+        """``run(True)``; if it asked for the fleet-wide part of liveness first
+        (``_liveness.SettleFirst``: a silent agent to mark offline, or its own agent back
+        from offline), that part in an exclusive transaction of its own, then ``run(False)``.
+        An agent that found no seat is refused ``FleetFull`` if ``refuse``; else (a
+        completion, which must stand) the call runs again and the agent stays offline."""
+        try:
+            return run(True)
+        except SettleFirst as first:
+            with self._store.write(exclusive=True) as tx:
+                refusal = settle_in(tx, self.clock.now(), first.agent_id)
+            if refusal is not None and refuse:
+                raise refusal from None
+        return run(False)
 
     # ------------------------------------------------------------------ finishing work
 
@@ -440,23 +477,28 @@ class Fleet(AgentVerbs, OperatorVerbs):
         if direct is not None:
             ((task,), claimed) = direct
             return Completion(task, False, (), claimed if then_claim else None)
-        with self._store.write() as tx:
-            now = self.clock.now()
-            finished = tx.finish_leased(finishing, now)
-            if not finished:  # not a live lease: say why, or recognise a repeat
-                return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
-            ((task_id, holder, has_dependents, written),) = finished
-            tx.append_event(now, EventKind.COMPLETED, task_id, holder, None)
-            released = release_dependents(tx, task_id, now) if has_dependents else []
-            next_claim = None
-            if then_claim:
-                next_claim = self._claim(
-                    tx, holder or "", then_claim, now, strict=False, completed=True
-                )
-            else:
-                after_letting_go(tx, holder, now, completed=True)
-            done = written or need_task(tx, task_id)  # nothing after the finish changes it
-            return Completion(done, False, tuple(released), next_claim)
+
+        def finish(settle: bool) -> Completion:
+            with self._store.write() as tx:
+                now = self.clock.now()
+                finished = tx.finish_leased(finishing, now)
+                if not finished:  # not a live lease: say why, or recognise a repeat
+                    return Completion(held_task(tx, lease, now, done_ok=True), already_done=True)
+                ((task_id, holder, has_dependents, written),) = finished
+                tx.append_event(now, EventKind.COMPLETED, task_id, holder, None)
+                released = release_dependents(tx, task_id, now) if has_dependents else []
+                next_claim = None
+                if then_claim:
+                    next_claim = self._claim(
+                        tx, holder or "", then_claim, now, strict=False, completed=True,
+                        settle=settle,
+                    )  # fmt: skip
+                else:
+                    after_letting_go(tx, holder, now, completed=True)
+                done = written or need_task(tx, task_id)  # nothing after the finish changes it
+                return Completion(done, False, tuple(released), next_claim)
+
+        return self._settling(finish, refuse=False)
 
     @rerun_on_conflict
     def complete_many(
@@ -487,7 +529,22 @@ class Fleet(AgentVerbs, OperatorVerbs):
                 finished_tasks, claimed = direct
                 ids = tuple(task.id for task in finished_tasks)
                 return BatchCompletion(ids, next=claimed if then_claim else None)
-        completed, already, lost, released = [], [], [], []
+        return self._settling(
+            lambda settle: self._complete_many_once(outcomes, items, then_claim, settle),
+            refuse=False,
+        )
+
+    def _complete_many_once(
+        self,
+        outcomes: Sequence[tuple[Lease, Any]],
+        items: Sequence[Finishing],
+        then_claim: int,
+        settle: bool,
+    ) -> BatchCompletion:
+        completed: list[int] = []
+        already: list[int] = []
+        lost: list[tuple[int, str]] = []
+        released: list[int] = []
         with self._store.write() as tx:
             now = self.clock.now()
             holder: str | None = None  # who really holds them, not what the leases claim
@@ -512,9 +569,11 @@ class Fleet(AgentVerbs, OperatorVerbs):
                     released += release_dependents(tx, lease.task_id, now)
             next_claim = None
             if then_claim and holder is not None and completed:
-                next_claim = self._claim(tx, holder, then_claim, now, strict=False, completed=True)
+                next_claim = self._claim(
+                    tx, holder, then_claim, now, strict=False, completed=True, settle=settle
+                )
             elif then_claim and holder is not None:
-                next_claim = self._claim(tx, holder, then_claim, now, strict=False)
+                next_claim = self._claim(tx, holder, then_claim, now, strict=False, settle=settle)
             elif completed:
                 after_letting_go(tx, holder, now, completed=True)
         return BatchCompletion(

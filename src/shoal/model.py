@@ -478,6 +478,9 @@ class FleetStatus:
     stuck: tuple[int, ...] = ()  # blocked on dead or cancelled tasks
     waiting: int = 0  # pending tasks not ready yet (a retry backoff or a not_before)
     next_ready: float | None = None  # when the first of them is ready
+    #: Claimed tasks whose lease ran out: not running (nor counted in ``counts['claimed']``
+    #: or any agent's load); the next claim anywhere takes them back.
+    expired: tuple[Task, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -489,6 +492,15 @@ class FleetStatus:
             "capacity": {"live": self.live, "max_agents": self.max_agents},
             "stalled": [{"id": t.id, "title": t.title, "agent": t.agent} for t in self.stalled],
             "stuck": list(self.stuck),
+            "expired": [
+                {
+                    "id": t.id,
+                    "title": t.title,
+                    "agent": t.agent,
+                    "expired": iso_time(t.lease_expires),
+                }
+                for t in self.expired
+            ],
             "waiting": self.waiting,
             "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),

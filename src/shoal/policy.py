@@ -76,7 +76,10 @@ from typing import Any, Protocol, TypeVar
 
 from shoal._timing import (
     BUSY_LATELY,
+    HEARD_FROM,
+    agent_as_of,
     doubling_delay,
+    holds_seat,
     idle_expired,
     idle_long_enough,
     idle_since_after,
@@ -84,6 +87,7 @@ from shoal._timing import (
     is_silent,
     is_stalled,
     is_zombie,
+    lease_due,
     lost_push_pause,
     poll_delay,
     turn_wait,
@@ -94,12 +98,14 @@ from shoal.settings import Settings
 __all__ = [
     "BUSY_LATELY",
     "DOMAIN_BONUS",
+    "HEARD_FROM",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
     "SEEN_RESOLUTION",
     "Locality",
     "Ranked",
     "StealFilter",
+    "agent_as_of",
     "breaker_trips",
     "can_do",
     "claim_room",
@@ -108,6 +114,7 @@ __all__ = [
     "doubling_delay",
     "eligible_skillsets",
     "hold_window",
+    "holds_seat",
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
@@ -116,6 +123,7 @@ __all__ = [
     "is_silent",
     "is_stalled",
     "is_zombie",
+    "lease_due",
     "lease_expiry",
     "locality",
     "longest_first",
@@ -531,8 +539,13 @@ def streak_ends(agent: Agent) -> bool:
 
 
 def pause_over(agent: Agent, now: float) -> bool:
-    """A live agent's pause whose cooldown has run out: it may claim again."""
-    return agent.status.live and agent.paused_until is not None and now >= agent.paused_until
+    """An agent's pause whose time has run out (terminated agents keep theirs: a pause
+    outlives a termination, so registering the id again does not escape it)."""
+    return (
+        agent.status is not AgentStatus.TERMINATED
+        and agent.paused_until is not None
+        and now >= agent.paused_until
+    )
 
 
 def return_queue(task: Task) -> str | None:

@@ -63,7 +63,7 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
-        Setting("max_agents", "count", 1, "live non-manager agents the fleet admits"),
+        Setting("max_agents", "count", 1, "seats: non-managers neither offline nor terminated"),
         Setting(
             "lease_ttl", "duration", 1, "how long a claim lasts without a heartbeat", MAX_LEASE_TTL
         ),

@@ -50,14 +50,14 @@ def assess(
 
     ``demand`` counts pending tasks by required skill set; it yields ``missing_skills``
     (needed, held by no agent that is present) and ``unservable`` (tasks no single present
-    agent can do). Only live, non-offline agents count as able; managers are exempt from
+    agent can do). Only agents neither offline, paused nor terminated count as able, and
+    only those neither offline nor terminated take a seat; managers are exempt from
     max_agents. ``stuck`` blocked tasks (waiting on dead or cancelled ones) are named in the
     reason: no agent can help them, only a retry.
     """
-    away = (AgentStatus.OFFLINE, AgentStatus.OVERLOADED)
-    present = [a for a in agents if a.status.live and a.status not in away]
-    paused = sum(1 for a in agents if a.status is AgentStatus.OVERLOADED)
-    workers = [a for a in agents if a.status.live and not a.manager]
+    present = [a for a in agents if a.status.live and a.status is not AgentStatus.PAUSED]
+    paused = sum(1 for a in agents if a.status is AgentStatus.PAUSED)
+    workers = [a for a in agents if a.status.live and not a.manager]  # the seats taken
     # Managers never auto-terminate, so only idle workers make a fleet underutilized.
     idle = sum(1 for a in present if a.status is AgentStatus.IDLE and not a.manager)
     working = sum(1 for a in present if a.status is AgentStatus.WORKING)
@@ -118,10 +118,7 @@ def assess(
     if reasons:
         if room:
             return verdict(Workload.OVERLOADED, Recommendation.SPAWN, why("; ".join(reasons)))
-        offline = sum(1 for a in workers if a.status is AgentStatus.OFFLINE)
         full = f"at capacity ({len(workers)}/{settings.max_agents} agents)"
-        if offline:
-            full += f"; {offline} of them offline: terminate them to make room"
         return verdict(
             Workload.OVERLOADED, Recommendation.MAINTAIN, why("; ".join([*reasons, full]))
         )

@@ -54,16 +54,17 @@ class AgentStatus(StrEnum):
     IDLE = "idle"  # found no work; idle_since says since when
     WORKING = "working"  # holds at least one lease
     WAITING = "waiting"  # between tasks: finished one, has not asked for the next yet
-    OFFLINE = "offline"  # missed heartbeats; may come back
-    #: Paused by the circuit breaker after failing ``failure_streak`` tasks in a row: it
-    #: claims nothing until ``paused_until`` or until someone resumes it.
-    OVERLOADED = "overloaded"
+    OFFLINE = "offline"  # silent past heartbeat_timeout; may come back
+    #: Held -- by the circuit breaker after failing ``failure_streak`` tasks in a row, or by
+    #: a person's pause -- until ``paused_until`` or a resume: it claims nothing meanwhile.
+    PAUSED = "paused"
     TERMINATED = "terminated"  # gone for good; registering the id again starts anew
 
     @property
     def live(self) -> bool:
-        """Counts against max_agents (everything but terminated, as in the anti-idle rules)."""
-        return self is not AgentStatus.TERMINATED
+        """Holds a seat: counts against max_agents (managers aside). Offline and terminated
+        agents hold none (docs/ARCHITECTURE.md, "Liveness and seats")."""
+        return self not in (AgentStatus.OFFLINE, AgentStatus.TERMINATED)
 
 
 class ClaimSource(StrEnum):
@@ -78,7 +79,7 @@ class ClaimReason(StrEnum):
     """Why a claim handed out nothing."""
 
     BUSY = "busy"  # the agent holds max_concurrent leases already
-    PAUSED = "paused"  # the circuit breaker holds the agent
+    PAUSED = "paused"  # the agent is paused (status paused) until retry_at
     EMPTY = "empty"  # nothing this agent can do is ready
 
 
@@ -134,9 +135,9 @@ class Recommendation(StrEnum):
     MAINTAIN = "maintain"
 
 
-#: The statuses an agent (or a person for it) may report; ``overloaded`` is set only by the
-#: circuit breaker.
-REPORTED_STATUSES = tuple(s for s in AgentStatus if s is not AgentStatus.OVERLOADED)
+#: The statuses an agent (or a person for it) may report; ``paused`` is set only by a pause
+#: (the circuit breaker's, or ``Fleet.pause``), and ended by its time or a resume.
+REPORTED_STATUSES = tuple(s for s in AgentStatus if s is not AgentStatus.PAUSED)
 #: The states a task may be cancelled in: any not finished.
 CANCELLABLE_STATES = tuple(s for s in TaskState if not s.finished)
 #: The states ``retry`` acts on: dead or cancelled (brought back), pending (let out of the

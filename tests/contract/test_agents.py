@@ -81,13 +81,24 @@ def test_a_termination_says_why_in_its_event(fleet: Fleet) -> None:
     assert why == {"ada": "idle past idle_timeout; left by itself", "bob": "terminated by request"}
 
 
-def test_offline_agents_still_count_against_capacity(fleet: Fleet, clock: ManualClock) -> None:
+def test_offline_agents_hold_no_seat(fleet: Fleet, clock: ManualClock) -> None:
+    """max_agents counts agents neither offline nor terminated: four that went offline
+    leave four seats, with or without anyone having written it down."""
     for name in ("d1", "d2", "d3", "d4"):
         fleet.register(name)
     clock.advance(91)
     assert set(fleet.reap().offline) == {"d1", "d2", "d3", "d4"}
-    with pytest.raises(FleetFull, match="4 of them offline"):
-        fleet.register("d5")
+    for name in ("d5", "d6", "d7", "d8"):
+        assert fleet.register(name).live == int(name[1]) - 4
+    with pytest.raises(FleetFull, match="4 of 4 seats are taken") as refused:
+        fleet.register("d9")
+    assert "agent 'd9' was not registered" in refused.value.message
+    assert {a.id for a in fleet.agents() if a.status is AgentStatus.OFFLINE} == {
+        "d1",
+        "d2",
+        "d3",
+        "d4",
+    }
 
 
 def test_concurrent_registration_admits_exactly_one(open_fleet: Callable[..., Fleet]) -> None:
@@ -331,14 +342,13 @@ def test_an_ephemeral_agent_that_dies_frees_its_place(fleet: Fleet, clock: Manua
     fleet.post("t")
     fleet.claim("temp")  # it works, then dies without a word
     clock.advance(91)
-    fleet.heartbeat("keeper")
-    assert fleet.reap().offline == ("temp",)
-    with pytest.raises(FleetFull):
-        fleet.register("fresh")
+    fleet.heartbeat("keeper")  # keeper is back; temp, silent, is written down offline
+    assert [e.agent for e in fleet.events() if e.kind == "agent.offline"] == ["temp"]
+    assert fleet.register("fresh").created  # its seat is free at once
     clock.advance(60)
-    fleet.heartbeat("keeper")
+    for alive in ("keeper", "fresh"):
+        fleet.heartbeat(alive)
     assert fleet.reap().terminated == ("temp",)  # offline past idle_timeout: a zombie
-    assert fleet.register("fresh").created
     assert fleet.agent("keeper").status is not AgentStatus.TERMINATED
 
 
@@ -349,5 +359,7 @@ def test_an_offline_agent_that_calls_again_is_back(fleet: Fleet, clock: ManualCl
     clock.advance(91)
     assert fleet.reap().offline == ("ada",)
     fleet.complete(lease)  # its lease is still good: it was only quiet
+    assert fleet.agent("ada").status is AgentStatus.OFFLINE  # a completion is not a return
+    fleet.heartbeat("ada")  # this is: it takes a free seat
     assert fleet.agent("ada").status is AgentStatus.WAITING
     assert fleet.events(agent="ada")[-1].data == {"from": "offline", "to": "waiting"}

@@ -30,13 +30,13 @@ def fail_next(fleet: Fleet, agent: str = "ada") -> None:
 def test_five_failures_in_a_row_pause_the_agent(broken: Fleet, clock: ManualClock) -> None:
     for _ in range(4):
         fail_next(broken)
-    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+    assert broken.agent("ada").status is not AgentStatus.PAUSED
     _, lease = one(broken.claim("ada"))
     post_many(broken, 2, to="ada")  # work routed to ada while she fails her fifth
     broken.post("only ada", to="ada", pinned=True)
     broken.fail(lease, "tool not found")
     ada = broken.agent("ada")
-    assert ada.status is AgentStatus.OVERLOADED and ada.failures == 5
+    assert ada.status is AgentStatus.PAUSED and ada.failures == 5
     assert ada.paused_until == clock.now() + 600  # pause_cooldown
     assert kinds(broken, agent="ada")[-3:] == ["agent.paused", "returned", "returned"]
     claim = broken.claim("ada")
@@ -59,7 +59,7 @@ def test_a_completion_ends_the_streak(broken: Fleet) -> None:
     assert broken.agent("ada").failures == 0
     for _ in range(4):
         fail_next(broken)
-    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+    assert broken.agent("ada").status is not AgentStatus.PAUSED
 
 
 def test_a_completion_that_claims_the_next_task_ends_the_streak_too(broken: Fleet) -> None:
@@ -100,9 +100,12 @@ def test_the_monitor_resumes_agents_whose_cooldown_is_over(
     for _ in range(5):
         fail_next(broken)
     broken.heartbeat("ada")
-    clock.advance(600)
+    clock.advance(599)
     broken.heartbeat("ada")  # still paused to the heartbeat: it keeps its status
-    assert broken.agent("ada").status is AgentStatus.OVERLOADED
+    assert broken.agent("ada").status is AgentStatus.PAUSED
+    clock.advance(1)  # the pause is over at paused_until, in every view, monitor or not
+    assert broken.agent("ada").status is AgentStatus.WAITING
+    assert broken.agent("ada").paused_until is None
     actions = Hub(broken).step().actions  # what `shoal monitor` runs and prints
     assert [a.data for a in actions if a.kind == "resumed"] == [{"agent": "ada"}]
     assert broken.agent("ada").status is AgentStatus.WAITING
@@ -115,8 +118,8 @@ def test_a_paused_agent_cannot_report_itself_back_to_work(broken: Fleet) -> None
     for status in ("idle", "working", "waiting"):
         with pytest.raises(InvalidTransition, match="is paused -- by the circuit breaker"):
             broken.set_status("ada", status)
-    with pytest.raises(BadInput, match="circuit breaker"):
-        broken.set_status("bob", "overloaded")
+    with pytest.raises(BadInput, match="paused is set by a pause, not reported"):
+        broken.set_status("bob", "paused")
     assert snapshot(broken) == before
     assert broken.set_status("ada", "terminated").status is AgentStatus.TERMINATED
 
@@ -126,7 +129,7 @@ def test_status_and_assess_show_the_paused_agent(broken: Fleet) -> None:
         fail_next(broken)
     status = broken.status()
     line = next(a for a in status.agents if a.agent.id == "ada")
-    assert line.agent.status is AgentStatus.OVERLOADED
+    assert line.agent.status is AgentStatus.PAUSED
     assessment = broken.assess()
     assert "1 agent is paused" in assessment.reason and "shoal agent resume" in assessment.reason
 
@@ -135,7 +138,7 @@ def test_failure_streak_zero_turns_the_breaker_off(broken: Fleet) -> None:
     broken.configure(failure_streak=0)
     for _ in range(8):
         fail_next(broken)
-    assert broken.agent("ada").status is not AgentStatus.OVERLOADED
+    assert broken.agent("ada").status is not AgentStatus.PAUSED
 
 
 # ---------------------------------------------------------------- idle while holding work
@@ -162,7 +165,7 @@ def test_work_is_not_routed_to_a_paused_agent(broken: Fleet, clock: ManualClock)
     broken.configure(failure_streak=1)
     held = broken.claim("cy", 2)
     broken.fail(held.leases[0], "no tool")  # paused, still holding the other task
-    with pytest.raises(BadInput, match="paused by the circuit breaker"):
+    with pytest.raises(BadInput, match="agent 'cy' is paused; nothing would work its queue"):
         broken.post("for cy", to="cy")
     child = broken.post("child", parent=held.tasks[1].id, priority=1)
     assert child.in_pool  # not into the paused spawner's queue: others take it
@@ -207,7 +210,7 @@ def test_a_completion_while_paused_keeps_the_count(fleet: Fleet) -> None:
     fleet.fail(held.leases[0], "no tool")
     fleet.complete(held.leases[1], "ok")  # the other task still finished
     ada = fleet.agent("ada")
-    assert ada.status is AgentStatus.OVERLOADED and ada.failures == 1
+    assert ada.status is AgentStatus.PAUSED and ada.failures == 1
 
 
 def test_a_person_pauses_an_agent_and_its_work_in_hand_runs_on(

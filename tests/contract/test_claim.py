@@ -286,6 +286,9 @@ def test_a_stolen_task_is_never_stolen_again(crew: Fleet) -> None:
 
 
 def test_steal_caps_per_thief_per_window(crew: Fleet, clock: ManualClock) -> None:
+    crew.configure(
+        heartbeat_timeout=3600
+    )  # alive all along: time passes here for the steal window only
     post_many(crew, 20, to="iris", priority=9, domain="research")
     got = [crew.claim("spark").sources for _ in range(3)]
     assert got == [("steal",)] * 3
@@ -325,7 +328,7 @@ def test_equal_victims_are_chosen_at_random(
         clock.advance(301)  # a fresh steal window each round
         fleet = open_fleet(seed)
         prefix = f"s{seed}-"  # one fleet, a separate domain per round
-        fleet.configure(max_agents=100)
+        fleet.configure(max_agents=100, heartbeat_timeout=86400)  # earlier rounds' agents live
         for v in ("a", "b"):
             fleet.register(prefix + v, domains=[prefix + "x"])
             fleet.set_status(prefix + v, "working")

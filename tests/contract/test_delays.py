@@ -76,7 +76,7 @@ def test_a_blocked_task_freed_before_its_not_before_still_waits(
 def test_thieves_and_the_rebalance_leave_delayed_tasks_alone(
     fleet: Fleet, clock: ManualClock
 ) -> None:
-    fleet.configure(busy_threshold=0)
+    fleet.configure(busy_threshold=0, heartbeat_timeout=3600)  # both alive throughout
     fleet.register("victim")
     fleet.register("thief")
     fleet.post("held", to="victim")

@@ -94,7 +94,7 @@ def test_rebalance_shares_the_window_with_claim_time_steals(
 
 
 def test_rebalanced_tasks_never_move_again(fleet: Fleet, clock: ManualClock) -> None:
-    fleet.configure(busy_threshold=1)
+    fleet.configure(busy_threshold=1, heartbeat_timeout=3600)  # everyone alive throughout
     fleet.register("victim", domains=["x"])
     post_many(fleet, 5, to="victim", domain="x", priority=9)
     fleet.register("first", domains=["x"])

@@ -41,6 +41,7 @@ def test_an_idle_agent_that_cannot_do_the_task_does_not_hold_it(crew: Fleet) -> 
 
 
 def test_after_domain_wait_anyone_may_take_it(crew: Fleet, clock: ManualClock) -> None:
+    crew.configure(heartbeat_timeout=3600)  # iris is idle, not gone: she would be offline
     task = crew.post("paper", domain="research")
     clock.advance(119)
     assert crew.claim("loom").reason == "empty"

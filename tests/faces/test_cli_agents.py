@@ -48,7 +48,7 @@ def test_a_full_fleet_refuses_to_register_with_exit_3_and_says_how_to_raise_the_
     human = shoal("register", "carl")
     assert human.code == 3, human
     assert "fleet is full" in human.text
-    assert "2 of 2 agents are live" in human.text
+    assert "2 of 2 seats are taken" in human.text
     assert "shoal config set max_agents 3" in human.text
 
     as_json = shoal("register", "carl", "--json")

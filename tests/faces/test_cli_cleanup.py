@@ -88,8 +88,8 @@ def test_a_paused_agent_is_shown_and_resumed(shoal: Shoal, fleet: Fleet) -> None
         fleet.post(f"t{i}")
         _, lease = one(fleet.claim("ada"))
         fleet.fail(lease, "command not found")
-    assert fleet.agent("ada").status is AgentStatus.OVERLOADED
-    assert "overloaded (paused 10m more, after 5 failures)" in shoal("agents").text
+    assert fleet.agent("ada").status is AgentStatus.PAUSED
+    assert "paused (10m more, after 5 failures)" in shoal("agents").text
     claim = shoal("claim", "--agent", "ada")
     assert claim.code == 1 and "paused" in claim.text and "shoal agent resume" in claim.text
     resumed = shoal("agent", "resume", "ada")

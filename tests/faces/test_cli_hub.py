@@ -65,7 +65,8 @@ def test_assess_recommends_and_status_keeps_the_last_assessment(
 
     status = cli("status", "--json")
     assert status.data["assessment"]["recommendation"] == data["recommendation"]
-    assert [e.kind for e in fleet.events()].count("assessed") == 2
+    # Assessed twice to the same verdict: the log says it once (a new one when it changes).
+    assert [e.kind for e in fleet.events()].count("assessed") == 1
 
 
 def test_rebalance_dry_run_shows_the_moves_and_changes_nothing(shoal: Shoal, fleet: Fleet) -> None:

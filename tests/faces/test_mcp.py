@@ -444,7 +444,7 @@ async def test_a_full_fleet_is_a_tool_error_not_a_dead_server(url: str) -> None:
         before = snapshot(fleet)
     async with stdio_session(url, "--agent", "bob") as bob:
         text = await refused(bob, "claim_best_task")
-        assert text.startswith("fleet_full:") and "1 of 1 agents are live" in text
+        assert text.startswith("fleet_full:") and "1 of 1 seats are taken" in text
         assert "shoal config set max_agents 2" in text and "next call" in text
         text = await refused(bob, "heartbeat")
         assert text.startswith("fleet_full:")
@@ -525,7 +525,7 @@ async def test_managers_reorder_work_and_pause_an_agent(url: str) -> None:
         text = await refused(boss, "set_task_priority", task_id=999, priority=2)
         assert text.startswith("unknown_task:")
         paused = await call(boss, "pause_agent", agent_id="ada", duration="2h")
-        assert paused["status"] == "overloaded" and ISO.match(paused["paused_until"])
+        assert paused["status"] == "paused" and ISO.match(paused["paused_until"])
         held = await call(ada, "claim_best_task")
         assert held["claimed"] is False and held["reason"] == "paused"
         text = await refused(boss, "pause_agent", agent_id="ada", duration="forever")

@@ -48,7 +48,7 @@ def test_the_cli_offers_the_words_of_the_enums() -> None:
     assert choices(["cancel"], "state") == names(CANCELLABLE_STATES)
     assert choices(["retry"], "state") == names(RETRIABLE_STATES)
     assert choices(["agent", "set-status"], "status") == names(REPORTED_STATUSES)
-    assert AgentStatus.OVERLOADED not in REPORTED_STATUSES  # the breaker's alone
+    assert AgentStatus.PAUSED not in REPORTED_STATUSES  # the breaker's alone
 
 
 async def test_the_mcp_tools_offer_the_words_of_the_enums(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from tests.helpers import post_many, wait_until
 
 
 def paused(fleet: Fleet, agent: str) -> bool:
-    return any(a.id == agent and a.status is AgentStatus.OVERLOADED for a in fleet.agents())
+    return any(a.id == agent and a.status is AgentStatus.PAUSED for a in fleet.agents())
 
 
 def test_a_command_that_always_fails_pauses_its_agent_and_spares_the_backlog(

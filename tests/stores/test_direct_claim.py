@@ -271,7 +271,7 @@ def test_it_leaves_young_work_to_an_idle_agent_of_its_domain(
     """domain_wait, in the statement: another domain's young task is passed over while an
     idle agent of that domain could take it, and taken once the wait is over."""
     f, clock, counted = fleet
-    f.configure(domain_wait=120)
+    f.configure(domain_wait=120, heartbeat_timeout=3600)  # xavier is idle, not gone
     f.register("xavier", domains=["x"])
     assert not f.claim("xavier")  # nothing yet: xavier is idle, and x's work is its first
     f.register("b")

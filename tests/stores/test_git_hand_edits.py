@@ -327,3 +327,26 @@ def test_a_task_deleted_by_hand_leaves_the_ones_waiting_on_it_stuck_and_shown(
         assert list(fleet.status().stuck) == [then.id]
         fleet.assess()
     before.cancel(then.id)
+
+
+def test_a_board_whose_agent_was_paused_under_the_old_word_reads_it_as_paused(
+    url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A board written before a pause was status ``paused`` holds ``overloaded``: the agent
+    is read paused, claims nothing until its pause ends, and is written back as paused."""
+    before = open_on(url, clock, tmp_path / "before")
+    before.register("bob")
+    before.pause("bob", for_="1h")
+
+    def old_word(work: Path) -> None:
+        (path,) = (work / "agents").rglob("*.json")
+        data = json.loads(path.read_text())
+        assert data["status"] == "paused"
+        path.write_text(json.dumps({**data, "status": "overloaded"}))
+
+    hand_edit(url, tmp_path / "work", old_word)
+    for fleet in (before, open_on(url, clock, tmp_path / "fresh")):
+        assert fleet.agent("bob").status.value == "paused"
+        assert fleet.claim("bob").reason == "paused"
+    clock.advance(3600)
+    assert before.claim("bob").reason == "empty"  # the pause ended; written back as over

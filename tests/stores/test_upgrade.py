@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal import Fleet, SchemaMismatch, TaskState
+from shoal import AgentStatus, Fleet, SchemaMismatch, TaskState
 from shoal.stores._sql import load_migrations
 from shoal.stores.sqlite import APPLICATION_ID, _statements
 from tests import pg
@@ -241,16 +241,26 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
 
 def as_before_version_7(kind: str, url: str) -> None:
     """Turn a closed fleet back into one that shoal before schema 7 left: every queued
-    task's place a number that only grew (the head of a queue the newest), version 6."""
+    task's place a number that only grew (the head of a queue the newest), version 6 --
+    and so without what schema 8 added since (the agents' ``heard`` column, and on
+    PostgreSQL the direct claim's refusal of a claim while an agent is silent)."""
     if kind == "sqlite":
         raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
         raw.execute("UPDATE tasks SET seq = abs(seq)")
+        raw.execute("DROP INDEX agents_heard")
+        raw.execute("ALTER TABLE agents DROP COLUMN heard")
+        raw.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
         raw.execute("PRAGMA user_version = 6")
         raw.close()
         return
     with pg.schema_conn(url) as conn:
         conn.execute("UPDATE tasks SET seq = abs(seq)")
-        conn.execute("DELETE FROM schema_migrations WHERE version = 7")
+        conn.execute("DROP INDEX agents_heard")
+        conn.execute("ALTER TABLE agents DROP COLUMN heard")
+        conn.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
+        conn.execute("DROP FUNCTION direct_claim")
+        conn.execute("ALTER FUNCTION direct_claim_steps RENAME TO direct_claim")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 
 def test_an_upgraded_fleet_runs_the_work_queued_before_in_posting_order(
@@ -280,3 +290,59 @@ def test_an_upgraded_fleet_runs_the_work_queued_before_in_posting_order(
         fleet.complete(held)
     fleet.close()
     assert titles == ["child 2", "child 1", "sent 1", "sent 2"]
+
+
+# ---------------------------------------------------------------- schema 8: paused
+# A pause was status 'overloaded' (the assessment's word for a busy fleet) until schema 8
+# made it 'paused'; an agent paused under the old word is paused under the new one.
+
+PAUSED_AGENT = (
+    "INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status, "
+    "last_seen, registered_at, incarnation, failures, paused_until) "
+    "VALUES ('bob', 'worker', '[]', '[]', 1, {flag}, {flag}, 'overloaded', 1e12, 0, 1, 5, 2e12)"
+)
+
+
+def check_paused(fleet: Fleet) -> None:
+    bob = fleet.agent("bob")
+    assert bob.status is AgentStatus.PAUSED and bob.failures == 5
+    assert fleet.claim("bob").reason == "paused"
+    assert fleet.resume("bob").status is AgentStatus.WAITING
+
+
+def test_a_schema_6_sqlite_fleet_keeps_its_paused_agent_paused(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    for version, _, script in load_migrations("sqlite")[:6]:
+        for statement in _statements(script):
+            raw.execute(statement)
+        raw.execute(f"PRAGMA user_version = {version}")
+    raw.execute(PAUSED_AGENT.format(flag="0"))
+    raw.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    raw.close()
+    with pytest.raises(SchemaMismatch, match="schema version 6"):
+        Fleet.open(f"sqlite://{path}", create=False)
+    fleet = Fleet.init(f"sqlite://{path}")
+    check_paused(fleet)
+    fleet.close()
+
+
+def test_a_schema_6_postgres_fleet_keeps_its_paused_agent_paused(postgres_url: str) -> None:
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    with pg.schema_conn(postgres_url) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, name, script in load_migrations("postgres")[:6]:
+            conn.execute(script.encode())
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+        conn.execute(PAUSED_AGENT.format(flag="false").encode())
+    with pytest.raises(SchemaMismatch, match="schema version 6"):
+        Fleet.open(postgres_url, create=False)
+    fleet = Fleet.init(postgres_url)
+    check_paused(fleet)
+    fleet.close()

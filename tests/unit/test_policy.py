@@ -242,7 +242,7 @@ def test_assess_never_recommends_what_it_cannot_do(
         assert a.workload == "idle" or a.idle_agents > 0
     if pending == 0 and in_progress == 0:
         assert (a.workload, a.recommendation) == ("idle", "terminate_idle")
-    away = (AgentStatus.OFFLINE, AgentStatus.OVERLOADED)  # paused agents take no work
+    away = (AgentStatus.OFFLINE, AgentStatus.PAUSED)  # paused agents take no work
     have = {s for x in agents if x.status.live and x.status not in away for s in x.skills}
     assert set(a.missing_skills) == {s for need in a_demand(demand, pending) for s in need} - have
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urljoin
 
-import pytest
 from fastapi.testclient import TestClient
 
 from shoal import Fleet
@@ -109,11 +108,6 @@ def test_a_pause_form_for_an_odd_old_id_posts_to_that_agent_not_the_one_it_names
     assert resumed.status_code == 303 and web_fleet.agent(odd).paused_until is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pause holds an agent's incarnation, and ends with its termination; keeping "
-    "the hold for the id's next incarnation is core work (the pause rework of this round)",
-)
 def test_an_agent_token_cannot_lift_its_own_pause_by_leaving_and_joining_again(
     web_fleet: Fleet, make_client: Callable[..., TestClient]
 ) -> None:

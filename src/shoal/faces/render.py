@@ -27,7 +27,9 @@ from shoal.model import (
     Task,
     TaskDetail,
 )
+from shoal.policy import lease_due
 from shoal.settings import SETTINGS, Settings, format_setting
+from shoal.vocabulary import AgentStatus
 
 __all__ = [
     "agents_table",
@@ -59,7 +61,7 @@ STATUS_STYLE = {
     "working": "green",
     "waiting": "cyan",
     "offline": "red",
-    "overloaded": "bold red",
+    "paused": "bold red",
     "terminated": "dim",
 }
 
@@ -122,6 +124,7 @@ def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> 
         flags = " [pinned]" if t.pinned else ""
         flags += " [stolen]" if t.stolen else ""
         flags += " [stalled]" if t.stalled_at is not None else ""
+        flags += " [lease expired: not running]" if lease_due(t, now) else ""
         flags += f" [{note}]" if (note := ready_note(t, now)) else ""
         table.add_row(
             *_cells(
@@ -157,7 +160,10 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         rows.append(("ready", ago(t.ready_at, now) + waiting))
     if t.expected_duration is not None:
         rows.append(("expected", _span(t.expected_duration)))
-    if t.lease_expires is not None:
+    if t.lease_expires is not None and lease_due(t, now):
+        not_running = " (not running: the next claim takes it back)"
+        rows.append(("lease expired", ago(t.lease_expires, now) + not_running))
+    elif t.lease_expires is not None:
         rows.append(("lease expires", ago(t.lease_expires, now)))
     if detail.after:
         rows.append(("after", ", ".join(map(str, detail.after))))
@@ -253,6 +259,11 @@ def status_view(status: FleetStatus) -> Group:
     if status.stalled:
         stalled = ", ".join(f"{t.id} ({t.agent})" for t in status.stalled)
         parts.append(Text(f"stalled: {stalled}", style="bold red"))
+    if status.expired:
+        expired = ", ".join(f"{t.id} ({t.agent})" for t in status.expired)
+        parts.append(
+            Text(f"leases run out, not running (the next claim takes them back): {expired}")
+        )
     if status.stuck:
         stuck = ", ".join(map(str, status.stuck))
         parts.append(
@@ -290,10 +301,15 @@ def registration_text(reg: Registration) -> str:
 
 
 def pause_note(agent: Agent, now: float) -> str:
-    """`` (paused 9m more)`` for an agent the circuit breaker holds; else empty."""
-    if agent.paused(now) and agent.paused_until is not None:
-        return f" (paused {_span(agent.paused_until - now)} more, after {agent.failures} failures)"
-    return ""
+    """`` (9m more, after 5 failures)`` for a paused agent, `` (paused 9m more)`` for one
+    offline with a pause still running; else empty."""
+    if not agent.paused(now) or agent.paused_until is None:
+        return ""
+    left = _span(agent.paused_until - now)
+    failures = f", after {agent.failures} failures" if agent.failures else ""
+    if agent.status is AgentStatus.PAUSED:
+        return f" ({left} more{failures})"
+    return f" (paused {left} more{failures})"
 
 
 def claim_text(claim: Claim, now: float) -> Text:

@@ -13,6 +13,7 @@ is decoded: a task's ``stalled_at`` (the API says only whether it is stalled), a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from shoal.errors import BadInput, StoreError
@@ -256,7 +257,14 @@ def fleet_status(data: Data) -> FleetStatus:
         stuck=_ids(data.get("stuck")),
         waiting=int(data.get("waiting", 0)),
         next_ready=_moment(data.get("next_ready")),
+        expired=tuple(_expired_task(t) for t in data.get("expired", ())),
     )
+
+
+def _expired_task(data: Data) -> Task:
+    """A claimed task whose lease ran out, as the status lists it: id, title, agent, when."""
+    brief = _brief_task(data, TaskState.CLAIMED)
+    return replace(brief, lease_expires=_moment(data.get("expired")))
 
 
 def settings(data: Data) -> Settings:

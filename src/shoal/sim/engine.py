@@ -130,6 +130,7 @@ class Simulation:
         self.settings: Settings = self.fleet.configure(
             **{
                 "lease_ttl": _LONG_LEASE,
+                "heartbeat_timeout": _LONG_LEASE,  # nor does an agent die: none goes silent
                 "max_agents": len(workload.agents),
                 **baseline.settings,
                 **(fleet_settings if baseline.tunable else {}),

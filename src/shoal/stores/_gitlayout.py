@@ -410,10 +410,15 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
     return row, [int(i) for i in raw.get("after") or ()], store.get("signed") is True
 
 
+#: Statuses a board written by an older shoal may hold, and what they are called now: a
+#: pause was ``overloaded`` before it was a status of its own.
+_OLD_STATUSES = {"overloaded": AgentStatus.PAUSED}
+
+
 def _agent(raw: dict[str, Any], path: str) -> Agent:
     known = {f.name for f in fields(Agent)}
     values = {k: v for k, v in raw.items() if k in known}
-    values["status"] = AgentStatus(values["status"])
+    values["status"] = _OLD_STATUSES.get(values["status"]) or AgentStatus(values["status"])
     values["skills"] = tuple(values.get("skills") or ())
     values["domains"] = tuple(values.get("domains") or ())
     _check_kinds(Agent, values, path)

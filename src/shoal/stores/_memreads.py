@@ -61,7 +61,12 @@ class MemoryReads(MemoryTxBase):
         due = any(
             (r.task.lease_expires or 0.0) <= now for r in self._rows(self.d.index.in_state(CLAIMED))
         )
-        return ClaimContext(agent, held, due, dict(self.d.skillsets), self.d.settings)
+        settings = self.d.settings
+        silent = any(
+            other.id != agent_id and policy.is_silent(other, now, settings)
+            for other in self.d.agents.values()
+        )
+        return ClaimContext(agent, held, due, dict(self.d.skillsets), settings, silent)
 
     def queue_depths(self) -> list[QueueDepth]:
         agents = self.d.agents

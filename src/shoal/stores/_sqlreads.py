@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
-from shoal.policy import Locality, StealFilter
+from shoal.policy import HEARD_FROM, Locality, StealFilter
+from shoal.settings import Settings
 from shoal.stores._sqlrows import (
     STATUSES,
     RowOrder,
@@ -36,6 +37,9 @@ _TOKEN = 28
 _LISTED = 28
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
+#: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
+#: one, if any, in its statement).
+DEFAULT_HEARTBEAT_TIMEOUT = Settings().heartbeat_timeout
 
 
 #: Agents by the columns they were made from: a claimer's row is the same claim after
@@ -71,29 +75,33 @@ class SqlReads(SqlTxBase):
         return [agent_of(r) for r in self._all("list_agents")]
 
     def save_agent(self, agent: Agent) -> None:
-        """Insert or update; ``queued`` is the store's to derive and is never written."""
-        self._run(
-            "save_agent",
-            {
-                "id": agent.id,
-                "role": agent.role,
-                "skills": json.dumps(list(agent.skills)),
-                "domains": json.dumps(list(agent.domains)),
-                "max_concurrent": agent.max_concurrent,
-                "manager": agent.manager,
-                "ephemeral": agent.ephemeral,
-                "status": agent.status.value,
-                "idle_since": agent.idle_since,
-                "last_seen": agent.last_seen,
-                "registered_at": agent.registered_at,
-                "incarnation": agent.incarnation,
-                "failures": agent.failures,
-                "paused_until": agent.paused_until,
-            },
-        )
+        """Insert or update; ``queued`` is the store's to derive and is never written, and
+        ``heard`` (migration 8) is written apart, where the dialect says so, only when it
+        changes."""
+        heard = agent.last_seen if agent.status in HEARD_FROM else None
+        params = {
+            "id": agent.id,
+            "role": agent.role,
+            "skills": json.dumps(list(agent.skills)),
+            "domains": json.dumps(list(agent.domains)),
+            "max_concurrent": agent.max_concurrent,
+            "manager": agent.manager,
+            "ephemeral": agent.ephemeral,
+            "status": agent.status.value,
+            "idle_since": agent.idle_since,
+            "last_seen": agent.last_seen,
+            "registered_at": agent.registered_at,
+            "incarnation": agent.incarnation,
+            "failures": agent.failures,
+            "paused_until": agent.paused_until,
+            "heard": heard,
+        }
+        self._run("save_agent", params)
+        if self._d.heard_apart:
+            self._run("save_agent_heard", {"id": agent.id, "heard": heard})
 
     def claim_context(self, agent_id: str, now: float) -> ClaimContext | None:
-        params = {"id": agent_id, "now": now}
+        params = {"id": agent_id, "now": now, "heartbeat_timeout": DEFAULT_HEARTBEAT_TIMEOUT}
         if self._locking:
             with self._d.pipeline(self._c):  # the lock, then a fresh read: one round trip
                 self._run("lock_claimer", params)
@@ -106,7 +114,9 @@ class SqlReads(SqlTxBase):
         if row[17] != len(skillsets):
             self.skillsets()
         settings = self._parse_settings(row[18])
-        return ClaimContext(_claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings)
+        return ClaimContext(
+            _claimer(row), int(row[15]), bool(row[16]), dict(skillsets), settings, bool(row[19])
+        )
 
     def queue_depths(self) -> list[QueueDepth]:
         return [QueueDepth(r[0], int(r[1]), STATUSES[r[2]]) for r in self._all("queue_depths")]

@@ -75,6 +75,10 @@ class Dialect:
     #: Triggers keep the finished counts (done, dead, cancelled); else the store moves them
     #: itself, once per transaction (SqlTx, "finished counts").
     counts_by_trigger: ClassVar[bool]
+    #: An agent's ``heard`` (last_seen while it should be heard from: migration 8) is a
+    #: column written apart, only when it changes (SQLite rewrites an index whenever an
+    #: UPDATE names its column), else the database generates it from the row.
+    heard_apart: ClassVar[bool]
     #: What the driver takes for "no parameters".
     no_params: ClassVar[Any]
     #: Driver errors a verb may raise that ``translate`` turns into shoal errors.
@@ -338,6 +342,7 @@ class SqlStore:
             "locality_wait": settings.locality_wait,
             "domain_wait": settings.domain_wait,
             "seen_resolution": policy.SEEN_RESOLUTION,
+            "silent_before": now - settings.heartbeat_timeout,
         }
         with d.connection(True) as conn:
             try:

@@ -101,6 +101,9 @@ class ClaimContext:
     leases_due: bool  # some lease in the fleet ran out at or before `now`
     skillsets: Mapping[int, tuple[str, ...]]  # every skill set tasks have required, by id
     settings: Settings
+    #: Another agent that should be heard from (idle, working, waiting, paused) has been
+    #: silent past heartbeat_timeout: offline in all but the writing (policy.is_silent).
+    silent_peers: bool = False
 
 
 class StoreTx(Protocol):

@@ -179,6 +179,7 @@ class PostgresDialect(Dialect):
     queries = load_queries("postgres")
     read_queries = load_queries("postgres", read_only=True)
     side_by_side = True
+    heard_apart = False
     counts_by_trigger = True  # writers side by side add rows of changes (migration 6)
     json_lists = False
     pool_per_skillset = False

@@ -114,6 +114,7 @@ class SqliteDialect(Dialect):
     queries = load_queries("sqlite")
     read_queries = queries  # no statement locks rows: the writer queue does
     side_by_side = False
+    heard_apart = True
     counts_by_trigger = False  # a firing trigger costs more here than the count it keeps
     json_lists = True
     pool_per_skillset = True

@@ -95,7 +95,7 @@ def pause(app: App, agent_id: str, for_: str) -> None:
 @click.pass_obj
 def resume(app: App, agent_id: str) -> None:
     """Let AGENT claim again now. The circuit breaker pauses an agent that failed
-    failure_streak tasks in a row (status overloaded) for pause_cooldown, and `shoal agent
+    failure_streak tasks in a row (status paused) for pause_cooldown, and `shoal agent
     pause` for as long as asked; resume it once whatever made it fail is fixed, e.g.
     `shoal agent resume ada`."""
     fleet = app.fleet()

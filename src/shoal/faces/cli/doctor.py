@@ -336,7 +336,7 @@ def _state_checks(fleet: Fleet) -> list[Check]:
     now = fleet.clock.now()
     claimed = [task for load in status.agents for task in load.held]
     return [
-        _stale_leases(claimed, now),
+        _stale_leases(list(status.expired), now),
         _paused_agents(status),
         _dead_tasks(status),
         _stalled_tasks(claimed, now, stall_factor),
@@ -345,7 +345,8 @@ def _state_checks(fleet: Fleet) -> list[Check]:
 
 
 def _stale_leases(claimed: list[Task], now: float) -> Check:
-    """Expired leases still held mean nobody is reaping: that work waits for nobody."""
+    """A lease that ran out means its agent died or hung: the task is not running, and the
+    next claim anywhere takes it back (no monitor needed), but someone may want to know."""
     stale = [t for t in claimed if t.lease_expires is not None and t.lease_expires < now]
     if not stale:
         return Check("stale_leases", True, "no claimed task holds an expired lease")
@@ -353,23 +354,25 @@ def _stale_leases(claimed: list[Task], now: float) -> Check:
         "stale_leases",
         False,
         f"{_count(stale, 'claimed task')} past its lease ({_ids(stale)}), held by "
-        f"{_names(sorted({t.agent or '?' for t in stale}))}: nobody is reaping",
-        "`shoal reap` now; keep `shoal monitor` running so leases are reaped as they expire",
+        f"{_names(sorted({t.agent or '?' for t in stale}))}: not running; the next claim "
+        "takes them back",
+        "`shoal reap` takes them back now; check why those agents stopped heartbeating",
     )
 
 
 def _paused_agents(status: FleetStatus) -> Check:
-    """An agent the circuit breaker paused claims nothing until its cooldown ends."""
-    paused = sorted(a.agent.id for a in status.agents if a.agent.status is AgentStatus.OVERLOADED)
+    """A paused agent (by the circuit breaker or a person) claims nothing until its pause
+    ends; ``status`` already shows a pause that ran out as over."""
+    paused = sorted(a.agent.id for a in status.agents if a.agent.status is AgentStatus.PAUSED)
     if not paused:
         return Check("paused_agents", True, "no agent is paused")
     resume = "; ".join(f"`shoal agent resume {agent}`" for agent in paused[:_NAMED])
     return Check(
         "paused_agents",
         False,
-        f"{_count(paused, 'agent')} paused by the circuit breaker after failing in a row: "
-        f"{_names(paused)}",
-        f"fix what made it fail (`shoal events --agent {paused[0]}`), then {resume}",
+        f"{_count(paused, 'agent')} paused (by the circuit breaker, after failing in a row, "
+        f"or by request): {_names(paused)}",
+        f"see why (`shoal events --agent {paused[0]}`); fix what made it fail, then {resume}",
     )
 
 

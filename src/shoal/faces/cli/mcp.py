@@ -140,7 +140,13 @@ def run_mcp(
                 highlight=False,
                 markup=False,
             )
-    serve(desk, http=http, session_ttl=seconds)
+    if http is None:
+        serve(desk, session_ttl=seconds)
+        return
+    from shoal.runtime.reaper import Reaper
+
+    with Reaper(lambda: desk.fleet):  # a server that runs for days keeps the record up
+        serve(desk, http=http, session_ttl=seconds)
 
 
 @click.group(

@@ -111,13 +111,22 @@ def run_serve(
             "shoal serve: warning: plain HTTP off this machine -- tokens cross the network "
             "in the clear; serve with --certfile/--keyfile or behind a TLS proxy"
         )
+    from shoal.runtime.reaper import Reaper
+
     forget = functools.partial(local_secrets.forget_server, port)
     try:
         if secret_file is not None:
             local_secrets.record_server(port, secret_file)
-        serve(
-            fleet, exposure, sock, log_level=log_level, tls=tls, local_secret=secret, on_stop=forget
-        )
+        with Reaper(lambda: fleet):  # the record keeps up while the server runs
+            serve(
+                fleet,
+                exposure,
+                sock,
+                log_level=log_level,
+                tls=tls,
+                local_secret=secret,
+                on_stop=forget,
+            )
     finally:
         forget()
 

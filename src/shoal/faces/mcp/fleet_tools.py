@@ -181,7 +181,7 @@ def add_fleet_tools(box: Toolbox) -> None:
     def resume_agent(
         ctx: Context, agent_id: Annotated[str, Field(description="The paused agent.")]
     ) -> AgentInfo:
-        """Manager: let an agent the circuit breaker paused (status overloaded, after
+        """Manager: let an agent the circuit breaker paused (status paused, after
         failing task after task) claim again, once what made it fail is fixed."""
         return AgentInfo.of(desk.fleet.resume(agent_id))
 

@@ -65,6 +65,9 @@ def fleet_summary(status: FleetStatus, ready: Sequence[Task], you: str | None, u
     if status.stalled:
         stalled = ", ".join(f"#{t.id} ({t.agent})" for t in status.stalled)
         lines.append(f"Stalled (running far past their expected duration): {stalled}")
+    if status.expired:
+        expired = ", ".join(f"#{t.id} ({t.agent})" for t in status.expired)
+        lines.append(f"Leases run out, not running (the next claim takes them back): {expired}")
     if status.stuck:
         stuck = ", ".join(f"#{i}" for i in status.stuck)
         lines.append(f"Blocked on dead or cancelled tasks (retry those): {stuck}")

@@ -50,6 +50,7 @@ class Lane:
     idle_for: float | None = None
     heartbeat_age: float | None = None
     paused: bool = False
+    expired: tuple[Task, ...] = ()  # held once, the lease ran out: not running any more
 
     @property
     def key(self) -> str:
@@ -90,6 +91,9 @@ def lanes_of(fleet: Fleet, wanted: str = "") -> Lanes:
     now = status.at
     shown = [load for load in status.agents if _shown(load.agent, wanted)]
     terminated = sum(1 for load in status.agents if load.agent.status is AgentStatus.TERMINATED)
+    expired: dict[str, list[Task]] = {}
+    for task in status.expired:
+        expired.setdefault(task.agent or "", []).append(task)
     lanes = []
     full = 0
     recent: set[int] = set()
@@ -116,6 +120,7 @@ def lanes_of(fleet: Fleet, wanted: str = "") -> Lanes:
                 idle_for=(now - agent.idle_since) if agent.idle_since is not None else None,
                 heartbeat_age=max(0.0, now - agent.last_seen),
                 paused=agent.paused(now),
+                expired=tuple(expired.get(agent.id, ())),
             )
         )
     pool_tasks = tuple(t for t in fleet.ready(None, limit=PER_LANE) if t.agent is None)

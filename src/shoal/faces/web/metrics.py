@@ -321,13 +321,20 @@ def _gauges(status: FleetStatus) -> Iterator[Metric]:
     yield agents
     yield GaugeMetricFamily(
         "shoal_agents_live",
-        "Live agents that count against max_agents (not terminated, not managers).",
+        "Agents holding a seat under max_agents (neither offline nor terminated, not managers).",
         value=status.live,
     )
     yield GaugeMetricFamily(
         "shoal_agents_max", "The fleet's max_agents setting.", value=status.max_agents
     )
-    yield GaugeMetricFamily("shoal_leases", "Leases held (claimed tasks by agents).", value=busy)
+    yield GaugeMetricFamily(
+        "shoal_leases", "Leases held and running (claimed tasks by agents).", value=busy
+    )
+    yield GaugeMetricFamily(
+        "shoal_tasks_lease_expired",
+        "Claimed tasks whose lease ran out: not running; the next claim takes them back.",
+        value=len(status.expired),
+    )
     yield _queue_depths(status)
     advice = GaugeMetricFamily(
         "shoal_assessment_recommendation",

@@ -229,11 +229,9 @@ def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
     dead = fleet.tasks(state="dead", limit=DEAD_SHOWN)
     agents = [load.agent for load in status.agents]
     troubled = [
-        a
-        for a in agents
-        if a.paused(now) or a.status in (AgentStatus.OVERLOADED, AgentStatus.OFFLINE)
+        a for a in agents if a.paused(now) or a.status in (AgentStatus.PAUSED, AgentStatus.OFFLINE)
     ]
-    expired = [t for load in status.agents for t in load.held if (t.lease_expires or now) < now]
+    expired = list(status.expired)
     events = fleet.events(newest=True, limit=WINDOW_EVENTS)
     pending = status.counts.get("pending", 0)
     charts, covered = charts_of(events, now, pending, status.live)

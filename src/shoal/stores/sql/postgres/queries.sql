@@ -172,6 +172,10 @@ ON CONFLICT (id) DO UPDATE SET
     registered_at = excluded.registered_at, incarnation = excluded.incarnation,
     failures = excluded.failures, paused_until = excluded.paused_until;
 
+-- name: save_agent_heard
+-- Never run: `heard` is generated from the row here (migration 8).
+SELECT 1;
+
 -- name: lock_claimer
 -- A claim first locks its agent's row, so that two claims of one agent cannot both pass its
 -- max_concurrent. (A separate statement: under READ COMMITTED, claim_context's counts must
@@ -181,16 +185,20 @@ SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 -- name: direct_claim
 -- The everyday claim -- finish the leases given, then own queue and pool -- as one statement
 -- in its own transaction: the function of migrations/0004_direct_claim.sql, which says what
--- it does and when it refuses (SQLSTATE SH001, having changed nothing).
+-- it does and when it refuses (SQLSTATE SH001, having changed nothing), behind the refusal
+-- migrations/0007 puts in front of it (a claim while an agent is silent).
 SELECT * FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
                            %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
                            %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
                            %(domain_bonus)s, %(locality_wait)s, %(domain_wait)s,
-                           %(seen_resolution)s);
+                           %(seen_resolution)s, %(silent_before)s);
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
--- whether the agent's queue is empty (0) or not (1): that is all the claim asks.
+-- whether the agent's queue is empty (0) or not (1): that is all the claim asks. The last
+-- column: whether another agent that should be heard from has been silent past
+-- heartbeat_timeout (the stored setting's, or the default), read from agents_heard
+-- (migration 8), whose range is empty while everyone heartbeats.
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
@@ -198,7 +206,12 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
        (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = a.id),
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= %(now)s),
        (SELECT count(*) FROM skillsets),
-       (SELECT value FROM meta WHERE key = 'settings')
+       (SELECT value FROM meta WHERE key = 'settings'),
+       EXISTS (SELECT 1 FROM agents AS other
+               WHERE other.heard < %(now)s - coalesce(
+                     (SELECT (value::jsonb ->> 'heartbeat_timeout')::double precision
+                      FROM meta WHERE key = 'settings'), %(heartbeat_timeout)s)
+                 AND other.id <> %(id)s)
 FROM agents a WHERE a.id = %(id)s;
 
 -- name: queue_depths

@@ -140,10 +140,13 @@ SELECT {agent} FROM agents ORDER BY id;
 
 -- name: save_agent
 -- Insert or update an agent; `queued` belongs to the triggers and is never written here.
+-- `heard` is set on insert only; save_agent_heard keeps it (migration 8 says why).
 INSERT INTO agents (id, role, skills, domains, max_concurrent, manager, ephemeral, status,
-                    idle_since, last_seen, registered_at, incarnation, failures, paused_until)
+                    idle_since, last_seen, registered_at, incarnation, failures, paused_until,
+                    heard)
 VALUES (:id, :role, :skills, :domains, :max_concurrent, :manager, :ephemeral, :status,
-        :idle_since, :last_seen, :registered_at, :incarnation, :failures, :paused_until)
+        :idle_since, :last_seen, :registered_at, :incarnation, :failures, :paused_until,
+        :heard)
 ON CONFLICT (id) DO UPDATE SET
     role = excluded.role, skills = excluded.skills, domains = excluded.domains,
     max_concurrent = excluded.max_concurrent, manager = excluded.manager,
@@ -151,6 +154,10 @@ ON CONFLICT (id) DO UPDATE SET
     idle_since = excluded.idle_since, last_seen = excluded.last_seen,
     registered_at = excluded.registered_at, incarnation = excluded.incarnation,
     failures = excluded.failures, paused_until = excluded.paused_until;
+
+-- name: save_agent_heard
+-- An agent's `heard`, written only when it changes, so its index is left alone otherwise.
+UPDATE agents SET heard = :heard WHERE id = :id AND heard IS NOT :heard;
 
 -- name: lock_claimer
 -- Never run: one writer at a time, so two claims of one agent cannot overlap.
@@ -162,13 +169,21 @@ SELECT 1;
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement: the agent, how many leases
--- it holds (tasks_held), whether any lease is due (tasks_expiry), and how many skill sets
--- exist (so the store's cache of them can be trusted).
+-- it holds (tasks_held), whether any lease is due (tasks_expiry), how many skill sets
+-- exist (so the store's cache of them can be trusted), and whether another agent that
+-- should be heard from has been silent past heartbeat_timeout (agents_heard, migration 8:
+-- the range is empty while everyone heartbeats). The timeout is the stored setting's, or
+-- the default.
 SELECT {agent},
        (SELECT count(*) FROM tasks WHERE state = 'claimed' AND agent_id = :id),
        EXISTS (SELECT 1 FROM tasks WHERE state = 'claimed' AND lease_expires <= :now),
        (SELECT count(*) FROM skillsets),
-       (SELECT value FROM meta WHERE key = 'settings')
+       (SELECT value FROM meta WHERE key = 'settings'),
+       EXISTS (SELECT 1 FROM agents AS other
+               WHERE other.heard < :now - coalesce(
+                     (SELECT json_extract(value, '$.heartbeat_timeout') FROM meta
+                      WHERE key = 'settings'), :heartbeat_timeout)
+                 AND other.id <> :id)
 FROM agents WHERE id = :id;
 
 -- name: queue_depths
