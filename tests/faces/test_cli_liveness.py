@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from shoal import Fleet, ManualClock
+from shoal.local_secrets import server_secret
 from tests.faces.cli_support import Shoal, fleet, shoal, url  # noqa: F401 (fixtures)
 from tests.helpers import post_many, wait_until
 
@@ -148,7 +149,8 @@ def test_shoal_serve_alone_shows_the_dead_and_writes_them_down(shoal: Shoal, url
             expired = {e.task_id for e in fleet.events() if e.kind == "expired"}
             assert expired == held  # their leases came back, though nobody claimed
             assert {t.agent for t in fleet.tasks(state="pending")} == {None}  # iris's too
-        lanes = httpx.get(f"{base}/lanes").text
+        owner = {"Authorization": f"Bearer {server_secret(base)}"}  # open to its owner only
+        lanes = httpx.get(f"{base}/lanes", headers=owner).text
         assert lanes.count('class="status status-offline"') == 3 and "running" not in lanes
     finally:
         err = _stop(server)

@@ -284,7 +284,7 @@ async def test_an_agent_another_process_drives_is_taken_up_only_once_the_fleet_c
             clock.advance(timeout)
             text = await refused(other, "claim_best_task", agent="dave")
             assert text.startswith("agent_in_use:"), text
-            with Fleet.open(url) as fleet:
+            with Fleet.open(url, clock=clock) as fleet:  # read as of the same moment
                 assert snapshot(fleet) == before
             clock.advance(1)
             claim = await call(other, "claim_best_task", agent="dave")
