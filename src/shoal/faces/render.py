@@ -315,9 +315,9 @@ def pause_note(agent: Agent, now: float) -> str:
 def claim_text(claim: Claim, now: float) -> Text:
     if claim.reason == "paused" and claim.retry_at is not None:
         return Text(
-            f"nothing claimed: this agent is paused after failing task after task, for "
-            f"{_span(max(claim.retry_at - now, 0.0))} more; fix what fails, then "
-            "`shoal agent resume AGENT`",
+            f"nothing claimed: this agent is paused for {_span(max(claim.retry_at - now, 0.0))} "
+            "more (by the circuit breaker after failing task after task, or by a person: "
+            "`shoal events --agent AGENT` says which); `shoal agent resume AGENT` ends it early",
             style="yellow",
         )
     if not claim:
