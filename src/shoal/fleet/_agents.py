@@ -13,8 +13,9 @@ import random
 from dataclasses import replace
 
 from shoal import policy
-from shoal._liveness import SettleFirst, come_back, is_away, offline_silent, seat_refusal
-from shoal._transitions import (
+from shoal.errors import InvalidTransition
+from shoal.fleet._liveness import SettleFirst, come_back, is_away, offline_silent, seat_refusal
+from shoal.fleet._transitions import (
     agent_data,
     expire_due,
     live_agent,
@@ -25,7 +26,6 @@ from shoal._transitions import (
     wait_words,
     with_idle_since,
 )
-from shoal.errors import InvalidTransition
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Lease, Registration
 from shoal.stores.base import StoreTx

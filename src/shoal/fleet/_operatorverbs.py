@@ -1,7 +1,7 @@
 """The operator's and the hub's verbs of ``Fleet``: acting on tasks from outside, the
 hub's jobs, history, the fleet's status and log, its settings, and its access tokens.
 
-``Fleet`` inherits them (``_fleetbase`` says why it is built of parts). None is an agent's
+``Fleet`` inherits them (``_verbbase`` says why it is built of parts). None is an agent's
 own work: ``cancel``, ``set_priority`` and ``retry`` act on tasks for a person; the hub's
 jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` and ``_hub``,
 ``prune`` in ``_pruning``, the token verbs in ``_tokens``.
@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shoal import policy
-from shoal._claiming import rebalance_in
-from shoal._conflicts import rerun_on_conflict
-from shoal._fleetbase import FleetBase
-from shoal._hub import assess_in, reap_in, status_in
-from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
-from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
-from shoal._transitions import after_letting_go, flag_stuck, need_task
 from shoal.access import Credential, check_token_id, parse_role
 from shoal.errors import BadInput, InvalidTransition
+from shoal.fleet._claiming import rebalance_in
+from shoal.fleet._conflicts import rerun_on_conflict
+from shoal.fleet._hub import assess_in, reap_in, status_in
+from shoal.fleet._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
+from shoal.fleet._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
+from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task
+from shoal.fleet._verbbase import FleetBase
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
 from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapReport, Task
 from shoal.settings import Settings

@@ -13,16 +13,16 @@ and ``assess`` (recommend spawning or retiring agents) -- make recovery timely a
 fleet's size right; none of them is needed for correctness. ``prune`` lets history end
 (``_pruning``): the hub runs it too, when the fleet keeps history for a while only.
 
-``Fleet`` is one class built of parts (``_fleetbase`` says why), each in its own module:
+``Fleet`` is one class built of parts (``_verbbase`` says why), each in its own module:
 
 - here: opening and closing a fleet, posting work, reading tasks, the leases an agent holds
   and its heartbeat, the claim, and finishing work (complete, fail, release, defer);
-- ``_fleetagents`` (``AgentVerbs``): the agent registry -- register, agent(s), set_status,
+- ``_agentverbs`` (``AgentVerbs``): the agent registry -- register, agent(s), set_status,
   pause, resume -- and ``probe``;
-- ``_fleetops`` (``OperatorVerbs``): the operator's verbs on tasks (cancel, set_priority,
+- ``_operatorverbs`` (``OperatorVerbs``): the operator's verbs on tasks (cancel, set_priority,
   retry), the hub's jobs (rebalance, reap, assess), prune, status, pending_by_domain,
   events, wait_for_change, settings and configure, and the access tokens;
-- ``_fleetbase`` (``FleetBase``): the attributes they share (``_store``, ``clock``, ``rng``).
+- ``_verbbase`` (``FleetBase``): the attributes they share (``_store``, ``clock``, ``rng``).
 
 Invariants (checked by the contract suite on every store; each with the function and the
 test that enforce it in docs/ARCHITECTURE.md, "Invariants")
@@ -47,14 +47,17 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from shoal import policy
-from shoal._agents import heartbeat_in
-from shoal._claiming import claim_direct, claim_in, preview_in
-from shoal._conflicts import rerun_on_conflict
-from shoal._fleetagents import AgentVerbs
-from shoal._fleetops import OperatorVerbs
-from shoal._liveness import SettleFirst, settle_in
-from shoal._posting import Moment, insert_task
-from shoal._transitions import (
+from shoal.clock import Clock, SystemClock, monotonic
+from shoal.clock import wait as wait_for
+from shoal.errors import BadInput, LeaseLost, UnknownTask
+from shoal.fleet._agents import heartbeat_in
+from shoal.fleet._agentverbs import AgentVerbs
+from shoal.fleet._claiming import claim_direct, claim_in, preview_in
+from shoal.fleet._conflicts import rerun_on_conflict
+from shoal.fleet._liveness import SettleFirst, settle_in
+from shoal.fleet._operatorverbs import OperatorVerbs
+from shoal.fleet._posting import Moment, insert_task
+from shoal.fleet._transitions import (
     after_letting_go,
     count_failure,
     end_lease,
@@ -65,9 +68,6 @@ from shoal._transitions import (
     refuse_ended,
     release_dependents,
 )
-from shoal.clock import Clock, SystemClock, monotonic
-from shoal.clock import wait as wait_for
-from shoal.errors import BadInput, LeaseLost, UnknownTask
 from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
 from shoal.model import BatchCompletion, Claim, Completion, Lease, NewTask, Task, TaskDetail
 from shoal.stores import init_store_url, open_store

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from shoal import policy
-from shoal._transitions import present_status, return_queue, with_idle_since
 from shoal.errors import FleetFull
+from shoal.fleet._transitions import present_status, return_queue, with_idle_since
 from shoal.model import Agent
 from shoal.settings import Settings
 from shoal.stores.base import StoreTx

@@ -1,20 +1,20 @@
 """The agent registry's verbs of ``Fleet``: joining, looking agents up, their status.
 
-``Fleet`` inherits them (``_fleetbase`` says why it is built of parts); their bodies run in
+``Fleet`` inherits them (``_verbbase`` says why it is built of parts); their bodies run in
 ``_agents`` and ``_transitions``, inside the one transaction each verb opens. The verbs an
-agent uses while it works -- ``leases``, ``heartbeat``, the claim -- stay in ``fleet.py``.
+agent uses while it works -- ``leases``, ``heartbeat``, the claim -- stay in ``_fleet.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shoal._agents import pause_in, register_in, set_status_in
-from shoal._conflicts import rerun_on_conflict
-from shoal._fleetbase import FleetBase
-from shoal._liveness import agents_as_of
-from shoal._transitions import live_agent, resume_agent, unknown_agent
 from shoal.errors import BadInput
+from shoal.fleet._agents import pause_in, register_in, set_status_in
+from shoal.fleet._conflicts import rerun_on_conflict
+from shoal.fleet._liveness import agents_as_of
+from shoal.fleet._transitions import live_agent, resume_agent, unknown_agent
+from shoal.fleet._verbbase import FleetBase
 from shoal.limits import MAX_DURATION
 from shoal.model import Agent, Probe, Registration
 from shoal.times import iso_time

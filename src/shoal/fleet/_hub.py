@@ -12,8 +12,8 @@ import json
 import random
 
 from shoal import policy, sizing
-from shoal._liveness import agents_as_of, go_offline
-from shoal._transitions import expire_due, resume_agent, terminate
+from shoal.fleet._liveness import agents_as_of, go_offline
+from shoal.fleet._transitions import expire_due, resume_agent, terminate
 from shoal.limits import MAX_LISTED, SHOWN_STUCK
 from shoal.model import AgentLoad, Assessment, FleetStatus, ReapReport, Task
 from shoal.stores.base import StoreTx

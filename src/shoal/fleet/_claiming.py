@@ -87,8 +87,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shoal import policy
-from shoal._liveness import SettleFirst, is_away
-from shoal._transitions import end_streak, expire_due, live_agent, resume_agent, touch
+from shoal.fleet._liveness import SettleFirst, is_away
+from shoal.fleet._transitions import end_streak, expire_due, live_agent, resume_agent, touch
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
 from shoal.settings import Settings

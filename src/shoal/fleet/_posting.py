@@ -18,8 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from shoal import policy
-from shoal._transitions import live_agent, refuse_ended
 from shoal.errors import BadInput, UnknownTask
+from shoal.fleet._transitions import live_agent, refuse_ended
 from shoal.model import NewTask
 from shoal.settings import Settings
 from shoal.stores.base import StoreTx
