@@ -12,15 +12,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shoal.model import Lease, Task
 from shoal.runtime.command import CommandFailed, CommandNotStarted, check_command, run_command
 
 if TYPE_CHECKING:
-    from shoal.runtime.worker import Worker
+    from shoal.fleet import Fleet
 
-__all__ = ["CommandHandler", "Deferred", "Handler", "TaskContext", "WorkerFault"]
+__all__ = ["CommandHandler", "Deferred", "Handler", "RunsTasks", "TaskContext", "WorkerFault"]
+
+
+class RunsTasks(Protocol):
+    """What a ``TaskContext`` needs of the worker that runs its task: the fleet and the
+    agent it works as. The worker is one; naming only this keeps the handlers below the
+    worker (the worker imports them, never the reverse)."""
+
+    @property
+    def fleet(self) -> Fleet: ...
+
+    @property
+    def agent(self) -> str: ...
 
 
 class Deferred:
@@ -34,7 +46,7 @@ class Deferred:
 class TaskContext:
     """What a handler gets: the task, its lease, the fleet, and ways to fork and join."""
 
-    def __init__(self, worker: Worker, task: Task, lease: Lease, source: str) -> None:
+    def __init__(self, worker: RunsTasks, task: Task, lease: Lease, source: str) -> None:
         self.worker = worker
         self.fleet = worker.fleet
         self.agent = worker.agent

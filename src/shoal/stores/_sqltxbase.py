@@ -10,15 +10,26 @@ candidate queries -- and ``SqlTx`` adds the transitions, the event log and histo
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shoal.settings import Settings
+from shoal.stores._sqldialect import Dialect
 
-if TYPE_CHECKING:
-    from shoal.stores._sqlstore import SqlStore
+__all__ = ["SqlTxBase", "StoreShared"]
 
-__all__ = ["SqlTxBase"]
+
+class StoreShared(Protocol):
+    """What a transaction shares with its store (``SqlStore`` is one): the dialect, and the
+    caches of committed data (``_sqlstore``'s docstring, "Caches"). Naming only this keeps
+    the transactions below the store: the store imports them, never the reverse."""
+
+    _d: Dialect
+    _skillsets: dict[int, tuple[str, ...]]
+    _settings: tuple[str | None, Settings]
+    _cache_lock: threading.Lock
+
 
 EventRow = tuple[float, str, int | None, str | None, str | None]
 _EVENT_COLUMNS = ("at", "kind", "task", "agent", "data")
@@ -42,7 +53,7 @@ class SqlTxBase:
         "_wake",
     )
 
-    def __init__(self, store: SqlStore, conn: Any, write: bool) -> None:
+    def __init__(self, store: StoreShared, conn: Any, write: bool) -> None:
         d = store._d
         self._s = store
         self._d = d

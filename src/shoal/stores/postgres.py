@@ -280,7 +280,7 @@ class PostgresDialect(Dialect):
     def run_script(self, conn: psycopg.Connection[Any], script: str) -> None:
         conn.execute(script.encode())
 
-    def opened(self, store: SqlStore) -> None:
+    def opened(self) -> None:
         self._pool = ConnectionPool(
             self._conninfo,
             kwargs=self._connect_kwargs,

@@ -250,7 +250,7 @@ class SqliteDialect(Dialect):
         conn.execute("ROLLBACK")
         log.warning("migrating %s failed; rolled back to schema version %d", self.path, version)
 
-    def opened(self, store: SqlStore) -> None:
+    def opened(self) -> None:
         self._data_version = self._read_data_version()
         log.debug(
             "opened the fleet at %s (schema version %d, %s writer queue, busy_timeout %gs)",
