@@ -23,7 +23,11 @@ The steps
 ---------
 ``claim_in`` runs inside one write transaction and takes the first step that yields work
 (the steps have these names everywhere: here, in the store's queries and in the docs --
-docs/ARCHITECTURE.md, "The claim", names the code and queries behind each):
+docs/ARCHITECTURE.md, "The claim", names the code and queries behind each). It reads as
+the list below: each step is a function of its name under it (``_expire``,
+``_capacity_paused`` and ``_capacity_busy``, the own queue's one look-up, ``_pool``,
+``_steal_one``, ``_idle``), each asks ``policy`` for its decisions and the store for its
+rows, and ``_lease`` hands out what they found:
 
 * **expire** -- end the leases past their expiry. A lease past its expiry is lost even if
   no monitor has run; its task is pending again (or dead) before anyone looks for work
@@ -92,7 +96,7 @@ from shoal.fleet._transitions import end_streak, expire_due, live_agent, resume_
 from shoal.limits import EXPIRE_PER_CLAIM
 from shoal.model import Agent, Candidate, Claim, Grant, Lease, Move, Task
 from shoal.settings import Settings
-from shoal.stores.base import Finishing, LeaseGrant, Store, StoreTx
+from shoal.stores.base import ClaimContext, Finishing, LeaseGrant, Store, StoreTx
 from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, EventKind
 
 __all__ = [
@@ -131,6 +135,42 @@ def claim_in(
     (``settle`` false) for an agent still away, which found no seat: None if not ``strict``
     (the completion stands; the agent stays offline and claims nothing).
     """
+    context = _liveness_first(tx, agent_id, now, strict=strict, settle=settle)
+    if context is None:
+        return None
+    settings = context.settings
+    context = _expire(tx, agent_id, now, context, rng)
+    agent = end_streak(tx, context.agent) if completed else context.agent
+    agent, paused = _capacity_paused(tx, agent, now)
+    if paused is not None:
+        return paused
+    room = policy.claim_room(context.held, agent.max_concurrent, n)
+    if room == 0:
+        return _capacity_busy(tx, agent, now)
+
+    longest = policy.longest_first(settings)
+    holds = Holds(tx, agent, settings, now, context.skillsets)
+    # own queue, from the head
+    own = tx.queue_head(agent.id, room, longest, now) if agent.queued else []
+    picked = [(t, ClaimSource.QUEUE) for t in own]
+    if len(picked) < room:  # the pool, best score
+        picked += _pool(tx, agent, room - len(picked), settings, holds, now)
+    if not picked:  # steal, only when the own queue and the pool gave nothing
+        picked = [(t, ClaimSource.STEAL) for t in _steal_one(tx, agent, now, settings, holds, rng)]
+    if not picked:  # idle: nothing, until the first waiting task is due
+        return _idle(tx, agent, holds, now)
+    return _lease(tx, agent, picked, now, settings, token)
+
+
+# The steps, in the order ``claim_in`` takes them -----------------------------------------
+
+
+def _liveness_first(
+    tx: StoreTx, agent_id: str, now: float, *, strict: bool, settle: bool
+) -> ClaimContext | None:
+    """What the claim starts from: the agent's context, if it is known and live and no
+    liveness is left to settle first (``claim_in``'s docstring says when it raises
+    ``SettleFirst`` and when it answers None)."""
     context = tx.claim_context(agent_id, now)
     if context is None or context.agent.status is AgentStatus.TERMINATED:
         if strict:
@@ -142,45 +182,64 @@ def claim_in(
             raise SettleFirst(agent_id)
         if not strict and is_away(context.agent, now, settings):
             return None
-    if context.leases_due:  # expire: the monitor may not be running
-        expire_due(tx, now, settings, EXPIRE_PER_CLAIM, rng)
-        context = tx.claim_context(agent_id, now)
-        assert context is not None
-    agent = context.agent
-    if completed:
-        agent = end_streak(tx, agent)
-    if agent.paused_until is not None:  # a pause: the circuit breaker's or a person's
-        if agent.paused(now):
-            touch(tx, agent, now, AgentStatus.PAUSED)  # alive, and asking
-            return Claim(reason=ClaimReason.PAUSED, retry_at=agent.paused_until)
-        agent = resume_agent(tx, agent, now, "cooldown")
-    room = policy.claim_room(context.held, agent.max_concurrent, n)
-    if room == 0:  # capacity
-        touch(tx, agent, now, AgentStatus.WORKING)
-        return Claim(reason=ClaimReason.BUSY)
+    return context
+
+
+def _expire(
+    tx: StoreTx, agent_id: str, now: float, context: ClaimContext, rng: random.Random
+) -> ClaimContext:
+    """The expire step: end the leases past their expiry -- the monitor may not be
+    running -- and read the agent's context again if any was."""
+    if not context.leases_due:
+        return context
+    expire_due(tx, now, context.settings, EXPIRE_PER_CLAIM, rng)
+    expired = tx.claim_context(agent_id, now)
+    assert expired is not None
+    return expired
+
+
+def _capacity_paused(tx: StoreTx, agent: Agent, now: float) -> tuple[Agent, Claim | None]:
+    """The capacity step, its pause: an agent held by the circuit breaker or a person gets
+    nothing (reason ``paused``) until the pause is over, when it is resumed."""
+    if agent.paused_until is None:
+        return agent, None
+    if agent.paused(now):
+        touch(tx, agent, now, AgentStatus.PAUSED)  # alive, and asking
+        return agent, Claim(reason=ClaimReason.PAUSED, retry_at=agent.paused_until)
+    return resume_agent(tx, agent, now, "cooldown"), None
+
+
+def _capacity_busy(tx: StoreTx, agent: Agent, now: float) -> Claim:
+    """The capacity step, its room: an agent holding ``max_concurrent`` leases gets nothing
+    (reason ``busy``)."""
+    touch(tx, agent, now, AgentStatus.WORKING)
+    return Claim(reason=ClaimReason.BUSY)
+
+
+def _pool(
+    tx: StoreTx, agent: Agent, want: int, settings: Settings, holds: Holds, now: float
+) -> list[tuple[Candidate, ClaimSource]]:
+    """The pool step: up to ``want`` tasks of the pool, best score first, among those whose
+    skills the agent has (``pool_candidates``, ranked by ``policy.rank_pool``)."""
+    eligible = policy.eligible_skillsets(holds.skillsets, agent.skills)
+    if not eligible:
+        return []
     longest = policy.longest_first(settings)
-    holds = Holds(tx, agent, settings, now, context.skillsets)
-    # own queue, from the head
-    own = tx.queue_head(agent.id, room, longest, now) if agent.queued else []
-    picked = [(t, ClaimSource.QUEUE) for t in own]
-    if len(picked) < room:  # the pool, best score
-        eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
-        want = room - len(picked)
-        if eligible:
-            candidates = holds.pick(
-                lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held, now)
-            )
-            best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
-            picked += [(t, ClaimSource.POOL) for t in best]
-    if not picked:  # steal, only when the own queue and the pool gave nothing
-        picked = [(t, ClaimSource.STEAL) for t in _steal_one(tx, agent, now, settings, holds, rng)]
-    if not picked:  # idle: nothing, until the first waiting task is due
-        touch(tx, agent, now, AgentStatus.IDLE)
-        eligible = policy.eligible_skillsets(context.skillsets, agent.skills)
-        due = tx.next_ready(agent.id, eligible, now)
-        retry_at = min((t for t in (holds.retry_at, due) if t is not None), default=None)
-        return Claim(reason=ClaimReason.EMPTY, retry_at=retry_at)
-    return _lease(tx, agent, picked, now, settings, token)
+    candidates = holds.pick(
+        lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held, now)
+    )
+    best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
+    return [(t, ClaimSource.POOL) for t in best]
+
+
+def _idle(tx: StoreTx, agent: Agent, holds: Holds, now: float) -> Claim:
+    """The idle step: nothing for the agent, marked ``idle`` (reason ``empty``), with
+    ``retry_at`` when the first task it passed over is free to take."""
+    touch(tx, agent, now, AgentStatus.IDLE)
+    eligible = policy.eligible_skillsets(holds.skillsets, agent.skills)
+    due = tx.next_ready(agent.id, eligible, now)
+    retry_at = min((t for t in (holds.retry_at, due) if t is not None), default=None)
+    return Claim(reason=ClaimReason.EMPTY, retry_at=retry_at)
 
 
 def claim_direct(
@@ -207,20 +266,20 @@ def claim_direct(
     return outcome.finished, Claim(tuple(grants))
 
 
-def preview_in(tx: StoreTx, now: float, agent: str | None, limit: int) -> list[Task]:
+def preview_in(tx: StoreTx, now: float, agent_id: str | None, limit: int) -> list[Task]:
     """Pending tasks in the order a claim would take them (``Fleet.ready``): for an agent,
     its own queue head, then the pool tasks it can do by score (steals are not previewed);
     without one, the pool by score, then every agent's queue."""
     settings = tx.load_settings()
     skillsets = tx.skillsets()
     longest = policy.longest_first(settings)
-    if agent is not None:
-        who = live_agent(tx, agent)
-        own = tx.queue_head(who.id, limit, longest, now)
-        eligible = policy.eligible_skillsets(skillsets, who.skills)
+    if agent_id is not None:
+        agent = live_agent(tx, agent_id)
+        own = tx.queue_head(agent.id, limit, longest, now)
+        eligible = policy.eligible_skillsets(skillsets, agent.skills)
         held = policy.NOTHING_HELD
-        pool = pool_candidates(tx, who.domains, eligible, limit, longest, held, now)
-        order = own + policy.rank_pool(pool, who.domains, settings.aging, limit, longest)
+        pool = pool_candidates(tx, agent.domains, eligible, limit, longest, held, now)
+        order = own + policy.rank_pool(pool, agent.domains, settings.aging, limit, longest)
     else:
         every = sorted(skillsets)
         pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD, now)
@@ -268,21 +327,22 @@ def _lease(
 
 def _steal_one(
     tx: StoreTx,
-    thief: Agent,
+    agent: Agent,
     now: float,
     settings: Settings,
     holds: Holds,
     rng: random.Random,
 ) -> list[Candidate]:
-    """The steal step: one tail task from the busiest eligible victim, within the caps."""
-    rules = policy.steal_filter(thief, settings, holds.skillsets)
+    """The steal step: one tail task from the busiest eligible victim, within the caps;
+    the agent is the thief."""
+    rules = policy.steal_filter(agent, settings, holds.skillsets)
     if not rules.skillsets:
         return []
-    victims = policy.claim_victims(tx.queue_depths(), thief.id, settings, rng)
+    victims = policy.claim_victims(tx.queue_depths(), agent.id, settings, rng)
     if not victims:
         return []
     window = tx.window_thieves(now - settings.rebalance_interval)
-    if policy.steal_budget(window, thief.id, settings) <= 0:
+    if policy.steal_budget(window, agent.id, settings) <= 0:
         return []
     taken = steal_tails(tx, rules, ((victim, 1) for victim in victims), 1, now, holds)
     return [candidate for candidate, _ in taken]
