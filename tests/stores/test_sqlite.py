@@ -210,7 +210,7 @@ PARAMS = {
     "domain_since": 0.0,
     "reserved_domains": '["e"]',
     "reserved_skillsets": "[1]",
-    "full_groups": "[\"g\"]",
+    "full_groups": '["g"]',
 }
 
 
