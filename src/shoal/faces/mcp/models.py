@@ -148,6 +148,7 @@ class TaskInfo(BaseModel):
     created_at: Time
     ready_at: MaybeTime
     finished_at: MaybeTime
+    group: str | None = None  # its concurrency group
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:
