@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from shoal import BadInput, Fleet
 from shoal.remote.fleet import RemoteFleet
+from tests.web.dash_support import client_for, page
 from tests.web.remote_support import hub_thread, make_tokens
 from tests.web.test_metrics import client_of, scrape, value
 
@@ -93,3 +94,14 @@ def test_metrics_show_each_limited_groups_held_tasks_and_limit(web_fleet: Fleet)
     assert not any(
         labels and ("group", "anything-an-agent-wrote") in labels for _, labels in samples
     )
+
+
+def test_the_health_page_shows_each_group_held_of_its_limit(web_fleet: Fleet) -> None:
+    web_fleet.register("ada")
+    web_fleet.post("d", group="deploy")
+    web_fleet.set_group("deploy", 1)
+    web_fleet.claim("ada")
+    shown = client_for(web_fleet).get("/health")
+    assert shown.status_code == 200
+    group = page(shown.text).find("span", data_group="deploy")
+    assert group is not None and " ".join(group.text.split()) == "group deploy 1/1 full"
