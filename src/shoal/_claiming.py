@@ -283,6 +283,7 @@ def _steal_one(
     victims = policy.claim_victims(tx.queue_depths(), thief.id, settings, rng)
     if not victims:
         return []
+    holds.before_steal()
     window = tx.window_thieves(now - settings.rebalance_interval)
     if policy.steal_budget(window, thief.id, settings) <= 0:
         return []
@@ -389,11 +390,21 @@ class Holds:
         if self._room is None:
             if all(c.group is None for c in found):
                 return False
-            limits = self.tx.group_limits(lock=True)
-            self._room = policy.group_room(limits, self.tx.held_by_group() if limits else {})
-            full = frozenset(name for name, left in self._room.items() if left <= 0)
-            self._full = policy.Locality((), full_groups=full)
+            self._learn_groups(self.tx.group_limits(lock=True))
         return any(c.group in self._full.full_groups for c in found)
+
+    def _learn_groups(self, limits: Mapping[str, int]) -> None:
+        self._room = policy.group_room(limits, self.tx.held_by_group() if limits else {})
+        full = frozenset(name for name, left in self._room.items() if left <= 0)
+        self._full = policy.Locality((), full_groups=full)
+
+    def before_steal(self) -> None:
+        """Where claims run side by side, a claim takes the groups' locks before the steal
+        lock, never after (else one in its steal step and one that met grouped work in its
+        pool step could wait on each other): so before stealing, a fleet with limits has
+        them read, and locked, now."""
+        if self._room is None and self.tx.group_limits():
+            self._learn_groups(self.tx.group_limits(lock=True))
 
     def unfull(
         self, fetch: Callable[[frozenset[str]], list[Candidate]], agent: Agent
