@@ -197,3 +197,29 @@ def drain_coming_back(url: str, agent: str, start: Barrier, out: Connection) -> 
     fleet.close()
     out.send({"agent": agent, "done": done})
     out.close()
+
+
+def drain_grouped(url: str, agent: str, batch: int, start: Barrier, out: Connection) -> None:
+    """Claim and complete until no task is pending or held. An empty claim while a full
+    group still holds work back is not the end: wait for a change (a completion frees a
+    place) and ask again."""
+    fleet = Fleet.open(url, create=False)
+    fleet.register(agent, max_concurrent=batch)
+    start.wait()
+    done: list[int] = []
+    while True:
+        claim = fleet.claim(agent, batch, wait=1.0)
+        if not claim:
+            counts = fleet.status().counts
+            if counts.get("pending", 0) == 0 and counts.get("claimed", 0) == 0:
+                break
+            continue
+        while claim:
+            done.extend(t.id for t in claim.tasks)
+            result = fleet.complete_many(
+                [(lease, None) for lease in claim.leases], then_claim=batch
+            )
+            claim = result.next or Claim()
+    fleet.close()
+    out.send({"agent": agent, "done": done})
+    out.close()

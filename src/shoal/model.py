@@ -31,6 +31,7 @@ __all__ = [
     "Event",
     "FleetStatus",
     "Grant",
+    "Group",
     "Lease",
     "Move",
     "NewTask",
@@ -86,6 +87,9 @@ class Task:
     ready_at: float | None = None
     #: Its own first retry backoff (None: the fleet's ``retry_delay``).
     retry_delay: float | None = None
+    #: Its concurrency group (None: none): a group's limit, if it has one, caps how many of
+    #: its tasks are held at once fleet-wide (``Fleet.set_group``).
+    group: str | None = None
     #: None for a task read whole. A listing (``Fleet.tasks``, ``Fleet.ready``, the tasks
     #: ``status`` shows held) reads neither a task's payload nor its result, however large:
     #: both are None in its value, and this names the ones the task holds (``"payload"``,
@@ -151,6 +155,7 @@ class Task:
             "ready_at": iso_time(self.ready_at),
             "retry_delay": self.retry_delay,
             "stalled": self.stalled_at is not None,
+            "group": self.group,
         }
         if self.left_out is not None:
             del data["payload"], data["result"]
@@ -173,6 +178,7 @@ class Candidate(NamedTuple):
     skillset: int  # the id of the skill set it requires
     expected_duration: float | None
     ready_at: float | None
+    group: str | None = None  # its concurrency group
 
 
 class QueueDepth(NamedTuple):
@@ -210,6 +216,7 @@ class NewTask:
     #: Blocked, it keeps only a not_before (else None): freed earlier, it waits for that.
     ready_at: float | None = None
     retry_delay: float | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +471,23 @@ class AgentLoad:
 
 
 @dataclass(frozen=True, slots=True)
+class Group:
+    """A concurrency group as it stands: its limit (``max``; None: it has none) and how many
+    of its tasks are held (claimed) right now, fleet-wide."""
+
+    name: str
+    max: int | None
+    held: int
+
+    @property
+    def full(self) -> bool:
+        return self.max is not None and self.held >= self.max
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "max": self.max, "held": self.held, "full": self.full}
+
+
+@dataclass(frozen=True, slots=True)
 class FleetStatus:
     """A snapshot of the fleet: who is doing what, what is waiting, and the last assessment."""
 
@@ -481,6 +505,8 @@ class FleetStatus:
     #: Claimed tasks whose lease ran out: not running (nor counted in ``counts['claimed']``
     #: or any agent's load); the next claim anywhere takes them back.
     expired: tuple[Task, ...] = ()
+    #: Concurrency groups with a limit or a task held (``Fleet.groups``).
+    groups: tuple[Group, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -504,4 +530,5 @@ class FleetStatus:
             "waiting": self.waiting,
             "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
+            "groups": [g.to_dict() for g in self.groups],
         }

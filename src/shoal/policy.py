@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -113,6 +113,8 @@ __all__ = [
     "domain_bonus_key",
     "doubling_delay",
     "eligible_skillsets",
+    "fit_groups",
+    "group_room",
     "hold_window",
     "holds_seat",
     "idle_expired",
@@ -392,6 +394,8 @@ class Locality:
     reserved: frozenset[tuple[str, int]] = frozenset()
     locality_wait: float = 0.0
     domain_wait: float = 0.0
+    #: Concurrency groups already holding their limit: their tasks are passed over too.
+    full_groups: frozenset[str] = frozenset()
 
     def holds(self, domain: str | None, skillset: int, ready_at: float) -> bool:
         return self.free_at(domain, skillset, ready_at) is not None
@@ -551,3 +555,32 @@ def pause_over(agent: Agent, now: float) -> bool:
 def return_queue(task: Task) -> str | None:
     """Where a task goes when its holder lets go: a pinned task to its agent, others to the pool."""
     return task.agent if task.pinned else None
+
+
+# --- concurrency groups ----------------------------------------------------------------
+
+_P = TypeVar("_P")
+
+
+def group_room(limits: Mapping[str, int], held: Mapping[str, int]) -> dict[str, int]:
+    """How many more tasks of each group with a limit may be held now (never below 0). A
+    group without a limit is not in it: its tasks are never held back."""
+    return {name: max(most - held.get(name, 0), 0) for name, most in limits.items()}
+
+
+def fit_groups(
+    picked: Sequence[_P], group_of: Callable[[_P], str | None], room: Mapping[str, int]
+) -> list[_P]:
+    """The picks a claim may lease, best first: each group's tasks only while it has room
+    (``room``, from ``group_room``); tasks of no group, or of a group without a limit, all.
+    A claim of several tasks may so get fewer than it could; never more than a group allows."""
+    left = dict(room)
+    kept = []
+    for item in picked:
+        group = group_of(item)
+        if group is not None and group in left:
+            if left[group] <= 0:
+                continue
+            left[group] -= 1
+        kept.append(item)
+    return kept

@@ -25,6 +25,7 @@ from shoal.vocabulary import AgentStatus, TaskState
 __all__ = [
     "AGENT_ID",
     "MAX_BATCH",
+    "MAX_GROUP_LIMIT",
     "MAX_ID",
     "NEW_AGENT_ID",
     "POST_FIELDS",
@@ -32,6 +33,8 @@ __all__ = [
     "as_task_ids",
     "check_agent_id",
     "check_count",
+    "check_group",
+    "check_group_limit",
     "check_joining_agent_id",
     "check_json",
     "check_lease",
@@ -286,6 +289,34 @@ def check_count(value: object, what: str, low: int, high: int) -> int:
     return value
 
 
+#: The most tasks of one concurrency group a limit may let be held at once.
+MAX_GROUP_LIMIT = 1_000_000
+
+
+def check_group(name: object) -> str:
+    """A concurrency group's name: a name like a skill's or a domain's (``deploy``,
+    ``github-api``), never text with control characters or spaces."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise BadInput(
+            f"group name {name!r} is not valid",
+            hint="use 1-64 letters, digits or _ . + : / -, starting with a letter or digit",
+        )
+    return name
+
+
+def check_group_limit(value: object) -> int:
+    """A group's limit: how many of its tasks may be held at once, at least 1 (a group
+    nobody may run is a paused one: cancel its tasks, or pause the agents, instead)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GROUP_LIMIT:
+        raise BadInput(
+            f"a group's max must be a whole number from 1 to {MAX_GROUP_LIMIT}, not {value!r}",
+            hint="e.g. --max 1 for one at a time; `shoal group clear NAME` lifts the limit",
+        )
+    return value
+
+
 def check_post(
     title: object,
     body: object,
@@ -303,6 +334,7 @@ def check_post(
     key: str | None,
     not_before: float | str | datetime | None = None,
     retry_delay: float | str | None = None,
+    group: str | None = None,
 ) -> NewTask:
     """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
     title_text = check_text(title, "title", 1000, line=True).strip()
@@ -350,6 +382,7 @@ def check_post(
         after=as_task_ids(after, "after"),
         ready_at=ready,
         retry_delay=delay,
+        group=None if group is None else check_group(group),
     )
 
 
@@ -371,6 +404,7 @@ POST_FIELDS = frozenset(
         "key",
         "not_before",
         "retry_delay",
+        "group",
     ]
 )
 
@@ -402,6 +436,7 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
         spec.get("key"),
         spec.get("not_before"),
         spec.get("retry_delay"),
+        spec.get("group"),
     )
 
 

@@ -61,6 +61,7 @@ MANAGER_TOOLS = {
     "set_task_priority",
     "pause_agent",
     "resume_agent",
+    "set_group_limit",
 }
 
 

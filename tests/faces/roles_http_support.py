@@ -383,6 +383,19 @@ def setting_form(w: HttpWorld, who: str, name: str, value: str) -> Outcome:
     return page(w, who, "/settings", {"name": name, "value": value})
 
 
+def set_groups(w: HttpWorld, who: str, face: str) -> Tries:
+    if face == "api":
+        return [
+            now("POST /groups/deploy", lambda: api(w, who, "POST", "/groups/deploy", {"max": 1})),
+            now("POST /groups/deploy/clear", lambda: api(w, who, "POST", "/groups/deploy/clear")),
+        ]
+    if face == "dashboard":
+        return []
+    return [
+        now("group set deploy --max 1", lambda: cli(w, who, "group", "set", "deploy", "--max", "1"))
+    ]
+
+
 def assess(w: HttpWorld, who: str, face: str) -> Tries:
     if face == "api":
         return [now("POST /assess", lambda: api(w, who, "POST", "/assess"))]
@@ -437,6 +450,7 @@ POWERS: dict[str, Callable[[HttpWorld, str, str], Tries]] = {
     "Cancel, retry or reprioritise a task": change_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
+    "Set or lift a group's limit": set_groups,
     "Assess the workload": assess,
     "Make an agent a manager": make_manager,
     "Rebalance queues, reap lapsed leases": hub_jobs,

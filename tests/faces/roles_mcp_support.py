@@ -286,6 +286,10 @@ def configure(w: McpWorld, key: Key) -> Tries:
     ]
 
 
+def set_groups(w: McpWorld, key: Key) -> Tries:
+    return [call(w, key, "set_group_limit", group="deploy", max=1)]
+
+
 def assess(w: McpWorld, key: Key) -> Tries:
     return [call(w, key, "assess_workload")]
 
@@ -312,6 +316,7 @@ POWERS: dict[str, Callable[[McpWorld, Key], Tries]] = {
     "Cancel, retry or reprioritise a task": change_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
+    "Set or lift a group's limit": set_groups,
     "Assess the workload": assess,
     "Make an agent a manager": make_manager,
     "Rebalance queues, reap lapsed leases": nothing,

@@ -181,6 +181,7 @@ def snapshot(fleet: Fleet) -> dict[str, Any]:
         "events": fleet.events(newest=True, limit=1)[-1].id,
         "settings": fleet.settings().to_dict(),
         "tokens": [c.to_dict() for c in fleet.tokens()],
+        "groups": [g.to_dict() for g in fleet.groups()],
     }
 
 

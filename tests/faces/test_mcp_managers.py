@@ -76,6 +76,7 @@ def managers_calls(work: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
         ("pause_agent", {"agent_id": "ada", "duration": "2h"}),
         ("resume_agent", {"agent_id": "ada"}),
         ("assess_workload", {}),
+        ("set_group_limit", {"group": "deploy", "max": 1}),
     ]
 
 
@@ -152,3 +153,32 @@ async def unpinned_session_is_no_manager(
     await all_refused(session, url, work)
     with Fleet.open(url) as fleet:
         assert fleet.agent("lead").manager and not fleet.agent("mallory").manager
+
+
+async def test_a_manager_limits_a_group_and_workers_post_into_it(url: str) -> None:
+    """A worker posts grouped work (add_task's group); the manager's set_group_limit caps
+    it; a bad limit is a tool error that changes nothing; null lifts the limit."""
+    async with stdio_session(url, "--agent", "carol") as carol:
+        for title in ("deploy web", "deploy api"):
+            posted = await call(carol, "add_task", title=title, group="deploy", priority=1)
+            with Fleet.open(url) as fleet:
+                assert fleet.get(posted["task"]["id"]).group == "deploy"
+        await call(carol, "add_task", title="lint", priority=9)
+        async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+            made = await call(boss, "set_group_limit", group="deploy", max=1)
+            assert made["max"] == 1 and made["held"] == 0 and "at most 1" in made["message"]
+            first = await call(carol, "claim_best_task")
+            assert first["task"]["title"] == "deploy web"
+            with Fleet.open(url) as fleet:
+                before = snapshot(fleet)
+            for bad in (0, -1):
+                text = await refused(boss, "set_group_limit", group="deploy", max=bad)
+                assert text.startswith("bad_input:") and "whole number" in text, text
+            text = await refused(boss, "set_group_limit", group="de ploy", max=1)
+            assert text.startswith("bad_input:") and "group name" in text, text
+            with Fleet.open(url) as fleet:
+                assert snapshot(fleet) == before
+                fleet.register("dan")
+                assert fleet.claim("dan").tasks[0].title == "lint"  # the deploy waits
+            lifted = await call(boss, "set_group_limit", group="deploy", max=None)
+            assert lifted["max"] is None and lifted["held"] == 1

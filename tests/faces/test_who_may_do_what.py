@@ -89,6 +89,7 @@ def test_the_table_is_whole_and_the_walker_knows_every_row_and_column(
         "Cancel, retry or reprioritise a task",
         "Pause or resume an agent",
         "Change the settings",
+        "Set or lift a group's limit",
         "Assess the workload",
         "Make an agent a manager",
         "Act as another agent",

@@ -286,6 +286,7 @@ PLAN_PARAMS = {
     "domain_since": 0.0,
     "reserved_domains": ["e"],
     "reserved_skillsets": [1],
+    "full_groups": ["g"],
 }
 
 
@@ -304,6 +305,7 @@ PLAN_PARAMS = {
         ("waiting_tasks", "tasks_waiting"),
         ("pending_demand", "tasks_pool"),
         ("stuck_tasks", "tasks_blocked"),
+        ("held_by_group", "tasks_group_held"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(

@@ -210,6 +210,7 @@ PARAMS = {
     "domain_since": 0.0,
     "reserved_domains": '["e"]',
     "reserved_skillsets": "[1]",
+    "full_groups": '["g"]',
 }
 
 
@@ -238,6 +239,7 @@ def plan(store: SqliteStore, name: str) -> str:
         ("claim_context", "tasks_expiry"),
         ("claim_context", "agents_heard"),
         ("window_thieves", "events_steals"),
+        ("held_by_group", "tasks_group_held"),
         ("events_of_task", "events_by_task"),
     ],
 )

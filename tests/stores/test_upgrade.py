@@ -236,6 +236,48 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
         pg.drop_fleet(fresh_url)
 
 
+# ---------------------------------------------------------------- concurrency groups (11)
+
+
+def without_groups(kind: str, url: str) -> None:
+    """Take away what schema 11 added: the groups, the tasks' group, and on PostgreSQL
+    the direct claim's refusal of a task of a group with a limit."""
+    undo = [
+        "DROP TABLE groups",
+        "DROP INDEX tasks_group_held",
+        "ALTER TABLE tasks DROP COLUMN group_name",
+    ]
+    if kind == "sqlite":
+        raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
+        for statement in [*undo, "PRAGMA user_version = 10"]:
+            raw.execute(statement)
+        raw.close()
+        return
+    with pg.schema_conn(url) as conn:
+        conn.execute("DROP FUNCTION direct_claim")
+        conn.execute("ALTER FUNCTION direct_claim_ungrouped RENAME TO direct_claim")
+        for statement in [*undo, "DELETE FROM schema_migrations WHERE version >= 11"]:
+            conn.execute(statement)
+
+
+def test_an_upgraded_fleet_takes_groups_and_keeps_its_tasks(shared_store: tuple[str, str]) -> None:
+    """Schema 11: tasks posted before it have no group, and a group's limit holds at once."""
+    kind, url = shared_store
+    fleet = Fleet.init(url)
+    fleet.register("ada", max_concurrent=5)
+    old = fleet.post("old")
+    fleet.close()
+    without_groups(kind, url)
+    fleet = Fleet.init(url)
+    assert fleet.get(old.id).group is None
+    fleet.post("d1", group="deploy")
+    fleet.post("d2", group="deploy")
+    fleet.set_group("deploy", 1)
+    taken = sorted(g.task.title for g in fleet.claim("ada", 5).grants)
+    fleet.close()
+    assert taken == ["d1", "old"]
+
+
 # ---------------------------------------------------------------- queue places (version 7)
 
 
@@ -244,6 +286,7 @@ def as_before_version_7(kind: str, url: str) -> None:
     task's place a number that only grew (the head of a queue the newest), version 6 --
     and so without what schema 8 added since (the agents' ``heard`` column, and on
     PostgreSQL the direct claim's refusal of a claim while an agent is silent)."""
+    without_groups(kind, url)
     if kind == "sqlite":
         raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
         raw.execute("UPDATE tasks SET seq = abs(seq)")

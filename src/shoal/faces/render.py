@@ -27,6 +27,7 @@ from shoal.model import (
     Task,
     TaskDetail,
 )
+from shoal.model import Group as GroupInfo
 from shoal.policy import lease_due
 from shoal.settings import SETTINGS, Settings, format_setting
 from shoal.vocabulary import AgentStatus
@@ -152,6 +153,7 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         ("agent", t.agent or "(pool)"),
         ("skills", ", ".join(t.skills) or "-"),
         ("domain", t.domain or "-"),
+        ("group", t.group or "-"),
         ("attempts", f"{t.attempts}" + (f" of {t.max_attempts}" if t.max_attempts else "")),
         ("created", ago(t.created_at, now)),
     ]
@@ -269,9 +271,29 @@ def status_view(status: FleetStatus) -> Group:
         parts.append(
             Text(f"blocked on dead or cancelled tasks (retry those): {stuck}", style="yellow")
         )
+    if status.groups:
+        parts.append(Text(f"groups: {groups_line(status.groups)}"))
     if status.assessment is not None:
         parts.append(assessment_panel(status.assessment, now))
     return Group(*parts)
+
+
+def groups_line(groups: Sequence[GroupInfo]) -> str:
+    """Each concurrency group's tasks held of its limit: ``deploy 1/1 full, api 0/3``."""
+    return ", ".join(
+        f"{g.name} {g.held}/{'-' if g.max is None else g.max}{' full' if g.full else ''}"
+        for g in groups
+    )
+
+
+def groups_table(groups: Sequence[GroupInfo]) -> Table:
+    table = Table(box=box.SIMPLE_HEAVY)
+    for column in ("group", "max", "held"):
+        table.add_column(column)
+    for g in groups:
+        most = "-" if g.max is None else str(g.max)
+        table.add_row(*_cells(g.name, most, f"{g.held}" + (" (full)" if g.full else "")))
+    return table
 
 
 def assessment_panel(a: Assessment, now: float) -> Panel:

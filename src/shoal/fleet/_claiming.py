@@ -85,6 +85,7 @@ behind what that agent has. It is never needed for correctness.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -151,12 +152,13 @@ def claim_in(
     longest = policy.longest_first(settings)
     holds = Holds(tx, agent, settings, now, context.skillsets)
     # own queue, from the head
-    own = tx.queue_head(agent.id, room, longest, now) if agent.queued else []
+    own = holds.unfull(lambda full: tx.queue_head(agent.id, room, longest, now, full), agent)
     picked = [(t, ClaimSource.QUEUE) for t in own]
     if len(picked) < room:  # the pool, best score
         picked += _pool(tx, agent, room - len(picked), settings, holds, now)
     if not picked:  # steal, only when the own queue and the pool gave nothing
         picked = [(t, ClaimSource.STEAL) for t in _steal_one(tx, agent, now, settings, holds, rng)]
+    picked = holds.fit(picked)  # a concurrency group's room, across the steps
     if not picked:  # idle: nothing, until the first waiting task is due
         return _idle(tx, agent, holds, now)
     return _lease(tx, agent, picked, now, settings, token)
@@ -341,6 +343,7 @@ def _steal_one(
     victims = policy.claim_victims(tx.queue_depths(), agent.id, settings, rng)
     if not victims:
         return []
+    holds.before_steal()
     window = tx.window_thieves(now - settings.rebalance_interval)
     if policy.steal_budget(window, agent.id, settings) <= 0:
         return []
@@ -418,6 +421,12 @@ class Holds:
     are the rules made (asking the store which agents are idle, when ``domain_wait`` is on)
     and the query run again with them. ``retry_at`` remembers when the first task passed
     over is free to take.
+
+    Concurrency groups the same way: only once a candidate has a group does the claim read
+    every group's limit and held count (``group_limits(lock=True)``: on PostgreSQL it locks
+    the groups' rows until the claim commits, so two claims cannot both take a group's last
+    place), and only if a candidate's group is full is the query run again without it -- the
+    next best comes up. A claim of tasks without a group never reads a group.
     """
 
     def __init__(
@@ -432,6 +441,47 @@ class Holds:
         self.skillsets = skillsets
         self.retry_at: float | None = None
         self._rules: policy.Locality | None = None
+        self._room: dict[str, int] | None = None  # per group with a limit, once read
+        self._full = policy.NOTHING_HELD  # holds only the full groups
+
+    def _grouped(self, found: Sequence[Candidate]) -> bool:
+        """Whether a full group holds back some of ``found`` (reading the groups the first
+        time a candidate has one)."""
+        if self._room is None:
+            if all(c.group is None for c in found):
+                return False
+            self._learn_groups(self.tx.group_limits(lock=True))
+        return any(c.group in self._full.full_groups for c in found)
+
+    def _learn_groups(self, limits: Mapping[str, int]) -> None:
+        self._room = policy.group_room(limits, self.tx.held_by_group() if limits else {})
+        full = frozenset(name for name, left in self._room.items() if left <= 0)
+        self._full = policy.Locality((), full_groups=full)
+
+    def before_steal(self) -> None:
+        """Where claims run side by side, a claim takes the groups' locks before the steal
+        lock, never after (else one in its steal step and one that met grouped work in its
+        pool step could wait on each other): so before stealing, a fleet with limits has
+        them read, and locked, now."""
+        if self._room is None and self.tx.group_limits():
+            self._learn_groups(self.tx.group_limits(lock=True))
+
+    def unfull(
+        self, fetch: Callable[[frozenset[str]], list[Candidate]], agent: Agent
+    ) -> list[Candidate]:
+        """The own queue step's ``fetch(full groups)``, without the full groups' tasks."""
+        if not agent.queued:
+            return []
+        found = fetch(self._full.full_groups)
+        return fetch(self._full.full_groups) if self._grouped(found) else found
+
+    def fit(
+        self, picked: list[tuple[Candidate, ClaimSource]]
+    ) -> list[tuple[Candidate, ClaimSource]]:
+        """The picks within each group's room (``policy.fit_groups``)."""
+        if self._room is None:
+            return picked
+        return policy.fit_groups(picked, lambda p: p[0].group, self._room)
 
     def _made(self) -> policy.Locality:
         if self._rules is None:
@@ -444,11 +494,15 @@ class Holds:
 
     def pick(self, fetch: Callable[[policy.Locality], list[Candidate]]) -> list[Candidate]:
         """``fetch(held)`` with the holds that apply to what it finds."""
-        found = fetch(policy.NOTHING_HELD)
+        found = fetch(self._full)
+        if self._grouped(found):
+            found = fetch(self._full)
         agent, settings, now = self.agent, self.settings, self.now
         if not any(policy.might_hold(c.domain, _ready(c), agent, settings, now) for c in found):
             return found
         rules = self._made()
+        if self._full.full_groups:
+            rules = dataclasses.replace(rules, full_groups=self._full.full_groups)
         ends = (rules.free_at(c.domain, c.skillset, _ready(c)) for c in found)
         held = [end for end in ends if end is not None]
         if not held:

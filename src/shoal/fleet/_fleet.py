@@ -108,6 +108,7 @@ _POST_DEFAULTS: dict[str, Any] = {
     "key": None,
     "not_before": None,
     "retry_delay": None,
+    "group": None,
 }
 _Result = TypeVar("_Result")
 
@@ -211,6 +212,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         key: str | None = None,
         not_before: float | str | datetime | None = None,
         retry_delay: float | str | None = None,
+        group: str | None = None,
     ) -> Task:
         """Add a task to the fleet and return it.
 
@@ -221,6 +223,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         A repeated ``key`` returns the task first posted with it and adds nothing.
         ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
         being claimed before then; ``retry_delay`` is its own first retry backoff.
+        ``group`` names its concurrency group (``set_group`` caps how many are held).
         A payload or body larger than the fleet takes (``max_payload_bytes``,
         ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
@@ -241,6 +244,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
             key,
             not_before,
             retry_delay,
+            group,
         )
         return self._post_draft(draft)[0]
 

@@ -22,14 +22,26 @@ from shoal.fleet._tokens import authenticate_in, create_token_in, revoke_token_i
 from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task
 from shoal.fleet._verbbase import FleetBase
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
-from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapReport, Task
+from shoal.model import (
+    Assessment,
+    Event,
+    FleetStatus,
+    Group,
+    Move,
+    PruneReport,
+    ReapReport,
+    Task,
+)
 from shoal.settings import Settings
+from shoal.stores.base import StoreTx
 from shoal.validation import (
     MAX_ID,
     NEW_AGENT_ID,
     as_task_ids,
     check_agent_id,
     check_count,
+    check_group,
+    check_group_limit,
     check_joining_agent_id,
     check_text,
     parse_priority,
@@ -237,7 +249,7 @@ class OperatorVerbs(FleetBase):
         state, capacity, stalled tasks and the last assessment."""
         with self._store.read() as tx:
             now = self.clock.now()
-            return status_in(tx, now)
+            return replace(status_in(tx, now), groups=tuple(groups_in(tx)))
 
     def pending_by_domain(self) -> dict[str | None, int]:
         """Pending tasks counted by domain (None: of no domain), for dashboards and metrics."""
@@ -294,6 +306,39 @@ class OperatorVerbs(FleetBase):
             tx.append_event(now, EventKind.CONFIGURED, None, None, diff)
             return new
 
+    # ------------------------------------------------------------------ concurrency groups
+
+    @rerun_on_conflict
+    def set_group(self, name: str, max: int) -> Group:
+        """Let at most ``max`` tasks of group ``name`` be held at once, fleet-wide, from
+        the next claim on (tasks held already stay). The claim enforces it in its own
+        transaction (docs/ARCHITECTURE.md, "Concurrency groups")."""
+        group, most = check_group(name), check_group_limit(max)
+        with self._store.write(exclusive=True) as tx:
+            tx.set_group_limit(group, most)
+            data = {"group": group, "max": most}
+            tx.append_event(self.clock.now(), EventKind.CONFIGURED, None, None, data)
+            return _group_in(tx, group)
+
+    @rerun_on_conflict
+    def clear_group(self, name: str) -> Group:
+        """Lift group ``name``'s limit: its tasks are claimed like any others again."""
+        group = check_group(name)
+        with self._store.write(exclusive=True) as tx:
+            if not tx.set_group_limit(group, None):
+                raise BadInput(
+                    f"group {group!r} has no limit; nothing to clear",
+                    hint="`shoal group list` shows the groups with a limit",
+                )
+            data = {"group": group, "max": None}
+            tx.append_event(self.clock.now(), EventKind.CONFIGURED, None, None, data)
+            return _group_in(tx, group)
+
+    def groups(self) -> list[Group]:
+        """Every group with a limit or a task held, by name: its limit and held count."""
+        with self._store.read() as tx:
+            return groups_in(tx)
+
     # ------------------------------------------------------------------ access tokens
 
     @rerun_on_conflict
@@ -333,3 +378,13 @@ class OperatorVerbs(FleetBase):
         """The credential ``token`` proves, or None if it is not one of the fleet's."""
         with self._store.read() as tx:
             return authenticate_in(tx, token)
+
+
+def groups_in(tx: StoreTx) -> list[Group]:
+    """The groups with a limit or a task held, by name (``Fleet.groups``, ``status``)."""
+    limits, held = tx.group_limits(), tx.held_by_group()
+    return [Group(n, limits.get(n), held.get(n, 0)) for n in sorted({*limits, *held})]
+
+
+def _group_in(tx: StoreTx, name: str) -> Group:
+    return Group(name, tx.group_limits().get(name), tx.held_by_group().get(name, 0))

@@ -26,6 +26,7 @@ from shoal.model import (
     Event,
     FleetStatus,
     Grant,
+    Group,
     Lease,
     Move,
     ReapReport,
@@ -46,6 +47,7 @@ __all__ = [
     "completion",
     "event",
     "fleet_status",
+    "group",
     "lease",
     "move",
     "reap_report",
@@ -109,6 +111,7 @@ def task(data: Data) -> Task:
         stalled_at=updated if data.get("stalled") else None,
         ready_at=_moment(data.get("ready_at")),
         retry_delay=_float(data.get("retry_delay")),
+        group=data.get("group"),
         left_out=_left_out(data),
     )
 
@@ -258,7 +261,13 @@ def fleet_status(data: Data) -> FleetStatus:
         waiting=int(data.get("waiting", 0)),
         next_ready=_moment(data.get("next_ready")),
         expired=tuple(_expired_task(t) for t in data.get("expired", ())),
+        groups=tuple(group(g) for g in data.get("groups", ())),
     )
+
+
+def group(data: Data) -> Group:
+    most = data.get("max")
+    return Group(data["name"], None if most is None else int(most), int(data.get("held", 0)))
 
 
 def _expired_task(data: Data) -> Task:

@@ -40,6 +40,7 @@ from shoal.model import (
     Completion,
     Event,
     FleetStatus,
+    Group,
     Lease,
     Move,
     Probe,
@@ -172,6 +173,7 @@ class RemoteFleet(Fleet):
         key: str | None = None,
         not_before: float | str | datetime | None = None,
         retry_delay: float | str | None = None,
+        group: str | None = None,
     ) -> Task:
         moment = not_before.isoformat() if isinstance(not_before, datetime) else not_before
         fields = {
@@ -191,6 +193,7 @@ class RemoteFleet(Fleet):
             "key": key,
             "not_before": moment,
             "retry_delay": retry_delay,
+            "group": group,
         }
         return self._decode(decode.task, self._api.post("/tasks", fields), "post")
 
@@ -449,6 +452,20 @@ class RemoteFleet(Fleet):
     def configure(self, /, **changes: object) -> Settings:
         found = self._api.post("/settings", changes)
         return self._decode(decode.settings, found, "configure")
+
+    # ------------------------------------------------------------------ concurrency groups
+
+    def set_group(self, name: str, max: int) -> Group:
+        found = self._api.post(_path("groups", name), {"max": max})
+        return self._decode(decode.group, found, "set_group")
+
+    def clear_group(self, name: str) -> Group:
+        found = self._api.post(_path("groups", name, "clear"))
+        return self._decode(decode.group, found, "clear_group")
+
+    def groups(self) -> list[Group]:
+        found = self._api.get("/groups")
+        return self._decode(lambda d: [decode.group(g) for g in d["groups"]], found, "groups")
 
     # ------------------------------------------------------------------ access tokens
 

@@ -21,6 +21,7 @@ from shoal.settings import Settings
 
 __all__ = [
     "CLAIMED",
+    "GROUPS_META",
     "PENDING",
     "TASK_FIELDS",
     "Data",
@@ -169,6 +170,8 @@ class Data:
 
 
 PENDING = TaskState.PENDING
+#: The meta record that holds the groups' limits, as a JSON object of name to limit.
+GROUPS_META = "group_limits"
 CLAIMED = TaskState.CLAIMED
 TASK_FIELDS = frozenset(Task.__dataclass_fields__)
 
@@ -188,6 +191,7 @@ def candidate_of(row: Row) -> Candidate:
         row.skillset,
         t.expected_duration,
         t.ready_at,
+        t.group,
     )
 
 
@@ -201,6 +205,8 @@ def is_ready(row: Row, now: float) -> bool:
 
 def is_held(row: Row, held: Locality) -> bool:
     t = row.task
+    if t.group is not None and t.group in held.full_groups:
+        return True
     return held.holds(t.domain, row.skillset, policy.ready_time(t.ready_at, t.created_at))
 
 

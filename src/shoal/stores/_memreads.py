@@ -7,6 +7,7 @@ The middle layer of the memory transaction (``_memtxbase`` says how it is built)
 from __future__ import annotations
 
 import copy
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,6 +18,7 @@ from shoal.model import Agent, AgentStatus, Candidate, QueueDepth, Task, TaskSta
 from shoal.policy import Locality, StealFilter
 from shoal.stores._memdata import (
     CLAIMED,
+    GROUPS_META,
     PENDING,
     Row,
     by_id,
@@ -183,8 +185,19 @@ class MemoryReads(MemoryTxBase):
 
     # candidate queries -----------------------------------------------------------------
 
-    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
-        rows = [r for r in self._rows(self.d.index.ids(agent_id, PENDING)) if is_ready(r, now)]
+    def queue_head(
+        self,
+        agent_id: str,
+        limit: int,
+        longest: bool,
+        now: float,
+        full: frozenset[str] = frozenset(),
+    ) -> list[Candidate]:
+        rows = [
+            r
+            for r in self._rows(self.d.index.ids(agent_id, PENDING))
+            if is_ready(r, now) and r.task.group not in full
+        ]
         rows.sort(key=lambda r: policy.queue_order(*order_fields(r), longest))
         return [candidate_of(r) for r in rows[:limit]]
 
@@ -242,6 +255,17 @@ class MemoryReads(MemoryTxBase):
 
     def server_time(self) -> float | None:
         return None
+
+    # concurrency groups: the limits are one record of the fleet's meta (GROUPS_META), so
+    # the git store keeps them in its meta.json with nothing of its own --------------------
+
+    def group_limits(self, *, lock: bool = False) -> dict[str, int]:
+        text = self.d.meta.get(GROUPS_META)
+        return {} if not text else {str(k): int(v) for k, v in json.loads(text).items()}
+
+    def held_by_group(self) -> dict[str, int]:
+        held = Counter(r.task.group for r in self._rows(self.d.index.in_state(CLAIMED)))
+        return {name: n for name, n in held.items() if name is not None}
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
         eligible = set(skillsets)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
-from shoal.policy import HEARD_FROM, Locality, StealFilter
+from shoal.policy import HEARD_FROM, NOTHING_HELD, Locality, StealFilter
 from shoal.settings import Settings
 from shoal.stores._sqlrows import (
     STATUSES,
@@ -32,9 +32,9 @@ __all__ = ["SqlReads"]
 
 _STATES = {s.value: s for s in TaskState}
 #: Where a lease's token is in a row of the task columns and then the token.
-_TOKEN = 28
+_TOKEN = 29
 #: Where a ``listed_task`` row says whether the task holds a payload (then a result).
-_LISTED = 28
+_LISTED = 29
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
 #: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
@@ -165,6 +165,7 @@ class SqlReads(SqlTxBase):
             row[25],  # stalled_at
             row[26],  # ready_at
             row[27],  # retry_delay
+            row[28],  # group
         )
 
     def _listed(self, row: Sequence[Any]) -> Task:
@@ -250,9 +251,18 @@ class SqlReads(SqlTxBase):
 
     # the claim cascade's candidate queries (the steps of _claiming.claim_in) -------------------
 
-    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
+    def queue_head(
+        self,
+        agent_id: str,
+        limit: int,
+        longest: bool,
+        now: float,
+        full: frozenset[str] = frozenset(),
+    ) -> list[Candidate]:
         name = "queue_head_longest" if longest else "queue_head"
-        rows = self._all(name, {"agent": agent_id, "limit": limit, "now": now})
+        params = {"agent": agent_id, "limit": limit, "now": now}
+        params["full_groups"] = self._list(sorted(full)) if full else self._no_groups
+        rows = self._all(name, params)
         return [candidate_of(r) for r in rows]
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
@@ -275,6 +285,7 @@ class SqlReads(SqlTxBase):
             name, params = "pool_best", {"limit": limit, "now": now, **self._unheld(held)}
         else:
             name, params = "pool_best_in_domain", {"domain": domain, "limit": limit, "now": now}
+            params["full_groups"] = self._unheld(held)["full_groups"]
         return [candidate_of(r) for r in self._pool(name, skillsets, params, best_first)]
 
     def pool_longest(
@@ -320,6 +331,25 @@ class SqlReads(SqlTxBase):
 
     def _unheld(self, held: Locality) -> dict[str, Any]:
         return unheld_params(held, self._json)
+
+    @property
+    def _no_groups(self) -> Any:
+        """The ``full_groups`` parameter that leaves out no group (most claims)."""
+        return unheld_params(NOTHING_HELD, self._json)["full_groups"]
+
+    # concurrency groups ----------------------------------------------------------------
+
+    def group_limits(self, *, lock: bool = False) -> dict[str, int]:
+        if lock and self._locking:
+            with self._d.pipeline(self._c):  # the locks, then a fresh read: one round trip
+                self._run("lock_groups")
+                rows = self._all("group_limits")
+        else:
+            rows = self._all("group_limits")
+        return {name: int(most) for name, most in rows}
+
+    def held_by_group(self) -> dict[str, int]:
+        return {name: int(n) for name, n in self._all("held_by_group")}
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
         params = {"agent": agent_id, "skillsets": self._list(skillsets), "now": now}

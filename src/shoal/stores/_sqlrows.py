@@ -30,12 +30,12 @@ RowOrder = Callable[[Sequence[Any]], Any]
 
 def best_first(row: Sequence[Any]) -> tuple[Any, ...]:
     """``policy.pool_order`` of a candidate row with its pool_key after it."""
-    return policy.pool_order(row[2], row[10], row[12], row[0], False)
+    return policy.pool_order(row[2], row[10], row[13], row[0], False)
 
 
 def longest_first(row: Sequence[Any]) -> tuple[Any, ...]:
     """``policy.pool_order`` with ``longest``, of a candidate row with its pool_key."""
-    return policy.pool_order(row[2], row[10], row[12], row[0], True)
+    return policy.pool_order(row[2], row[10], row[13], row[0], True)
 
 
 @functools.lru_cache(maxsize=256)
@@ -48,6 +48,7 @@ def unheld_params(held: Locality, json_lists: bool) -> dict[str, Any]:
         "own_domains": list(held.domains),
         "reserved_domains": [domain for domain, _ in pairs],
         "reserved_skillsets": [skillset for _, skillset in pairs],
+        "full_groups": sorted(held.full_groups),
     }
     return {
         **{k: json.dumps(v) if json_lists else v for k, v in lists.items()},
@@ -92,6 +93,7 @@ def candidate_of(row: Sequence[Any]) -> Candidate:
         row[9],  # skillset
         row[10],  # expected_duration
         row[11],  # ready_at
+        row[12],  # group
     )
 
 

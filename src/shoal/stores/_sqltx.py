@@ -95,11 +95,19 @@ class SqlTx(SqlReads):
                 "created_at": task.created_at,
                 "ready_at": task.ready_at,
                 "retry_delay": task.retry_delay,
+                "group": task.group,
             },
         )
         if task.state is TaskState.PENDING:
             self._work_appeared()
         return int(row[0])
+
+    def set_group_limit(self, name: str, most: int | None) -> bool:
+        if most is None:
+            return bool(self._all("clear_group_limit", {"name": name}))
+        had = name in self.group_limits()
+        self._run("set_group_limit", {"name": name, "max": most})
+        return had
 
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
         self._many("add_deps", {"task": task_id}, ("depends_on",), [(d,) for d in depends_on])

@@ -211,9 +211,18 @@ class StoreTx(Protocol):
     # the claim cascade's candidate queries (the steps of _claiming.claim_in)
     # Every candidate query leaves out tasks not ready by ``now`` (``ready_at`` later: a
     # retry backoff or a not_before still running).
-    def queue_head(self, agent_id: str, limit: int, longest: bool, now: float) -> list[Candidate]:
+    def queue_head(
+        self,
+        agent_id: str,
+        limit: int,
+        longest: bool,
+        now: float,
+        full: frozenset[str] = frozenset(),
+    ) -> list[Candidate]:
         """The own queue step, its head: highest priority first, then largest place (``seq``)
-        first; with ``longest``, longest expected before place (``policy.queue_order``)."""
+        first; with ``longest``, longest expected before place (``policy.queue_order``).
+        Tasks of the groups in ``full`` are left out (so are they in every candidate query:
+        ``Locality.full_groups``)."""
         ...
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
@@ -254,6 +263,21 @@ class StoreTx(Protocol):
 
     def window_thieves(self, since: float) -> list[str]:
         """The thief of every steal since ``since`` (claim-time steals and rebalance moves)."""
+        ...
+
+    # concurrency groups
+    def group_limits(self, *, lock: bool = False) -> dict[str, int]:
+        """Every group's limit, by name (a group not in it has none). With ``lock``, the
+        limits and the held counts read after it stay true until the transaction ends:
+        where writers run side by side, every group's row is locked, in name order."""
+        ...
+
+    def held_by_group(self) -> dict[str, int]:
+        """How many tasks of each group are held (claimed) now; groups holding none left out."""
+        ...
+
+    def set_group_limit(self, name: str, most: int | None) -> bool:
+        """Set a group's limit, or with None clear it: whether the group had one before."""
         ...
 
     # tasks: transitions

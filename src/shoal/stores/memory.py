@@ -24,6 +24,7 @@ transitions, history and the event log. The rows and their indexes are ``_memdat
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Any
 from shoal.model import Candidate, Event, Task, TaskState
 from shoal.stores._memdata import (
     CLAIMED,
+    GROUPS_META,
     PENDING,
     Data,
     Row,
@@ -160,12 +162,21 @@ class _MemoryTx(MemoryReads):
             updated_at=task.created_at,
             ready_at=task.ready_at,
             retry_delay=task.retry_delay,
+            group=task.group,
         )
         row = Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
         if task.key is not None:
             self._put(self.d.keys, task.key, task_id)
         return task_id
+
+    def set_group_limit(self, name: str, most: int | None) -> bool:
+        limits = self.group_limits()
+        had = limits.pop(name, None) is not None
+        if most is not None:
+            limits[name] = most
+        self.set_meta(GROUPS_META, json.dumps(dict(sorted(limits.items()))))
+        return had
 
     def add_deps(self, task_id: int, depends_on: Sequence[int]) -> None:
         self._put(self.d.deps, task_id, [*self.d.deps.get(task_id, []), *depends_on])

@@ -37,6 +37,7 @@ from shoal.faces.cli.app import (
 )
 from shoal.faces.cli.demo import add_demo_commands
 from shoal.faces.cli.doctor import add_doctor_commands
+from shoal.faces.cli.groups import add_group_commands
 from shoal.faces.cli.hub import add_hub_commands
 from shoal.faces.cli.imports import add_import_commands
 from shoal.faces.cli.leases import add_lease_commands
@@ -90,6 +91,7 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
 
 # The commands, by group (``shoal --help`` lists them by name).
 add_task_commands(cli)  # add, list, show, ready, cancel, retry
+add_group_commands(cli)  # group set|list|clear
 add_import_commands(cli)  # import beads|github|jsonl
 add_lease_commands(cli)  # claim, done, fail, release, defer, heartbeat
 add_agent_commands(cli)  # register, agents, agent resume|set-status, set-status

@@ -68,6 +68,7 @@ __all__ = ["CONFIRM_ABOVE", "add_task_commands"]
 @click.option(
     "--retry-delay", metavar="DURATION", help="Its first retry backoff (default: fleet's)."
 )
+@click.option("--group", "group", metavar="NAME", help="Its concurrency group (shoal group).")
 @json_option
 @pass_app
 def add(
@@ -90,6 +91,7 @@ def add(
     delay: str | None,
     at: str | None,
     retry_delay: str | None,
+    group: str | None,
 ) -> None:
     """Post a task to the pool (or to an agent's queue with --to); or many from JSON Lines
     with --file.
@@ -102,7 +104,7 @@ def add(
                  ("--key", key), ("--in", delay), ("--at", at), ("--body", body),
                  ("--payload", payload), ("--pinned", pinned), ("--retry-delay", retry_delay),
                  ("--expected-duration", expected_duration), ("--lease-ttl", lease_ttl),
-                 ("--max-attempts", max_attempts)) if value]  # fmt: skip
+                 ("--max-attempts", max_attempts), ("--group", group)) if value]  # fmt: skip
         if priority != "5":
             given.append("--priority")
         if given:
@@ -145,6 +147,7 @@ def add(
         key=key,
         not_before=not_before,
         retry_delay=retry_delay,
+        group=group,
     )
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(

@@ -23,6 +23,7 @@ from shoal.faces.mcp.errors import describe
 from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
+    GroupResult,
     SettingsResult,
     StateResult,
     TaskBrief,
@@ -82,6 +83,9 @@ def add_fleet_tools(box: Toolbox) -> None:
             str | None, Field(description="Not claimable before (ISO 8601, 2026-12-01T09:00Z).")
         ] = None,
         retry_delay: DurationArg = None,
+        group: Annotated[
+            str | None, Field(description="Its concurrency group (e.g. deploy).")
+        ] = None,
     ) -> TaskResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
@@ -103,6 +107,7 @@ def add_fleet_tools(box: Toolbox) -> None:
             key=key,
             not_before=not_before,
             retry_delay=retry_delay,
+            group=group,
         )
         at = now()
         message = posting.post_message(task, created, key, at)
@@ -207,6 +212,22 @@ def add_fleet_tools(box: Toolbox) -> None:
         changed = sorted(k for k, v in settings.to_dict().items() if before[k] != v)
         message = f"changed {', '.join(changed)}" if changed else "no setting changed"
         return SettingsResult(settings=settings.to_dict(), changed=changed, message=message)
+
+    @box.tool(manager_only=True)
+    def set_group_limit(
+        ctx: Context,
+        group: Annotated[str, Field(description="The group, as tasks name it (e.g. deploy).")],
+        max: Annotated[
+            int | None, Field(description="At most this many held at once; null lifts it.")
+        ],
+    ) -> GroupResult:
+        """Manager: let at most `max` tasks of a concurrency group be held at once,
+        fleet-wide ("one deploy at a time": max 1); claims pass over a full group's tasks
+        and take the next best. max null lifts the limit."""
+        fleet = desk.fleet
+        found = fleet.clear_group(group) if max is None else fleet.set_group(group, max)
+        said = "no limit" if found.max is None else f"at most {found.max} held"
+        return GroupResult(**found.to_dict(), message=f"group {found.name}: {said}")
 
     @box.tool(read_only=True)
     def read_state(ctx: Context) -> Annotated[CallToolResult, StateResult]:

@@ -31,6 +31,7 @@ __all__ = [
     "ClaimResult",
     "CompletionResult",
     "EventInfo",
+    "GroupResult",
     "HeartbeatResult",
     "LeaseInfo",
     "RegistrationResult",
@@ -147,6 +148,7 @@ class TaskInfo(BaseModel):
     created_at: Time
     ready_at: MaybeTime
     finished_at: MaybeTime
+    group: str | None = None  # its concurrency group
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:
@@ -361,6 +363,16 @@ class SettingsResult(BaseModel):
 
     settings: dict[str, Any] = Field(description="durations in seconds")
     changed: list[str]
+    message: str
+
+
+class GroupResult(BaseModel):
+    """A concurrency group after the call: its limit (null: none) and tasks held now."""
+
+    name: str
+    max: int | None
+    held: int
+    full: bool
     message: str
 
 

@@ -107,6 +107,7 @@ class PostTask(Strict):
     key: str | None = None
     not_before: float | str | None = None
     retry_delay: float | str | None = None
+    group: str | None = None
 
 
 class Register(Strict):
@@ -455,6 +456,25 @@ def set_priority(task_id: TaskId, body: SetPriority, fleet: FleetDep, _: Admin) 
 @router.post("/settings", responses=_REFUSALS, summary="Change settings (all or none apply)")
 def configure(changes: dict[str, Any], fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.configure(**changes).to_dict()
+
+
+class SetGroup(Strict):
+    max: int | str
+
+
+@router.get("/groups", responses=_REFUSALS, summary="Concurrency groups: limits, tasks held")
+def groups(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return {"groups": [g.to_dict() for g in fleet.groups()]}
+
+
+@router.post("/groups/{name}", responses=_REFUSALS, summary="Set a group's limit")
+def set_group(name: str, body: SetGroup, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.set_group(name, body.max).to_dict()  # type: ignore[arg-type]  # checked there
+
+
+@router.post("/groups/{name}/clear", responses=_REFUSALS, summary="Lift a group's limit")
+def clear_group(name: str, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    return fleet.clear_group(name).to_dict()
 
 
 @router.post("/assess", responses=_REFUSALS, summary="Assess the workload: spawn or retire?")

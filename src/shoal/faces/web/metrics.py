@@ -46,7 +46,14 @@ from shoal.model import Event, FleetStatus
 from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, ClaimSource, EventKind, Recommendation, TaskState
 
-__all__ = ["EVENTS_PER_SCRAPE", "TOP_DOMAINS", "TOP_QUEUES", "Metrics", "router"]
+__all__ = [
+    "EVENTS_PER_SCRAPE",
+    "TOP_DOMAINS",
+    "TOP_GROUPS",
+    "TOP_QUEUES",
+    "Metrics",
+    "router",
+]
 
 #: The most events one scrape adds up; a backlog is read over the following scrapes.
 EVENTS_PER_SCRAPE = 10_000
@@ -54,6 +61,8 @@ EVENTS_PER_SCRAPE = 10_000
 TOP_QUEUES = 100
 #: Domains named by ``shoal_pending_tasks``: those with the most; the rest are one "other".
 TOP_DOMAINS = 50
+#: Concurrency groups named by ``shoal_group_held`` and ``shoal_group_max`` (by name).
+TOP_GROUPS = 100
 #: Tasks whose ready moment the collector remembers, to time their claim; past this (a
 #: backlog of millions of pending tasks) the oldest are forgotten and their claims untimed.
 MAX_TRACKED = 1_000_000
@@ -336,6 +345,7 @@ def _gauges(status: FleetStatus) -> Iterator[Metric]:
         value=len(status.expired),
     )
     yield _queue_depths(status)
+    yield from _groups(status)
     advice = GaugeMetricFamily(
         "shoal_assessment_recommendation",
         "The last assessment's advice: 1 on the one it gave, 0 on the others "
@@ -351,6 +361,24 @@ def _gauges(status: FleetStatus) -> Iterator[Metric]:
         "When the last assessment was made (epoch seconds; 0 before any).",
         value=status.assessment.at if status.assessment else 0,
     )
+
+
+def _groups(status: FleetStatus) -> Iterator[Metric]:
+    """Each concurrency group with a limit: its tasks held now and its limit. Only groups
+    with a limit are named -- a manager sets those, and a task's group is any text an agent
+    posts -- and at most ``TOP_GROUPS`` of them, by name."""
+    limited = [g for g in status.groups if g.max is not None][:TOP_GROUPS]
+    held = GaugeMetricFamily(
+        "shoal_group_held", "Tasks of a concurrency group held now.", labels=["group"]
+    )
+    most = GaugeMetricFamily(
+        "shoal_group_max", "A concurrency group's limit on tasks held at once.", labels=["group"]
+    )
+    for group in limited:
+        held.add_metric([group.name], group.held)
+        most.add_metric([group.name], group.max or 0)
+    yield held
+    yield most
 
 
 def _domains(counts: Mapping[str | None, int]) -> GaugeMetricFamily:

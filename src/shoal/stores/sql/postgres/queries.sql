@@ -31,7 +31,7 @@ FOR UPDATE SKIP LOCKED
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay
+retry_delay, group_name
 
 -- fragment: listed_task
 -- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
@@ -41,19 +41,20 @@ retry_delay
 id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, payload IS NOT NULL, result IS NOT NULL
+retry_delay, group_name, payload IS NOT NULL, result IS NOT NULL
 
 -- fragment: t_task
 -- The same, of a table aliased t.
 t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.agent_id,
 t.pinned, t.stolen, t.parent_id, t.key, t.attempts, t.max_attempts, t.lease_ttl,
 t.expected_duration, t.lease_expires, t.result, t.error, t.waiting_on, t.created_at,
-t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at, t.retry_delay
+t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at, t.retry_delay,
+t.group_name
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
 id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts, skillset,
-expected_duration, ready_at
+expected_duration, ready_at, group_name
 
 -- fragment: unheld
 -- policy.Locality as a condition: leave out a task of a domain the claimer does not have
@@ -67,6 +68,11 @@ NOT (domain IS NOT NULL
               AND (domain, skillset) IN (
                   SELECT * FROM unnest(%(reserved_domains)s::text[],
                                        %(reserved_skillsets)s::int[])))))
+
+-- fragment: unfull
+-- Concurrency groups: leave out a task of a group that already holds as many tasks as its
+-- limit (full_groups; empty for most claims). A task of no group never is.
+(group_name IS NULL OR NOT group_name = ANY(%(full_groups)s::text[]))
 
 -- fragment: agent
 -- The columns of an agent, in the order SqlTx reads them; queued is counted on the
@@ -88,7 +94,7 @@ state = 'pending' AND agent_id = %(victim)s AND ready_at <= %(now)s
        OR domain = ANY(%(domains)s::text[])
        OR (priority >= %(cross_domain_priority)s
            AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
-  AND {unheld}
+  AND {unheld} AND {unfull}
 
 
 -- ============================================================ opening a fleet
@@ -360,7 +366,7 @@ GROUP BY domain;
 -- tasks_queue). Rows another claimer is taking are skipped, never waited for. Every step
 -- passes over tasks not ready by now (a retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
+WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s AND {unfull}
 ORDER BY priority, seq DESC
 LIMIT %(limit)s
 {skip_locked};
@@ -369,7 +375,7 @@ LIMIT %(limit)s
 -- The own queue step with order = longest_first: within a priority, longest expected first (tasks
 -- without an estimate last), then by place. tasks_queue gives the priorities in order.
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s
+WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s AND {unfull}
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT %(limit)s
 {skip_locked};
@@ -399,7 +405,7 @@ SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
     WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
-      AND ready_at <= %(now)s AND {unheld}
+      AND ready_at <= %(now)s AND {unheld} AND {unfull}
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
     {skip_locked}
@@ -413,7 +419,7 @@ SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
     WHERE state = 'pending' AND agent_id IS NULL AND skillset = s.id
-      AND domain = %(domain)s AND ready_at <= %(now)s
+      AND domain = %(domain)s AND ready_at <= %(now)s AND {unfull}
     ORDER BY pool_key DESC, id
     LIMIT %(limit)s
     {skip_locked}
@@ -428,7 +434,7 @@ SELECT c.* FROM unnest(%(skillsets)s::int[]) AS s (id)
 CROSS JOIN LATERAL (
     SELECT {candidate}, pool_key FROM tasks
     WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
-      AND skillset = s.id AND ready_at <= %(now)s AND {unheld}
+      AND skillset = s.id AND ready_at <= %(now)s AND {unheld} AND {unfull}
     ORDER BY priority, expected_duration DESC, pool_key DESC, id
     LIMIT %(limit)s
     {skip_locked}
@@ -477,11 +483,11 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at, ready_at, retry_delay)
+                   pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name)
 VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s, %(state)s,
         %(agent)s, %(pinned)s, %(parent)s, %(key)s, %(max_attempts)s, %(lease_ttl)s,
         %(expected_duration)s, %(waiting_on)s, %(pool_key)s, %(seq)s, %(created_at)s,
-        %(created_at)s, %(ready_at)s, %(retry_delay)s)
+        %(created_at)s, %(ready_at)s, %(retry_delay)s, %(group)s)
 RETURNING id;
 
 -- name: add_deps
@@ -636,6 +642,33 @@ WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
 UPDATE tasks SET pool_key = k.pool_key
 FROM unnest(%(id)s::bigint[], %(pool_key)s::float8[]) AS k (id, pool_key)
 WHERE tasks.id = k.id;
+
+
+-- ============================================================ concurrency groups
+
+-- name: lock_groups
+-- A claim that met a task of some group locks every group's row, in name order (so no two
+-- claims wait on each other in a circle), until it commits: claims that meet grouped work
+-- take turns, and the count it reads next, a statement of its own, sees every claim
+-- committed before it. A limit changed meanwhile waits for the claim too.
+SELECT name FROM groups ORDER BY name {for_update};
+
+-- name: group_limits
+-- Every group with a limit (a group without a row has none), by name.
+SELECT name, max_held FROM groups ORDER BY name;
+
+-- name: held_by_group
+-- How many tasks of each group are held (claimed) now: one range of tasks_group_held.
+SELECT group_name, count(*) FROM tasks
+WHERE state = 'claimed' AND group_name IS NOT NULL
+GROUP BY group_name;
+
+-- name: set_group_limit
+INSERT INTO groups (name, max_held) VALUES (%(name)s, %(max)s)
+ON CONFLICT (name) DO UPDATE SET max_held = excluded.max_held;
+
+-- name: clear_group_limit
+DELETE FROM groups WHERE name = %(name)s RETURNING name;
 
 
 -- ============================================================ wake-ups and locks

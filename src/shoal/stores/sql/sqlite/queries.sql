@@ -13,7 +13,7 @@
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay
+retry_delay, group_name
 
 -- fragment: listed_task
 -- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
@@ -24,12 +24,12 @@ retry_delay
 id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, typeof(payload) <> 'null', typeof(result) <> 'null'
+retry_delay, group_name, typeof(payload) <> 'null', typeof(result) <> 'null'
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
 id, title, priority, domain, agent_id, pinned, created_at, lease_ttl, attempts, skillset,
-expected_duration, ready_at
+expected_duration, ready_at, group_name
 
 -- fragment: unheld
 -- policy.Locality as a condition: leave out a task of a domain the claimer does not have
@@ -44,6 +44,11 @@ NOT (domain IS NOT NULL
               AND EXISTS (SELECT 1 FROM json_each(:reserved_skillsets) AS r
                           WHERE r.value = skillset
                             AND :reserved_domains ->> r.key = domain))))
+
+-- fragment: unfull
+-- Concurrency groups: leave out a task of a group that already holds as many tasks as its
+-- limit (:full_groups, a JSON list; empty for most claims). A task of no group never is.
+(group_name IS NULL OR group_name NOT IN (SELECT value FROM json_each(:full_groups)))
 
 -- fragment: agent
 -- The columns of an agent, in the order SqlTx reads them.
@@ -61,7 +66,7 @@ state = 'pending' AND agent_id = :victim AND ready_at <= :now
   AND (domain IS NULL
        OR domain IN (SELECT value FROM json_each(:domains))
        OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
-  AND {unheld}
+  AND {unheld} AND {unfull}
 
 
 -- ============================================================ opening a fleet
@@ -322,7 +327,7 @@ GROUP BY domain;
 -- (tasks_queue index, read forwards). Every step passes over tasks not ready by :now (a
 -- retry backoff or a not_before still running).
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now
+WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now AND {unfull}
 ORDER BY priority, seq DESC
 LIMIT :limit;
 
@@ -331,7 +336,7 @@ LIMIT :limit;
 -- without an estimate last), then by place. tasks_queue gives the priorities in order; each
 -- priority's tasks are sorted as they are read.
 SELECT {candidate} FROM tasks
-WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now
+WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now AND {unfull}
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT :limit;
 
@@ -351,7 +356,7 @@ INSERT INTO skillsets (skills) VALUES (:skills) RETURNING id;
 -- Tasks the locality rules hold back are passed over.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND ready_at <= :now
-  AND {unheld}
+  AND {unheld} AND {unfull}
 ORDER BY pool_key DESC, id
 LIMIT :limit;
 
@@ -360,7 +365,7 @@ LIMIT :limit;
 -- (tasks_pool_domain index). Its own domain's work is never held back.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND skillset = :skillset AND domain = :domain
-  AND ready_at <= :now
+  AND ready_at <= :now AND {unfull}
 ORDER BY pool_key DESC, id
 LIMIT :limit;
 
@@ -369,7 +374,7 @@ LIMIT :limit;
 -- then longest, then static key (tasks_pool_longest index); the locality rules as above.
 SELECT {candidate}, pool_key FROM tasks
 WHERE state = 'pending' AND agent_id IS NULL AND expected_duration IS NOT NULL
-  AND skillset = :skillset AND ready_at <= :now AND {unheld}
+  AND skillset = :skillset AND ready_at <= :now AND {unheld} AND {unfull}
 ORDER BY priority, expected_duration DESC, pool_key DESC, id
 LIMIT :limit;
 
@@ -412,10 +417,10 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at, ready_at, retry_delay)
+                   pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay)
+        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay, :group)
 RETURNING id;
 
 -- name: add_deps
@@ -560,6 +565,30 @@ WHERE state IN ('blocked', 'pending', 'claimed') ORDER BY id;
 -- name: set_pool_keys
 -- Run over many rows at once: once per row (executemany).
 UPDATE tasks SET pool_key = :pool_key WHERE id = :id;
+
+
+-- ============================================================ concurrency groups
+
+-- name: lock_groups
+-- Never run: one writer at a time, so the counts below stay true until the commit.
+SELECT 1;
+
+-- name: group_limits
+-- Every group with a limit (a group without a row has none), by name.
+SELECT name, max_held FROM groups ORDER BY name;
+
+-- name: held_by_group
+-- How many tasks of each group are held (claimed) now: one range of tasks_group_held.
+SELECT group_name, count(*) FROM tasks
+WHERE state = 'claimed' AND group_name IS NOT NULL
+GROUP BY group_name;
+
+-- name: set_group_limit
+INSERT INTO groups (name, max_held) VALUES (:name, :max)
+ON CONFLICT (name) DO UPDATE SET max_held = excluded.max_held;
+
+-- name: clear_group_limit
+DELETE FROM groups WHERE name = :name RETURNING name;
 
 
 -- ============================================================ wake-ups
