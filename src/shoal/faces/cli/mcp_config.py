@@ -38,7 +38,7 @@ import click
 
 from shoal import local_secrets
 from shoal.errors import BadInput, StoreNotFound
-from shoal.extras import install_hint
+from shoal.extras import install_hint, missing_extra
 from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
 from shoal.faces.exposure import TOKEN_ENV, check_port, is_loopback, read_token
 from shoal.fleet import Fleet
@@ -98,8 +98,7 @@ def _check_extra() -> None:
         present = False
     if not present:
         raise BadInput(
-            "`shoal mcp` needs the mcp extra (the MCP SDK), which is not installed here, "
-            "so a client could not start the server this config names",
+            missing_extra("mcp", "`shoal mcp` (the server this config names)"),
             hint=install_hint("mcp"),
         )
 

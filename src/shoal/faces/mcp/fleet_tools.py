@@ -23,6 +23,7 @@ from shoal.faces.mcp.errors import describe
 from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
+    PostResult,
     SettingsResult,
     StateResult,
     TaskBrief,
@@ -82,7 +83,7 @@ def add_fleet_tools(box: Toolbox) -> None:
             str | None, Field(description="Not claimable before (ISO 8601, 2026-12-01T09:00Z).")
         ] = None,
         retry_delay: DurationArg = None,
-    ) -> TaskResult:
+    ) -> PostResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
         task, created = posting.post(
@@ -106,7 +107,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         )
         at = now()
         message = posting.post_message(task, created, key, at)
-        return TaskResult.of(task, at, message, created)
+        return PostResult.posted(task, at, message, created)
 
     @box.tool(read_only=True)
     def list_tasks(
