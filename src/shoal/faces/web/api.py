@@ -306,8 +306,9 @@ def events(
 ) -> dict[str, Any]:
     """Events with id above ``since``, oldest first (with ``newest``: the last ``limit`` of
     them, a tail); ``cursor`` is the ``since`` of the next call (the last id seen, or
-    ``since`` again when there was nothing new). ``more``: whether the log holds more past
-    this page already (then the ``Link`` header's ``rel="next"`` is the next page too)."""
+    ``since`` again when there was nothing new). When the log holds more past this page
+    already, the ``Link`` header's ``rel="next"`` is the next page (the body keeps its
+    shape)."""
     found = fleet.events(since, task=task, agent=agent, limit=limit + 1, newest=newest)
     more = len(found) > limit
     if more:
@@ -315,7 +316,7 @@ def events(
     if more and not newest:
         _next_page(request, response, since=found[-1].id)
     cursor = found[-1].id if found else since
-    return {"events": [e.to_dict() for e in found], "cursor": cursor, "more": more and not newest}
+    return {"events": [e.to_dict() for e in found], "cursor": cursor}
 
 
 @router.get("/settings", responses=_REFUSALS, summary="The fleet's settings")
