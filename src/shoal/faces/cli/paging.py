@@ -15,7 +15,7 @@ and the HTTP API already give that cursor in each list's own order:
 
 How many more: counted by reading at most ``AHEAD`` rows past the page, and only when the
 page came back full -- one bounded listing (no payloads) where there may be more, none
-where there cannot be; beyond ``AHEAD`` the line says "more than".
+where there cannot be; from ``AHEAD`` on the line says "at least".
 """
 
 from __future__ import annotations
