@@ -16,7 +16,30 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["install_hint"]
+__all__ = ["install_hint", "missing_extra"]
+
+
+#: What each extra brings, in a user's words (the missing module's name would mislead:
+#: ``anyio`` is no package anyone chose to install).
+_BRINGS = {
+    "web": "the dashboard, the HTTP API and /metrics",
+    "mcp": "the MCP SDK",
+    "remote": "the HTTP client that joins a hub",
+    "postgres": "the PostgreSQL driver",
+    "sim": "matplotlib, for charts",
+}
+
+
+def missing_extra(extra: str, needed_by: str) -> str:
+    """The refusal's words when ``needed_by`` (```shoal serve```) cannot import what
+    ``extra`` installs: they name the extra, not the module that happened to be imported
+    first; ``install_hint(extra)`` is the hint to go with them."""
+    brings = _BRINGS.get(extra)
+    return (
+        f"{needed_by} needs shoal's {extra} extra"
+        + (f" ({brings})" if brings else "")
+        + ", which is not installed here"
+    )
 
 
 def install_hint(extra: str, *, prefix: str | None = None) -> str:

@@ -226,17 +226,20 @@ def agents_table(agents: Sequence[Agent], now: float) -> Table:
 
 def status_view(status: FleetStatus) -> Group:
     now = status.at
-    counts = "  ".join(
-        f"[{STATE_STYLE.get(k, '')}]{k}[/] {v}" for k, v in status.counts.items() if v
-    )
     pending = status.counts.get("pending", 0)
-    queued = f" ({status.pool} in the pool, {pending - status.pool} queued)" if pending else ""
+    # Where the pending tasks are, said right after their count (not after the last state).
+    where = f" ({status.pool} in the pool, {pending - status.pool} queued)"
+    counts = "  ".join(
+        f"[{STATE_STYLE.get(k, '')}]{k}[/] {v}{where if k == 'pending' else ''}"
+        for k, v in status.counts.items()
+        if v
+    )
     waiting = ""
     if status.waiting and status.next_ready is not None:
         waiting = f"; {status.waiting} waiting, the first ready {ago(status.next_ready, now)}"
     header = Text.from_markup(
         f"[bold]Agents[/] {status.live}/{status.max_agents} live   "
-        f"[bold]Tasks[/] {counts or 'none yet'}{queued}{waiting}"
+        f"[bold]Tasks[/] {counts or 'none yet'}{waiting}"
     )
     table = Table(box=box.SIMPLE_HEAVY)
     for column in ("agent", "status", "load", "queued", "current tasks", "seen"):

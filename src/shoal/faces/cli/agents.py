@@ -7,8 +7,10 @@ from __future__ import annotations
 import click
 
 from shoal.faces import render
+from shoal.faces.cli import paging
 from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
 from shoal.times import iso_time
+from shoal.validation import check_agent_id
 from shoal.vocabulary import REPORTED_STATUSES, names
 
 __all__ = ["add_agent_commands"]
@@ -49,16 +51,38 @@ def register(
 
 
 @click.command()
+@paging.limit_option(100, "-n")
+@paging.all_option
+@click.option("--after", metavar="ID", help="Only agents after agent ID (the next page).")
+@paging.no_header_option
 @json_option
 @pass_app
-def agents(app: App) -> None:
-    """Every agent the fleet knows.
+def agents(app: App, limit: int | None, show_all: bool, after: str | None, no_header: bool) -> None:
+    """The agents the fleet knows, by id, 100 at a time (--limit N, --all); --after ID goes
+    on from the last one shown, and a line on stderr says when there are more.
 
-    e.g. `shoal agents`, `shoal agents --json`.
+    e.g. `shoal agents`, `shoal agents --json --all`.
     """
-    found = app.fleet(read_only=True).agents()
+    if after is not None:
+        check_agent_id(after)
+    # Sorted here, by code point: the cursor's order must not hang on a database collation.
+    found = sorted(app.fleet(read_only=True).agents(), key=lambda a: a.id)
+    size = paging.page_size(limit, show_all, 100)
+    shown, more = paging.page_of(
+        lambda n, last: [a for a in found if last is None or a.id > last][:n],
+        size,
+        after,
+        lambda a: a.id,
+    )
+    note = None
+    if more:
+        command = ["shoal", "agents", *(["--json"] if app.json else [])]
+        command += [*(["--limit", str(limit)] if limit else []), "--after", shown[-1].id]
+        note = paging.more_line(command, more, "agents", "not shown", f"shows the next {size}")
     none = "no agents yet: `shoal register AGENT --skill ...`"
-    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
+    table = render.agents_table(shown, app.now())
+    data = [a.to_dict() for a in shown]
+    paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
 
 
 @click.group(short_help="Act on an agent: pause or resume it, set its status.")

@@ -353,9 +353,9 @@ def _stale_leases(claimed: list[Task], now: float) -> Check:
     return Check(
         "stale_leases",
         False,
-        f"{_count(stale, 'claimed task')} past its lease ({_ids(stale)}), held by "
-        f"{_names(sorted({t.agent or '?' for t in stale}))}: not running; the next claim "
-        "takes them back",
+        f"{_count(stale, 'claimed task')} past {'its lease' if len(stale) == 1 else 'their leases'}"
+        f" ({_ids(stale)}), held by {_names(sorted({t.agent or '?' for t in stale}))}: not "
+        f"running; the next claim takes {'it' if len(stale) == 1 else 'them'} back",
         "`shoal reap` takes them back now; check why those agents stopped heartbeating",
     )
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import click
 
+from shoal.errors import BadInput
 from shoal.faces import output, render
+from shoal.faces.cli import paging
 from shoal.faces.cli.app import App, agent_option, json_option, pass_app
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
@@ -85,24 +87,71 @@ def reap(app: App) -> None:
 
 
 @click.command(short_help="The event log (one event per state change).")
-@click.option("--since", default=0, show_default=True, help="Only events after this id.")
+@paging.id_option("--since", "Only events after this id (with --limit: the next page).")
 @click.option("--task", type=int, help="Only events of this task.")
 @agent_option("Only events of this agent.", from_env=False)
-@click.option("--tail", "-n", "limit", default=100, show_default=True, help="The newest N events.")
+@click.option("--tail", "-n", type=click.IntRange(min=1), help="The newest N events (default 100).")
+@paging.limit_option(100)
+@paging.all_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events (Ctrl-C stops).")
+@paging.no_header_option
 @json_option
 @pass_app
 def events(
-    app: App, since: int, task: int | None, agent: str | None, limit: int, follow: bool
+    app: App,
+    since: int | None,
+    task: int | None,
+    agent: str | None,
+    tail: int | None,
+    limit: int | None,
+    show_all: bool,
+    follow: bool,
+    no_header: bool,
 ) -> None:
     """The event log: the newest --tail events, newest last (every state change is one
-    event). e.g. `shoal events -n 20 --follow`, `shoal events --task 12`."""
+    event); --limit N reads it forward a page at a time (--since the last id shown), --all
+    all of it. A line on stderr says when events were left out. e.g. `shoal events -n 20
+    --follow`, `shoal events --task 12`, `shoal events --since 0 --limit 500 --json`."""
+    if tail is not None and limit is not None:
+        raise BadInput(
+            "--tail reads the log's end and --limit its start (or from --since)",
+            hint="give one of them",
+        )
     fleet = app.fleet(read_only=True)
-    found = fleet.events(since, task=task, agent=agent, limit=limit, newest=True)
+    start = since or 0
+    size = paging.page_size(limit, show_all, 100, "--tail" if tail is not None else "")
+    command = ["shoal", "events", *(["--task", str(task)] if task is not None else [])]
+    command += [*(["--agent", agent] if agent else []), *(["--json"] if app.json else [])]
+    note = None
+    if limit is not None or show_all:  # forward, from --since
+        found, more = paging.page_of(
+            lambda n, after: fleet.events(after or 0, task=task, agent=agent, limit=n),
+            size,
+            start,
+            lambda e: e.id,
+        )
+        if more and found:
+            command += ["--since", str(found[-1].id), "--limit", str(size)]
+            note = paging.more_line(
+                command, more, "events", "after these", f"shows the next {size}"
+            )
+    else:  # the log's end
+        newest = tail or 100
+        found = fleet.events(start, task=task, agent=agent, limit=newest, newest=True)
+        if len(found) == newest:
+            earlier = fleet.events(start, task=task, agent=agent, limit=paging.AHEAD)
+            more = sum(1 for e in earlier if e.id < found[0].id)
+            if more:
+                command += [*(["--since", str(since)] if since else []), "--limit", str(newest)]
+                note = paging.more_line(
+                    command, more, "events", "before these", f"shows the first {newest}"
+                )
     if not follow:
         table = render.events_table(found, app.now())
-        app.emit([e.to_dict() for e in found], table, empty="no events")
+        data = [e.to_dict() for e in found]
+        paging.emit_rows(app, data, table, empty="no events", no_header=no_header, note=note)
         return
+    since = start
     try:
         while True:
             for event in found:

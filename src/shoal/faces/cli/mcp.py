@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 
 from shoal.errors import BadInput
-from shoal.extras import install_hint
+from shoal.extras import install_hint, missing_extra
 from shoal.faces.cli.app import App, agent_option, pass_app
 from shoal.faces.cli.mcp_config import mcp_config_command
 from shoal.fleet import Fleet
@@ -101,10 +101,7 @@ def run_mcp(
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] == "shoal":
             raise
-        raise BadInput(
-            f"`shoal mcp` needs the MCP SDK, which is not installed here ({exc.name})",
-            hint=install_hint("mcp"),
-        ) from None
+        raise BadInput(missing_extra("mcp", "`shoal mcp`"), hint=install_hint("mcp")) from None
     http = None
     if transport == "http":
         exposure = plan_exposure(host, port, token_file=token_file, allow_hosts=allow_hosts)

@@ -16,6 +16,11 @@ A client's MCP configuration is a file projects often commit (``.mcp.json``,
 
 What was left out, and where the client should find it, is said on stderr; stdout holds
 only the JSON.
+
+The config must work when pasted: the command is the absolute path of the shoal that wrote
+it (a client started without the user's PATH fails on a bare ``shoal``), and where the
+``mcp`` extra is missing no config is written at all (exit 2, with the install line): the
+server it named would exit at once.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import click
 
 from shoal import local_secrets
 from shoal.errors import BadInput, StoreNotFound
+from shoal.extras import install_hint, missing_extra
 from shoal.faces.cli.app import App, agent_option, json_flag, pass_app
 from shoal.faces.exposure import TOKEN_ENV, check_port, is_loopback, read_token
 from shoal.fleet import Fleet
@@ -63,13 +69,38 @@ _BEARER_FROM_ENV = {"claude": f"Bearer ${{{TOKEN_ENV}}}", "cursor": f"Bearer ${{
 _VSCODE_INPUT = "shoal-mcp-token"
 
 
-def _server_command() -> str:
-    """How the client should start shoal: ``shoal`` when it is on the PATH, else the
-    script next to this Python (a venv's ``bin/shoal``)."""
-    if shutil.which("shoal"):
-        return "shoal"
+def _server_command() -> list[str]:
+    """How the client should start this very shoal, by absolute path: a client is often
+    started without the user's PATH (``spawn shoal ENOENT``), and another ``shoal`` on it
+    may be another version. The script that is running (``sys.argv[0]``), else the one
+    beside this Python (a venv's ``bin/shoal``), else the one on the PATH, else this Python
+    running the CLI's module; never a bare name."""
+    ran = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if ran is not None and ran.stem == "shoal" and ran.is_file():
+        return [os.path.abspath(ran)]  # not resolved: a pipx link outlives a reinstall
     beside = Path(sys.executable).with_name("shoal")
-    return str(beside) if beside.exists() else "shoal"
+    if beside.is_file():
+        return [os.path.abspath(beside)]
+    found = shutil.which("shoal")
+    if found:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "shoal.faces.cli"]
+
+
+def _check_extra() -> None:
+    """Refuse to write a config for a server that would exit at once: ``shoal mcp`` needs
+    the ``mcp`` extra (looked up, not imported: the SDK takes a while to load)."""
+    from importlib.util import find_spec
+
+    try:
+        present = find_spec("mcp") is not None
+    except (ImportError, ValueError):
+        present = False
+    if not present:
+        raise BadInput(
+            missing_extra("mcp", "`shoal mcp` (the server this config names)"),
+            hint=install_hint("mcp"),
+        )
 
 
 def _check_client(client: str) -> None:
@@ -121,7 +152,8 @@ def mcp_config(
             args += ["--skill", skill]
         for domain in domains:
             args += ["--domain", domain]
-    server: dict[str, Any] = {"command": _server_command(), "args": args}
+    command, *before = _server_command()
+    server: dict[str, Any] = {"command": command, "args": [*before, *args]}
     if store_url:
         kept = store_url if include_secrets else without_secrets(store_url)
         server["env"] = {"SHOAL_STORE": kept}
@@ -276,6 +308,7 @@ def mcp_config_command(
       shoal mcp config --client cursor --agent cursor-1 --skill python
       shoal mcp config --client vscode --transport http --port 8765 > .vscode/mcp.json
     """
+    _check_extra()
     if (skills or domains) and not agent:
         raise BadInput(
             "--skill and --domain describe the server's own agent",

@@ -24,7 +24,7 @@ from rich.table import Table
 from shoal import local_secrets
 from shoal.access import Credential
 from shoal.errors import BadInput
-from shoal.extras import install_hint
+from shoal.extras import install_hint, missing_extra
 from shoal.faces import output
 from shoal.faces.cli.app import App, json_option, pass_app
 from shoal.faces.exposure import allowed_hosts, bind, check_port, is_loopback
@@ -74,10 +74,7 @@ def run_serve(
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] == "shoal":
             raise
-        raise BadInput(
-            f"`shoal serve` needs the web extra, which is not installed here ({exc.name})",
-            hint=install_hint("web"),
-        ) from None
+        raise BadInput(missing_extra("web", "`shoal serve`"), hint=install_hint("web")) from None
     tokens = fleet.tokens()
     if not tokens and not is_loopback(host):
         raise BadInput(

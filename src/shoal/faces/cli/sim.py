@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from shoal.errors import BadInput
@@ -66,8 +65,11 @@ def _spread(low: float | None, high: float | None) -> str:
     return f"{_minutes(low)}/{_minutes(high)}"
 
 
-def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
-    """The comparison as a rich table: one row per workload and policy (means over seeds)."""
+def comparison_table(
+    rows: Sequence[dict[str, Any]], title: str | None = None, *, grouped: bool = True
+) -> Table:
+    """The comparison as a rich table: one row per workload and policy (means over seeds).
+    ``grouped``: a workload's name on its first row only (for eyes, not for ``cut``)."""
     table = Table(
         title=title,
         box=box.SIMPLE_HEAD,
@@ -103,7 +105,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str | None = None) -
         own = row["own_domain"]
         beat = row.get("beat_reference")
         table.add_row(
-            row["workload"] if row["workload"] != last else "",
+            row["workload"] if row["workload"] != last or not grouped else "",
             row["policy"],
             f"{row['makespan'] / 3600:.2f}",
             f"{row['ratio']:.3f}",
@@ -188,12 +190,13 @@ def sim_command(
         data = {"runs": [m.to_dict() for m in runs], "summary": rows, "png": chart}
         click.echo(json.dumps(data, indent=2))
         return
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=132)
-    console.print(comparison_table(rows, title=f"seeds: {', '.join(map(str, seed_list))}"))
+    # On a terminal a table; piped, TSV like every other command's (each row names its
+    # workload, and the chart's path goes to stderr, so stdout holds only rows).
+    on_screen = app.output_format() == "table"
+    title = f"seeds: {', '.join(map(str, seed_list))}"
+    app.emit(None, comparison_table(rows, title=title, grouped=on_screen))
     if chart:
-        console.print(f"Gantt chart: {chart}")
+        click.echo(f"Gantt chart: {chart}", err=not on_screen)
 
 
 def add_sim_commands(group: click.Group) -> None:

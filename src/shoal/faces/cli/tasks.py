@@ -18,6 +18,7 @@ import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
 from shoal.faces import output, posting, render
+from shoal.faces.cli import paging
 from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app
 from shoal.faces.cli.imports import add_from_file
 from shoal.model import Task, TaskState
@@ -189,17 +190,44 @@ def show(app: App, task_id: int) -> None:
 @click.command("list")
 @click.option("--state", type=click.Choice(names(TaskState)), help="Only this state.")
 @agent_option("Only tasks of this agent.", from_env=False)
-@click.option("--limit", "-n", default=50, show_default=True, help="Show at most this many.")
+@paging.limit_option(50, "-n")
+@paging.all_option
+@paging.id_option("--before", "Only tasks older than task ID (the next page: the last shown).")
+@paging.no_header_option
 @json_option
 @pass_app
-def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
-    """Tasks, newest first.
+def list_tasks(
+    app: App,
+    state: str | None,
+    agent: str | None,
+    limit: int | None,
+    show_all: bool,
+    before: int | None,
+    no_header: bool,
+) -> None:
+    """Tasks, newest first, 50 at a time (--limit N, --all); --before ID goes on from the
+    last one shown, and a line on stderr says when there are more.
 
-    e.g. `shoal list --state dead`, `shoal list --agent ada`.
+    e.g. `shoal list --state dead`, `shoal list --agent ada`, `shoal list --before 120`.
     """
-    tasks = app.fleet(read_only=True).tasks(state=state, agent=agent, limit=limit)
+    fleet = app.fleet(read_only=True)
+    size = paging.page_size(limit, show_all, 50)
+    tasks, more = paging.page_of(
+        lambda n, below: fleet.tasks(state=state, agent=agent, limit=n, before=below),
+        size,
+        before,
+        lambda t: t.id,
+    )
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
+    note = None
+    if more:
+        command = ["shoal", "list", *(["--state", state] if state else [])]
+        command += [*(["--agent", agent] if agent else []), *(["--json"] if app.json else [])]
+        command += [*(["--limit", str(limit)] if limit else []), "--before", str(tasks[-1].id)]
+        note = paging.more_line(command, more, "tasks", "not shown", f"shows the next {size}")
+    table = render.tasks_table(tasks, app.now())
+    data = [t.to_dict() for t in tasks]
+    paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
 
 
 # ---------------------------------------------------------------------- cleaning up

@@ -24,6 +24,7 @@ from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
     GroupResult,
+    PostResult,
     SettingsResult,
     StateResult,
     TaskBrief,
@@ -86,7 +87,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         group: Annotated[
             str | None, Field(description="Its concurrency group (e.g. deploy).")
         ] = None,
-    ) -> TaskResult:
+    ) -> PostResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
         task, created = posting.post(
@@ -111,7 +112,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         )
         at = now()
         message = posting.post_message(task, created, key, at)
-        return TaskResult.of(task, at, message, created)
+        return PostResult.posted(task, at, message, created)
 
     @box.tool(read_only=True)
     def list_tasks(

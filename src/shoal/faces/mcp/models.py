@@ -34,6 +34,7 @@ __all__ = [
     "GroupResult",
     "HeartbeatResult",
     "LeaseInfo",
+    "PostResult",
     "RegistrationResult",
     "SettingsResult",
     "StateResult",
@@ -240,22 +241,28 @@ class CompletionResult(BaseModel):
 
 
 class TaskResult(BaseModel):
-    """A task after a change (failed, released, posted, cancelled, retried)."""
+    """A task after a change (failed, released, cancelled, retried, re-prioritized)."""
 
     task: TaskBrief
     ready_at: MaybeTime = Field(default=None, description="when it may be claimed again")
-    created: bool = Field(default=True, description="false: the key named an existing task")
     message: str
 
     @classmethod
-    def of(cls, task: Task, now: float, message: str, created: bool = True) -> TaskResult:
+    def of(cls, task: Task, now: float, message: str) -> TaskResult:
         later = task.ready_at if task.ready_at is not None and task.ready_at > now else None
-        return cls(
-            task=TaskBrief.of(task, now),
-            ready_at=iso(later),
-            created=created,
-            message=message,
-        )
+        return cls(task=TaskBrief.of(task, now), ready_at=iso(later), message=message)
+
+
+class PostResult(TaskResult):
+    """A task posted (add_task). ``created`` is a posting's word only: a cancel or a retry
+    creates nothing, so their results do not carry it."""
+
+    created: bool = Field(default=True, description="false: the key named an existing task")
+
+    @classmethod
+    def posted(cls, task: Task, now: float, message: str, created: bool) -> PostResult:
+        done = TaskResult.of(task, now, message)
+        return cls(task=done.task, ready_at=done.ready_at, message=message, created=created)
 
 
 class AgentInfo(BaseModel):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -33,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, Tool, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from shoal.errors import BadInput, ShoalError
 from shoal.faces.mcp.errors import ForeignAgent, Internal, NotAManager, UnknownTool, describe
@@ -318,8 +319,8 @@ class Toolbox:
                 session = session_of(ctx, desk) if isinstance(ctx, Context) else None
                 with desk.calling(session) if session else contextlib.nullcontext():
                     if is_async:
-                        return await fn(**kwargs)
-                    return await anyio.to_thread.run_sync(lambda: fn(**kwargs))
+                        return compact(await fn(**kwargs))
+                    return compact(await anyio.to_thread.run_sync(lambda: fn(**kwargs)))
             except (ToolError, MCPError):
                 raise
             except ShoalError as exc:
@@ -337,6 +338,20 @@ class Toolbox:
             "return": signature.return_annotation,
         }
         return run
+
+
+def compact(result: Any) -> Any:
+    """A model result as the client gets it: ``structuredContent``, and the same JSON on
+    one line as its text (the SDK would indent it: the same data twice over in a model's
+    context window, the second copy half whitespace). Anything else (a result the tool
+    made itself, a plain value) is left to the SDK."""
+    if not isinstance(result, BaseModel) or isinstance(
+        result, CallToolResult | InputRequiredResult
+    ):
+        return result
+    data = result.model_dump(mode="json", by_alias=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 # ---------------------------------------------------------------------- argument types

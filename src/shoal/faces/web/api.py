@@ -35,7 +35,7 @@ from shoal.faces.web.guard import Principal, need
 from shoal.fleet import Fleet
 from shoal.model import Claim, Lease
 from shoal.times import iso_time
-from shoal.validation import AGENT_ID, check_wait
+from shoal.validation import AGENT_ID, check_agent_id, check_wait
 from shoal.vocabulary import ClaimReason
 
 __all__ = ["router"]
@@ -207,8 +207,16 @@ def status(fleet: FleetDep, _: Viewer) -> dict[str, Any]:
     return fleet.status().to_dict()
 
 
+def _next_page(request: Request, response: Response, **cursor: int | str) -> None:
+    """Say where the next page is (RFC 8288 ``Link: <...>; rel="next"``): this request's
+    URL with the cursor of its last row. A list without one is whole."""
+    response.headers["Link"] = f'<{request.url.include_query_params(**cursor)}>; rel="next"'
+
+
 @router.get("/tasks", responses=_REFUSALS, summary="Tasks, newest first (shoal list)")
 def tasks(
+    request: Request,
+    response: Response,
     fleet: FleetDep,
     _: Viewer,
     state: State | None = None,
@@ -217,10 +225,16 @@ def tasks(
     before: Annotated[int | None, Query(ge=1)] = None,
     key: str | None = None,
 ) -> list[dict[str, Any]]:
-    """With ``key``: the task posted with that idempotency key, if any (a list of one)."""
+    """A page of ``limit`` tasks older than task ``before``; when there are more, the
+    ``Link`` header's ``rel="next"`` is the next page (``before`` = the last id here).
+    With ``key``: the task posted with that idempotency key, if any (a list of one)."""
     if key is not None:
         return [t.to_dict() for t in [fleet.by_key(key)] if t is not None]
-    return [t.to_dict() for t in fleet.tasks(state=state, agent=agent, limit=limit, before=before)]
+    found = fleet.tasks(state=state, agent=agent, limit=limit + 1, before=before)
+    if len(found) > limit:
+        found = found[:limit]
+        _next_page(request, response, before=found[-1].id)
+    return [t.to_dict() for t in found]
 
 
 @router.get("/tasks/{task_id}", responses=_REFUSALS, summary="One task and its history")
@@ -244,8 +258,23 @@ def ready(
 
 
 @router.get("/agents", responses=_REFUSALS, summary="Every agent (shoal agents)")
-def agents(fleet: FleetDep, _: Viewer) -> list[dict[str, Any]]:
-    return [a.to_dict() for a in fleet.agents()]
+def agents(
+    request: Request,
+    response: Response,
+    fleet: FleetDep,
+    _: Viewer,
+    limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    after: Annotated[str | None, Query(description="the last agent id of the page before")] = None,
+) -> list[dict[str, Any]]:
+    """The agents by id (code point order), all of them, or ``limit`` after agent
+    ``after``; when there are more, the ``Link`` header's ``rel="next"`` is the next page."""
+    if after is not None:
+        check_agent_id(after)
+    found = [a for a in sorted(fleet.agents(), key=lambda a: a.id) if after is None or a.id > after]
+    if limit is not None and len(found) > limit:
+        found = found[:limit]
+        _next_page(request, response, after=found[-1].id)
+    return [a.to_dict() for a in found]
 
 
 @router.get(
@@ -266,6 +295,8 @@ def agent(agent_id: AgentId, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
 
 @router.get("/events", responses=_REFUSALS, summary="The event log after a cursor")
 def events(
+    request: Request,
+    response: Response,
     fleet: FleetDep,
     _: Viewer,
     since: Annotated[int, Query(ge=0, le=2**62)] = 0,
@@ -276,9 +307,17 @@ def events(
 ) -> dict[str, Any]:
     """Events with id above ``since``, oldest first (with ``newest``: the last ``limit`` of
     them, a tail); ``cursor`` is the ``since`` of the next call (the last id seen, or
-    ``since`` again when there was nothing new)."""
-    found = fleet.events(since, task=task, agent=agent, limit=limit, newest=newest)
-    return {"events": [e.to_dict() for e in found], "cursor": found[-1].id if found else since}
+    ``since`` again when there was nothing new). When the log holds more past this page
+    already, the ``Link`` header's ``rel="next"`` is the next page (the body keeps its
+    shape)."""
+    found = fleet.events(since, task=task, agent=agent, limit=limit + 1, newest=newest)
+    more = len(found) > limit
+    if more:
+        found = found[1:] if newest else found[:limit]
+    if more and not newest:
+        _next_page(request, response, since=found[-1].id)
+    cursor = found[-1].id if found else since
+    return {"events": [e.to_dict() for e in found], "cursor": cursor}
 
 
 @router.get("/settings", responses=_REFUSALS, summary="The fleet's settings")
