@@ -44,10 +44,10 @@ _WALL = re.compile(r'"(wall|elapsed|seconds|wall_seconds|duration_s|expires_in_s
 def normal(text: str, tmp: str) -> str:
     """``text`` with what varies between runs of the same code replaced by placeholders."""
     text = text.replace(tmp, "<TMP>")
+    text = _WALL.sub(r'"\1": <WALL>', text)  # first: a float's digits are no token
     text = _ISO.sub("<TIME>", text)
     text = _EPOCH.sub("<EPOCH>", text)
     text = _TOKEN.sub("<TOKEN>", text)
-    text = _WALL.sub(r'"\1": <WALL>', text)
     return _AGO.sub("<AGO>", text)
 
 
@@ -65,7 +65,7 @@ def run(args: list[str], env: dict[str, str], cwd: str) -> tuple[int, str, str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=1800,
     )
     return done.returncode, done.stdout, done.stderr
 
