@@ -56,7 +56,10 @@ def group_clear(app: App, name: str) -> None:
 @json_option
 @pass_app
 def group_list(app: App) -> None:
-    """The groups with a limit or a task held: the limit and how many are held now."""
+    """The groups with a limit or a task held: the limit and how many are held now.
+
+    e.g. `shoal group list --json`.
+    """
     found = app.fleet(read_only=True).groups()
     app.emit(
         [g.to_dict() for g in found],
