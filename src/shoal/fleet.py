@@ -52,6 +52,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetagents import AgentVerbs
 from shoal._fleetops import OperatorVerbs
+from shoal._fleetschedules import ScheduleVerbs
 from shoal._liveness import SettleFirst, settle_in
 from shoal._posting import Moment, insert_task
 from shoal._transitions import (
@@ -112,7 +113,7 @@ _POST_DEFAULTS: dict[str, Any] = {
 _Result = TypeVar("_Result")
 
 
-class Fleet(AgentVerbs, OperatorVerbs):
+class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
     """A fleet of agents and the tasks they share, on one store.
 
     Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one
@@ -396,6 +397,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         n = check_n(n)
         deadline = monotonic(self.clock) + check_wait(wait)
         while True:
+            self._post_due_lazily()  # recurring tasks that fell due (_fleetschedules)
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:
                 return direct[1]
@@ -470,6 +472,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         check_result(result)
         if then_claim:
             check_n(then_claim)
+            self._post_due_lazily()
         finishing = [Finishing(lease.task_id, lease.token, result)]
         direct = claim_direct(
             self._store, lease.agent, then_claim, self.clock.now(), self._token, finishing
@@ -517,6 +520,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
             check_result(result)
         if then_claim:
             check_n(then_claim)
+            self._post_due_lazily()
         agents = {lease.agent for lease, _ in outcomes if lease.agent}
         if len(agents) > 1:
             raise BadInput("complete_many takes the leases of one agent at a time")
