@@ -51,6 +51,7 @@ WORKER_TOOLS = {
     "read_state",
     "list_tasks",
     "get_task",
+    "list_schedules",
 }
 #: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
 MANAGER_TOOLS = {
@@ -61,6 +62,8 @@ MANAGER_TOOLS = {
     "set_task_priority",
     "pause_agent",
     "resume_agent",
+    "add_schedule",
+    "set_schedule_state",
 }
 
 
