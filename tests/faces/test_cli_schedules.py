@@ -114,3 +114,15 @@ def test_a_title_is_shown_as_written_never_as_markup(shoal: Shoal) -> None:
     listed = shoal("schedule", "list")
     assert "[bold red]alert[/]" in listed.out
     assert shoal("schedule", "list", "--json").data[0]["title"] == "[bold red]alert[/]"
+
+
+def test_the_monitor_posts_what_fell_due_and_says_so(shoal: Shoal, url: str) -> None:
+    """`monitor` (and `supervise`, and `serve`'s reaper: the hub's reap) posts too."""
+    with Fleet.open(url, clock=ManualClock(time.time() - 3600)) as past:
+        sensor = past.schedule("sensor", every="10m")
+        past.cancel(sensor.last_task or 0)
+    result = shoal("monitor", "--once")
+    assert result.code == 0, result
+    assert "recurring tasks fell due: #2 posted" in result.text
+    reaped = shoal("reap", "--json")
+    assert reaped.code == 0 and reaped.data["posted"] == [], reaped  # one pending at most
