@@ -304,6 +304,8 @@ PLAN_PARAMS = {
         ("waiting_tasks", "tasks_waiting"),
         ("pending_demand", "tasks_pool"),
         ("stuck_tasks", "tasks_blocked"),
+        ("next_schedule_at", "schedules_due"),  # the claim's look (recurring tasks)
+        ("due_schedules", "schedules_due"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(
