@@ -18,6 +18,7 @@ nothing for it.
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
@@ -69,6 +70,8 @@ def check_recurrence(
     name = "UTC" if tz is None or (isinstance(tz, str) and tz.upper() == "UTC") else tz
     if not isinstance(name, str):
         raise BadInput(f"tz must be a time zone's name, not {tz!r}")
+    if name != "UTC" and name not in _known_zones():
+        raise BadInput(f"unknown time zone {name[:80]!r}", hint=_ZONE_HINT)
     zone = _zone(name)
     if not isinstance(cron, str):
         raise BadInput(f"cron must be text, not {cron!r}", hint=_CRON_HINT)
@@ -102,6 +105,18 @@ def next_tick(
     return _cron_after(cron, _zone(tz), max(now, last))
 
 
+_ZONE_HINT = 'give an IANA name such as "UTC", "Europe/Paris" or "America/New_York"'
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    """The IANA zones this host (or the tzdata package) knows: a schedule names one of
+    them, never a host's own "localtime" nor a path."""
+    from zoneinfo import available_timezones
+
+    return frozenset(available_timezones()) - {"localtime", "Factory"}
+
+
 def _zone(name: str) -> tzinfo:
     """The time zone ``name`` (IANA: "Europe/Paris", "UTC"), or ``BadInput``."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -110,11 +125,8 @@ def _zone(name: str) -> tzinfo:
         return UTC
     try:
         zone: ZoneInfo = ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise BadInput(
-            f"unknown time zone {name!r}",
-            hint='give an IANA name such as "UTC", "Europe/Paris" or "America/New_York"',
-        ) from None
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
+        raise BadInput(f"unknown time zone {name[:80]!r}", hint=_ZONE_HINT) from None
     return zone
 
 

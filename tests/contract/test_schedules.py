@@ -179,6 +179,9 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"cron": "61 3 * * *"}, "not valid"),
     ({"cron": "0 0 30 2 *"}, "cron"),
     ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, "unknown time zone"),
+    ({"cron": "0 3 * * *", "tz": "localtime"}, "unknown time zone"),  # the host's: not one
+    ({"cron": "0 3 * * *", "tz": "x" * 300}, "unknown time zone"),
+    ({"cron": "0 3 * * *", "tz": "../../etc/passwd"}, "unknown time zone"),
     ({"every": "5m", "cron": "0 3 * * *"}, "not both"),
     ({}, "give one of every and cron"),
     ({"every": "5m", "tz": "UTC"}, "tz goes with cron only"),
