@@ -48,6 +48,7 @@ class ReapReport:
     terminated: tuple[str, ...] = ()  # ephemeral agents idle too long
     stalled: tuple[int, ...] = ()  # tasks running well past their expected duration
     resumed: tuple[str, ...] = ()  # agents whose circuit-breaker pause ran out
+    posted: tuple[int, ...] = ()  # occurrences of schedules that fell due
 
     def __bool__(self) -> bool:
         return any(
@@ -59,6 +60,7 @@ class ReapReport:
                 self.terminated,
                 self.stalled,
                 self.resumed,
+                self.posted,
             )
         )
 
@@ -71,6 +73,7 @@ class ReapReport:
             "terminated": list(self.terminated),
             "stalled": list(self.stalled),
             "resumed": list(self.resumed),
+            "posted": list(self.posted),
         }
 
 

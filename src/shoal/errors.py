@@ -10,6 +10,7 @@
      │    ├── TooLarge              a payload or body past the fleet's cap   (HTTP 413)
      │    ├── UnknownTask
      │    ├── UnknownAgent
+     │    ├── UnknownSchedule
      │    └── DependencyCycle
      ├── Conflict                   the fleet's state forbids it right now   exit 3
      │    ├── LeaseLost             the lease is stale, foreign or expired
@@ -55,6 +56,7 @@ __all__ = [
     "StoreUnavailable",
     "TooLarge",
     "UnknownAgent",
+    "UnknownSchedule",
     "UnknownTask",
     "WriteConflict",
     "exit_code_for",
@@ -122,6 +124,12 @@ class UnknownAgent(BadInput):
     """No live agent has that id."""
 
     code = "unknown_agent"
+
+
+class UnknownSchedule(BadInput):
+    """No schedule has that id."""
+
+    code = "unknown_schedule"
 
 
 class DependencyCycle(BadInput):

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from shoal._reports import Assessment, Move, PruneReport, ReapReport
 from shoal.times import iso_time
-from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, TaskState
+from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, ScheduleState, TaskState
 
 __all__ = [
     "Agent",
@@ -40,6 +40,8 @@ __all__ = [
     "QueueDepth",
     "ReapReport",
     "Registration",
+    "Schedule",
+    "ScheduleState",
     "Task",
     "TaskDetail",
     "TaskState",
@@ -531,4 +533,45 @@ class FleetStatus:
             "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
             "groups": [g.to_dict() for g in self.groups],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Recurring work: a task posted again and again, ``every`` so many seconds or at the
+    times a ``cron`` expression names (read in time zone ``tz``). ``task`` holds the post
+    arguments each occurrence gets (``title`` and the rest). ``next_at`` is the next tick;
+    ``last_task`` the latest occurrence posted -- while it is unfinished, a tick posts
+    nothing (``skipped`` counts those), so work never piles up while nobody works it."""
+
+    id: int
+    task: Mapping[str, Any]
+    every: float | None
+    cron: str | None
+    tz: str | None
+    state: ScheduleState
+    next_at: float
+    created_at: float
+    last_task: int | None = None
+    posted: int = 0
+    skipped: int = 0
+
+    @property
+    def title(self) -> str:
+        return str(self.task.get("title", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "state": self.state.value,
+            "every": self.every,
+            "cron": self.cron,
+            "tz": self.tz,
+            "next_at": iso_time(self.next_at),
+            "last_task": self.last_task,
+            "posted": self.posted,
+            "skipped": self.skipped,
+            "created_at": iso_time(self.created_at),
+            "task": dict(self.task),
         }

@@ -22,6 +22,7 @@ __all__ = [
     "ClaimSource",
     "EventKind",
     "Recommendation",
+    "ScheduleState",
     "TaskState",
     "Workload",
     "names",
@@ -116,6 +117,21 @@ class EventKind(StrEnum):
     ASSESSED = "assessed"
     CONFIGURED = "configured"
     PRUNED = "pruned"  # finished tasks and old events deleted (Fleet.prune)
+    # schedules (recurring tasks; an occurrence's own event is ``posted``, with ``schedule``)
+    SCHEDULE_ADDED = "schedule.added"
+    SCHEDULE_PAUSED = "schedule.paused"
+    SCHEDULE_RESUMED = "schedule.resumed"
+    SCHEDULE_CANCELLED = "schedule.cancelled"
+    SCHEDULE_MISSED = "schedule.missed"  # an occurrence could not be posted (and why)
+
+
+class ScheduleState(StrEnum):
+    """Where a schedule of recurring tasks is: ``active`` posts its occurrences as they fall
+    due; ``paused`` posts none until resumed; ``cancelled`` is final."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
 
 
 class Workload(StrEnum):

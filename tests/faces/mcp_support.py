@@ -51,6 +51,7 @@ WORKER_TOOLS = {
     "read_state",
     "list_tasks",
     "get_task",
+    "list_schedules",
 }
 #: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
 MANAGER_TOOLS = {
@@ -62,6 +63,8 @@ MANAGER_TOOLS = {
     "pause_agent",
     "resume_agent",
     "set_group_limit",
+    "add_schedule",
+    "set_schedule_state",
 }
 
 

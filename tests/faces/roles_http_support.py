@@ -180,11 +180,13 @@ def read_fleet(w: HttpWorld, who: str, face: str) -> Tries:
     t = w.seed
     if face == "api":
         paths = ("/status", "/tasks", f"/tasks/{t}", "/agents", f"/agents/{ADA}", "/events")
+        paths += ("/schedules",)
         return [now(f"GET {p}", lambda p=p: api(w, who, "GET", p)) for p in paths]
     if face == "dashboard":
         paths = ("/", "/tasks", f"/tasks/{t}", "/health")
         return [now(f"page {p}", lambda p=p: page(w, who, p)) for p in paths]
     commands = (["status"], ["list"], ["show", str(t)], ["agents"], ["events"])
+    commands += (["schedule", "list"],)
     return [now(" ".join(c), lambda c=c: cli(w, who, *c)) for c in commands]
 
 
@@ -430,6 +432,30 @@ def hub_jobs(w: HttpWorld, who: str, face: str) -> Tries:
     ]
 
 
+def schedules(w: HttpWorld, who: str, face: str) -> Tries:
+    if face == "dashboard":
+        return []
+
+    def make() -> Callable[[], Outcome]:
+        if face == "api":
+            body = {"title": "recurring", "every": "1h", "skills": NOBODY}
+            return lambda: api(w, who, "POST", "/schedules", body)
+        return lambda: cli(w, who, "add", "recurring", "--every", "1h", "-s", NOBODY[0])
+
+    def on(verb: str) -> Try:
+        def setup() -> Callable[[], Outcome]:
+            made = w.fleet.schedule("recurring", every="1h", skills=NOBODY)
+            if verb == "resume":
+                w.fleet.pause_schedule(made.id)
+            if face == "api":
+                return lambda: api(w, who, "POST", f"/schedules/{made.id}/{verb}")
+            return lambda: cli(w, who, "schedule", verb, str(made.id))
+
+        return Try(f"{verb} a schedule", setup)
+
+    return [Try("make a schedule", make), on("pause"), on("resume"), on("cancel")]
+
+
 def owners_only(w: HttpWorld, who: str, face: str) -> Tries:
     if face != "cli":
         return []  # no route: the CLI through a hub says not_over_http (test_remote.py)
@@ -453,6 +479,7 @@ POWERS: dict[str, Callable[[HttpWorld, str, str], Tries]] = {
     "Set or lift a group's limit": set_groups,
     "Assess the workload": assess,
     "Make an agent a manager": make_manager,
+    "Make, pause, resume or cancel a schedule": schedules,
     "Rebalance queues, reap lapsed leases": hub_jobs,
     "Make or revoke access tokens, prune history, import tasks": owners_only,
 }

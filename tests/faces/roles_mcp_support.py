@@ -161,6 +161,7 @@ def read_fleet(w: McpWorld, key: Key) -> Tries:
         call(w, key, "read_state"),
         call(w, key, "list_tasks"),
         call(w, key, "get_task", task_id=w.seed),
+        call(w, key, "list_schedules"),
     ]
 
 
@@ -298,6 +299,24 @@ def make_manager(w: McpWorld, key: Key) -> Tries:
     return [call(w, key, "register_agent", agent=AGENTS[key], manager=True)]
 
 
+def schedules(w: McpWorld, key: Key) -> Tries:
+    def on(state: str) -> Try:
+        def setup() -> AsyncAct:
+            made = w.fleet.schedule("recurring", every="1h", skills=NOBODY)
+            if state == "active":
+                w.fleet.pause_schedule(made.id)
+            return lambda: tool(w, key, "set_schedule_state", schedule_id=made.id, state=state)
+
+        return Try(f"set_schedule_state {state}", setup)
+
+    return [
+        call(w, key, "add_schedule", title="recurring", every="1h", skills=NOBODY),
+        on("paused"),
+        on("active"),
+        on("cancelled"),
+    ]
+
+
 def nothing(w: McpWorld, key: Key) -> Tries:
     return []  # no such tool on any server
 
@@ -319,6 +338,7 @@ POWERS: dict[str, Callable[[McpWorld, Key], Tries]] = {
     "Set or lift a group's limit": set_groups,
     "Assess the workload": assess,
     "Make an agent a manager": make_manager,
+    "Make, pause, resume or cancel a schedule": schedules,
     "Rebalance queues, reap lapsed leases": nothing,
     "Make or revoke access tokens, prune history, import tasks": nothing,
 }

@@ -62,7 +62,8 @@ def work(url: str) -> dict[str, int]:
         assert fleet.claim("ada").tasks[0].id == running
         (lease,) = fleet.claim("bob").leases
         assert fleet.fail(lease, "broke").state is TaskState.DEAD
-    return {"running": running, "doomed": doomed, "queued": queued}
+        sensor = fleet.schedule("sensor", every="1h", start=fleet.clock.now() + 3600).id
+    return {"running": running, "doomed": doomed, "queued": queued, "sensor": sensor}
 
 
 def managers_calls(work: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
@@ -77,6 +78,8 @@ def managers_calls(work: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
         ("resume_agent", {"agent_id": "ada"}),
         ("assess_workload", {}),
         ("set_group_limit", {"group": "deploy", "max": 1}),
+        ("add_schedule", {"title": "every minute", "every": "1m"}),
+        ("set_schedule_state", {"schedule_id": work["sensor"], "state": "cancelled"}),
     ]
 
 

@@ -306,6 +306,8 @@ PLAN_PARAMS = {
         ("pending_demand", "tasks_pool"),
         ("stuck_tasks", "tasks_blocked"),
         ("held_by_group", "tasks_group_held"),
+        ("next_schedule_at", "schedules_due"),  # the claim's look (recurring tasks)
+        ("due_schedules", "schedules_due"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(

@@ -57,7 +57,7 @@ def test_both_dialects_take_the_same_parameters() -> None:
 def test_every_named_statement_is_run_by_the_shared_store(dialect: str) -> None:
     """Statements are named only in the shared code (the dialects say how to run them, not
     which to run), and no store module writes SQL of its own."""
-    shared_code = ("_sqltxbase.py", "_sqlreads.py", "_sqltx.py", "_sqlstore.py")
+    shared_code = ("_sqltxbase.py", "_sqlreads.py", "_sqltx.py", "_sqlstore.py", "_sqlschedules.py")
     shared = "".join((SRC / name).read_text() for name in shared_code)
     named = set(re.findall(r'"([a-z_]+)"', shared))
     unused = sorted(set(load_queries(dialect)) - named)

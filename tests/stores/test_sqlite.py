@@ -241,6 +241,8 @@ def plan(store: SqliteStore, name: str) -> str:
         ("window_thieves", "events_steals"),
         ("held_by_group", "tasks_group_held"),
         ("events_of_task", "events_by_task"),
+        ("next_schedule_at", "schedules_due"),  # the claim's look (recurring tasks)
+        ("due_schedules", "schedules_due"),
     ],
 )
 def test_claim_path_queries_read_their_partial_index(tmp_path: Path, name: str, index: str) -> None:

@@ -293,6 +293,7 @@ def as_before_version_7(kind: str, url: str) -> None:
         raw.execute("DROP INDEX agents_heard")
         raw.execute("ALTER TABLE agents DROP COLUMN heard")
         raw.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
+        raw.execute("DROP TABLE schedules")  # schema 10
         raw.execute("PRAGMA user_version = 6")
         raw.close()
         return
@@ -303,6 +304,7 @@ def as_before_version_7(kind: str, url: str) -> None:
         conn.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
         conn.execute("DROP FUNCTION direct_claim")
         conn.execute("ALTER FUNCTION direct_claim_steps RENAME TO direct_claim")
+        conn.execute("DROP TABLE schedules")  # schema 10
         conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 

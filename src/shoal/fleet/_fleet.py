@@ -57,6 +57,7 @@ from shoal.fleet._conflicts import rerun_on_conflict
 from shoal.fleet._liveness import SettleFirst, settle_in
 from shoal.fleet._operatorverbs import OperatorVerbs
 from shoal.fleet._posting import Moment, insert_task
+from shoal.fleet._scheduleverbs import ScheduleVerbs
 from shoal.fleet._transitions import (
     after_letting_go,
     count_failure,
@@ -113,7 +114,7 @@ _POST_DEFAULTS: dict[str, Any] = {
 _Result = TypeVar("_Result")
 
 
-class Fleet(AgentVerbs, OperatorVerbs):
+class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
     """A fleet of agents and the tasks they share, on one store.
 
     Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one
@@ -400,6 +401,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         n = check_n(n)
         deadline = monotonic(self.clock) + check_wait(wait)
         while True:
+            self._post_due_lazily()  # recurring tasks that fell due (_scheduleverbs)
             direct = claim_direct(self._store, agent_id, n, self.clock.now(), self._token)
             if direct is not None:
                 return direct[1]
@@ -474,6 +476,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
         check_result(result)
         if then_claim:
             check_n(then_claim)
+            self._post_due_lazily()
         finishing = [Finishing(lease.task_id, lease.token, result)]
         direct = claim_direct(
             self._store, lease.agent, then_claim, self.clock.now(), self._token, finishing
@@ -521,6 +524,7 @@ class Fleet(AgentVerbs, OperatorVerbs):
             check_result(result)
         if then_claim:
             check_n(then_claim)
+            self._post_due_lazily()
         agents = {lease.agent for lease, _ in outcomes if lease.agent}
         if len(agents) > 1:
             raise BadInput("complete_many takes the leases of one agent at a time")

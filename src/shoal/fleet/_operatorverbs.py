@@ -18,6 +18,7 @@ from shoal.fleet._claiming import rebalance_in
 from shoal.fleet._conflicts import rerun_on_conflict
 from shoal.fleet._hub import assess_in, reap_in, status_in
 from shoal.fleet._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
+from shoal.fleet._schedules import post_due_in
 from shoal.fleet._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
 from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task
 from shoal.fleet._verbbase import FleetBase
@@ -168,10 +169,11 @@ class OperatorVerbs(FleetBase):
     def reap(self) -> ReapReport:
         """One monitor pass: expire leases, mark silent agents offline (their queues go back
         to the pool), terminate ephemeral agents idle (or offline) too long, flag stalled
-        tasks."""
+        tasks, post the occurrences of schedules that fell due."""
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
-            return reap_in(tx, now, self.rng)
+            report = reap_in(tx, now, self.rng)
+            return replace(report, posted=tuple(post_due_in(tx, now)))
 
     @rerun_on_conflict
     def assess(self) -> Assessment:

@@ -48,9 +48,11 @@ def insert_task(
     now: float,
     settings: Settings,
     moment: tuple[Moment, int] | None = None,
+    note: dict[str, Any] | None = None,
 ) -> int:
     """Route, block and insert one checked task, with its event; ``moment``: the batch it
-    was posted in and its index there (None: posted alone)."""
+    was posted in and its index there (None: posted alone); ``note``: more for the event
+    (the schedule an occurrence comes from)."""
     dest = draft.agent
     if dest is not None:
         agent = live_agent(tx, dest)
@@ -121,6 +123,7 @@ def insert_task(
         data["not_before"] = iso_time(new.ready_at)
     if draft.after:
         data["after"] = list(draft.after)
+    data.update(note or {})
     tx.append_event(now, EventKind.POSTED, task_id, dest, data)
     return task_id
 

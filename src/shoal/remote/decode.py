@@ -31,12 +31,13 @@ from shoal.model import (
     Move,
     ReapReport,
     Registration,
+    Schedule,
     Task,
     TaskDetail,
 )
 from shoal.settings import Settings
 from shoal.times import parse_moment
-from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, TaskState
+from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, ScheduleState, TaskState
 
 __all__ = [
     "Malformed",
@@ -52,6 +53,7 @@ __all__ = [
     "move",
     "reap_report",
     "registration",
+    "schedule",
     "settings",
     "task",
     "task_detail",
@@ -230,6 +232,23 @@ def reap_report(data: Data) -> ReapReport:
         terminated=tuple(data.get("terminated", ())),
         stalled=_ids(data.get("stalled")),
         resumed=tuple(data.get("resumed", ())),
+        posted=_ids(data.get("posted")),
+    )
+
+
+def schedule(data: Data) -> Schedule:
+    return Schedule(
+        id=int(data["id"]),
+        task=dict(data["task"]),
+        every=_float(data["every"]),
+        cron=data["cron"],
+        tz=data["tz"],
+        state=ScheduleState(data["state"]),
+        next_at=_moment(data["next_at"]) or 0.0,
+        created_at=_moment(data["created_at"]) or 0.0,
+        last_task=None if data["last_task"] is None else int(data["last_task"]),
+        posted=int(data["posted"]),
+        skipped=int(data["skipped"]),
     )
 
 

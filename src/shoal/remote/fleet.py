@@ -47,6 +47,7 @@ from shoal.model import (
     PruneReport,
     ReapReport,
     Registration,
+    Schedule,
     Task,
     TaskDetail,
 )
@@ -358,6 +359,49 @@ class RemoteFleet(Fleet):
     def set_priority(self, task_id: int, priority: int | str) -> Task:
         found = self._api.post(_path("tasks", task_id, "priority"), {"priority": priority})
         return self._decode(decode.task, found, "set_priority")
+
+    # ------------------------------------------------------------------ schedules
+
+    def schedule(
+        self,
+        title: str,
+        *,
+        every: float | str | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        start: float | str | datetime | None = None,
+        **task: Any,
+    ) -> Schedule:
+        when = start.timestamp() if isinstance(start, datetime) else start
+        given = {"every": every, "cron": cron, "tz": tz, "start": when, **task}
+        if "skills" in given:
+            given["skills"] = _names(given["skills"])
+        body = {"title": title, **{k: v for k, v in given.items() if v is not None}}
+        return self._decode(decode.schedule, self._api.post("/schedules", body), "schedule")
+
+    def schedules(self) -> list[Schedule]:
+        found = self._api.get("/schedules")
+        return self._decode(lambda rows: [decode.schedule(r) for r in rows], found, "schedules")
+
+    def get_schedule(self, schedule_id: int) -> Schedule:
+        found = self._api.get(_path("schedules", schedule_id))
+        return self._decode(decode.schedule, found, "get_schedule")
+
+    def pause_schedule(self, schedule_id: int) -> Schedule:
+        return self._schedule_verb(schedule_id, "pause")
+
+    def resume_schedule(self, schedule_id: int) -> Schedule:
+        return self._schedule_verb(schedule_id, "resume")
+
+    def cancel_schedule(self, schedule_id: int) -> Schedule:
+        return self._schedule_verb(schedule_id, "cancel")
+
+    def _schedule_verb(self, schedule_id: int, verb: str) -> Schedule:
+        found = self._api.post(_path("schedules", schedule_id, verb))
+        return self._decode(decode.schedule, found, f"{verb}_schedule")
+
+    def post_due(self) -> list[int]:
+        return list(self.reap().posted)  # the hub posts what is due as it reaps
 
     # ------------------------------------------------------------------ the hub's jobs
 

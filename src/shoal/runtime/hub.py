@@ -71,6 +71,7 @@ _REAP_SAYS = {
     "terminated": "{agent} idle (or away) too long: terminated",
     "stalled": "running well past their expected duration: {tasks}",
     "resumed": "{agent} paused by the circuit breaker: its cooldown is over, it may claim again",
+    "posted": "recurring tasks fell due: {tasks} posted",
 }
 
 

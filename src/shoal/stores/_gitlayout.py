@@ -6,6 +6,7 @@ A person reading the branch sees::
     fleet.json            counters and the skill sets tasks have required
     settings.json         the settings that differ from the defaults
     meta.json             the fleet's small records (hashed access tokens...)
+    schedules.json        the schedules of recurring tasks, by id
     agents/<id>.json      one per agent (the id percent-encoded where it has / or :)
     tasks/<h>/<id>.json   one per task: its fields, what it waits on, its lease
                           (<h> is the id's hundreds: tasks/4200/4213.json)
@@ -40,11 +41,12 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from shoal.errors import InvalidSetting
-from shoal.model import Agent, AgentStatus, Event, Task, TaskState
+from shoal.model import Agent, AgentStatus, Event, Schedule, Task, TaskState
 from shoal.settings import Settings
 from shoal.stores._memdata import Data, Row
 from shoal.text import safe
 from shoal.validation import AGENT_ID
+from shoal.vocabulary import ScheduleState
 
 __all__ = [
     "EVENTS_PER_FILE",
@@ -103,7 +105,7 @@ def agent_path(agent_id: str) -> str:
 
 
 #: The small files at the top of the board that ``load`` reads.
-SMALL_FILES = ("fleet.json", "settings.json", "meta.json")
+SMALL_FILES = ("fleet.json", "settings.json", "meta.json", "schedules.json")
 
 
 def board_kind(path: str) -> str | None:
@@ -146,11 +148,16 @@ def _first_number(path: str, suffix: str) -> int:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, TaskState | AgentStatus):
+    if isinstance(value, TaskState | AgentStatus | ScheduleState):
         return value.value
     if isinstance(value, tuple):
         return list(value)
     return value
+
+
+def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
+    out = {f.name: _plain(getattr(schedule, f.name)) for f in fields(Schedule)}
+    return {**out, "task": dict(schedule.task)}
 
 
 def task_file(row: Row, deps: Iterable[int]) -> bytes:
@@ -205,6 +212,7 @@ def small_files(data: Data) -> dict[str, bytes]:
         ),
         "settings.json": dump(data.settings.overrides()),
         "meta.json": dump(dict(sorted(data.meta.items()))),
+        "schedules.json": dump({str(k): _schedule_fields(s) for k, s in data.schedules.items()}),
     }
 
 
@@ -314,6 +322,9 @@ def load(files: Mapping[str, bytes]) -> Data:
     with _reading("meta.json"):
         meta = _parse(files.get("meta.json", b"{}"), "meta.json")
         data.meta = {str(k): str(v) for k, v in meta.items()}
+    with _reading("schedules.json"):
+        kept = _parse(files.get("schedules.json", b"{}"), "schedules.json")
+        data.schedules = {int(k): _schedule(v) for k, v in kept.items()}
     tasks: list[tuple[Row, list[int], bool]] = []
     for path, content in files.items():
         with _reading(path):
@@ -535,6 +546,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
             fresh.seq,
         )
         data.skillsets, data.settings, data.meta = fresh.skillsets, fresh.settings, fresh.meta
+        data.schedules = fresh.schedules
     segments: dict[int, list[Event]] = {}
     added: list[int] = []
     unsigned: list[Row] = []
@@ -569,6 +581,10 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
     # looked at; otherwise the tasks this change added are all that can be past it.
     lowered = data.last_task_id < known_task_id
     _keep_counters_ahead(data, data.tasks if lowered else added)
+
+
+def _schedule(raw: dict[str, Any]) -> Schedule:
+    return Schedule(**{**raw, "state": ScheduleState(raw["state"])})
 
 
 def _drop_task(data: Data, task_id: int) -> None:

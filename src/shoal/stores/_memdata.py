@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal import policy
-from shoal.model import Agent, Candidate, Event, Task, TaskState
+from shoal.model import Agent, Candidate, Event, Schedule, Task, TaskState
 from shoal.policy import Locality
 from shoal.settings import Settings
 
@@ -162,6 +162,7 @@ class Data:
     keys: dict[str, int] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
+    schedules: dict[int, Schedule] = field(default_factory=dict)  # never deleted: ids by count
     settings: Settings = field(default_factory=Settings)
     seq: int = 0
     last_task_id: int = 0

@@ -28,6 +28,7 @@ from typing import Any
 from shoal.model import Candidate, Event, NewTask, Task, TaskState
 from shoal.stores._sqlreads import SqlReads
 from shoal.stores._sqlrows import candidate_of
+from shoal.stores._sqlschedules import SqlSchedules
 from shoal.stores.base import Finished, Finishing, LeaseGrant
 
 __all__ = ["SqlTx"]
@@ -53,7 +54,7 @@ def _event_json(data: Mapping[str, Any]) -> str:
     return text
 
 
-class SqlTx(SqlReads):
+class SqlTx(SqlReads, SqlSchedules):
     """One transaction of a ``SqlStore``: the store verbs (see ``StoreTx``) as named
     statements on one connection."""
 

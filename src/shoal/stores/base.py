@@ -21,7 +21,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from shoal.model import Agent, Candidate, Event, NewTask, QueueDepth, Task, TaskState
+from shoal.model import (
+    Agent,
+    Candidate,
+    Event,
+    NewTask,
+    QueueDepth,
+    Schedule,
+    Task,
+    TaskState,
+)
 from shoal.policy import Locality, StealFilter
 from shoal.settings import Settings
 
@@ -393,6 +402,35 @@ class StoreTx(Protocol):
     def prune_preview(self, cutoff: float) -> tuple[int, int]:
         """(tasks, events) a prune to ``cutoff`` would delete over all its batches, as the
         fleet is now -- a dry run."""
+        ...
+
+    # schedules: recurring tasks (``_schedules``); none is ever deleted
+    def add_schedule(self, schedule: Schedule) -> int:
+        """Keep a new schedule (its ``id`` is ignored); returns the id the store gave it."""
+        ...
+
+    def get_schedule(self, schedule_id: int) -> Schedule | None:
+        """The schedule; in a write, a store whose writers run side by side locks it."""
+        ...
+
+    def list_schedules(self) -> list[Schedule]:
+        """Every schedule, by id."""
+        ...
+
+    def save_schedule(self, schedule: Schedule) -> None:
+        """Write what changes in a schedule's life: state, next tick, latest occurrence,
+        counts (its task, recurrence and zone never change)."""
+        ...
+
+    def due_schedules(self, now: float, limit: int) -> list[Schedule]:
+        """Active schedules whose next tick is at or before ``now``, soonest first. A store
+        whose writers run side by side locks them, leaving out any another writer holds
+        (it is posting that one), so each occurrence is posted once."""
+        ...
+
+    def next_schedule_at(self) -> float | None:
+        """The earliest next tick of an active schedule (None: none is active) -- one
+        indexed read, what a claim asks now and then."""
         ...
 
     # the event log

@@ -46,6 +46,7 @@ from shoal.stores._memdata import (
     prune_preview,
 )
 from shoal.stores._memreads import MemoryReads
+from shoal.stores._memschedules import MemorySchedules
 from shoal.stores.base import Capabilities, DirectOutcome, Finished, Finishing, LeaseGrant, NewTask
 
 __all__ = ["MemoryStore"]
@@ -124,7 +125,7 @@ class MemoryStore:
         pass
 
 
-class _MemoryTx(MemoryReads):
+class _MemoryTx(MemoryReads, MemorySchedules):
     """One transaction over ``Data``: every change goes through ``_record`` to be undoable."""
 
     # tasks: transitions ----------------------------------------------------------------

@@ -45,6 +45,7 @@ from shoal.faces.cli.mcp import add_mcp_commands
 from shoal.faces.cli.prime import add_prime_commands
 from shoal.faces.cli.prune import add_prune_commands
 from shoal.faces.cli.runtime import add_runtime_commands
+from shoal.faces.cli.schedules import add_schedule_commands
 from shoal.faces.cli.serve import add_serve_commands
 from shoal.faces.cli.sim import add_sim_commands
 from shoal.faces.cli.tasks import add_task_commands
@@ -92,6 +93,7 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
 # The commands, by group (``shoal --help`` lists them by name).
 add_task_commands(cli)  # add, list, show, ready, cancel, retry
 add_group_commands(cli)  # group set|list|clear
+add_schedule_commands(cli)  # schedule list|pause|resume|cancel
 add_import_commands(cli)  # import beads|github|jsonl
 add_lease_commands(cli)  # claim, done, fail, release, defer, heartbeat
 add_agent_commands(cli)  # register, agents, agent resume|set-status, set-status

@@ -21,6 +21,7 @@ from shoal.faces import output, posting, render
 from shoal.faces.cli import paging
 from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app
 from shoal.faces.cli.imports import add_from_file
+from shoal.faces.cli.schedules import add_schedule
 from shoal.model import Task, TaskState
 from shoal.settings import MAX_DURATION
 from shoal.times import parse_moment
@@ -70,6 +71,9 @@ __all__ = ["CONFIRM_ABOVE", "add_task_commands"]
     "--retry-delay", metavar="DURATION", help="Its first retry backoff (default: fleet's)."
 )
 @click.option("--group", "group", metavar="NAME", help="Its concurrency group (shoal group).")
+@click.option("--every", metavar="DURATION", help="Recurring: post it again every 30m, 1d...")
+@click.option("--cron", metavar="EXPR", help='Recurring: at cron times ("0 3 * * *").')
+@click.option("--tz", metavar="ZONE", help="--cron's time zone (Europe/Paris; default UTC).")
 @json_option
 @pass_app
 def add(
@@ -93,12 +97,47 @@ def add(
     at: str | None,
     retry_delay: str | None,
     group: str | None,
+    every: str | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
 ) -> None:
     """Post a task to the pool (or to an agent's queue with --to); or many from JSON Lines
-    with --file.
+    with --file; or again and again with --every or --cron (see `shoal schedule`).
 
-    e.g. `shoal add "fix the parser" --skill python -p high`.
+    e.g. `shoal add "fix the parser" --skill python -p high`,
+    `shoal add "check the sensors" --every 30m`.
     """
+    if every is not None or cron is not None or tz is not None:
+        if from_file is not None or title is None:
+            raise BadInput(
+                "a recurring task is one TITLE, not --file",
+                hint='e.g. shoal add "check the sensors" --every 30m',
+            )
+        add_schedule(
+            app,
+            title,
+            every=every,
+            cron=cron,
+            tz=tz,
+            delay=delay,
+            at=at,
+            body=sys.stdin.read() if body == "-" else body,
+            payload=json_arg(payload, "payload", text_ok=False),
+            priority=priority,
+            skills=skills,
+            domain=domain,
+            to=to,
+            after=after,
+            parent=parent,
+            pinned=pinned,
+            expected_duration=expected_duration,
+            lease_ttl=lease_ttl,
+            max_attempts=max_attempts,
+            key=key,
+            retry_delay=retry_delay,
+            group=group,
+        )
+        return
     if from_file is not None:
         given = [name for name, value in (("TITLE", title), ("--to", to), ("--after", after),
                  ("--parent", parent), ("--skill", skills), ("--domain", domain),

@@ -39,6 +39,7 @@ from shoal import __version__
 from shoal.faces.mcp.agent_tools import MAX_WAIT, add_agent_tools
 from shoal.faces.mcp.fleet_tools import add_fleet_tools, add_resources
 from shoal.faces.mcp.http_serving import Exposure, auth_settings, run_http
+from shoal.faces.mcp.schedule_tools import add_schedule_tools
 from shoal.faces.mcp.sessions import FleetDesk
 from shoal.faces.mcp.tooling import ShoalServer, Toolbox
 
@@ -107,6 +108,7 @@ def build_server(desk: FleetDesk, exposure: Exposure | None = None) -> MCPServer
     box = Toolbox(server, desk)
     add_agent_tools(box)
     add_fleet_tools(box)
+    add_schedule_tools(box)
     add_resources(server, desk)
     return server
 

@@ -30,6 +30,7 @@ from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
 from shoal.faces.web.metrics import router as metrics_router
+from shoal.faces.web.schedules_api import router as schedules_router
 from shoal.faces.web.views import PAGE_HEADERS
 from shoal.fleet import Fleet
 
@@ -58,6 +59,7 @@ def create_app(fleet: Fleet, exposure: Exposure, *, local_secret: str | None = N
     app.state.guard = Guard(fleet, exposure, local_secret)
     errors.install(app)
     app.include_router(api_router)
+    app.include_router(schedules_router)
     app.include_router(pages.router)
     app.include_router(actions.router)
     app.include_router(live.router)

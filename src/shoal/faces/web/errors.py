@@ -28,6 +28,7 @@ from shoal.errors import (
     StoreUnavailable,
     TooLarge,
     UnknownAgent,
+    UnknownSchedule,
     UnknownTask,
 )
 
@@ -40,6 +41,7 @@ STATUS: dict[type[ShoalError], int] = {
     TooLarge: 413,
     UnknownTask: 404,
     UnknownAgent: 404,
+    UnknownSchedule: 404,
     BadInput: 400,
     Conflict: 409,
     StoreUnavailable: 503,

@@ -819,3 +819,45 @@ SELECT (SELECT count(*) FROM gone),
        + (SELECT count(*) FROM events
           WHERE task_id IS NULL AND at < %(cutoff)s
             AND (id < (SELECT max(id) FROM events) OR EXISTS (SELECT 1 FROM gone)));
+
+-- fragment: schedule
+-- The columns of a schedule, in the order SqlSchedules reads them.
+id, template, every, cron, tz, state, next_at, created_at, last_task, posted, skipped
+
+-- name: insert_schedule
+-- A new schedule (migration 10); the store gives its id.
+INSERT INTO schedules (template, every, cron, tz, state, next_at, created_at, last_task,
+                       posted, skipped)
+VALUES (%(template)s, %(every)s, %(cron)s, %(tz)s, %(state)s, %(next_at)s, %(created_at)s,
+        %(last_task)s, %(posted)s, %(skipped)s)
+RETURNING id;
+
+-- name: get_schedule
+-- Locked in a write: pause, resume and cancel change it whole.
+SELECT {schedule} FROM schedules WHERE id = %(id)s {for_update};
+
+-- name: list_schedules
+SELECT {schedule} FROM schedules ORDER BY id;
+
+-- name: save_schedule
+-- What changes in a schedule's life: its state, its next tick, its occurrences.
+UPDATE schedules
+SET state = %(state)s, next_at = %(next_at)s, last_task = %(last_task)s,
+    posted = %(posted)s, skipped = %(skipped)s
+WHERE id = %(id)s;
+
+-- name: due_schedules
+-- Active schedules whose next tick has come, soonest first (schedules_due). Two writers
+-- may look at once: one takes the row, the other skips it (it is being posted), and a
+-- reader after that commit sees the next tick, no longer due -- so an occurrence is
+-- posted once.
+SELECT {schedule} FROM schedules
+WHERE state = 'active' AND next_at <= %(now)s
+ORDER BY next_at, id
+LIMIT %(limit)s
+{skip_locked};
+
+-- name: next_schedule_at
+-- The next tick of any active schedule: one entry of schedules_due, what a claim asks now
+-- and then (docs/ARCHITECTURE.md, "Recurring tasks").
+SELECT min(next_at) FROM schedules WHERE state = 'active';

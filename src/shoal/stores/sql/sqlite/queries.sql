@@ -710,3 +710,41 @@ SELECT (SELECT count(*) FROM gone),
        + (SELECT count(*) FROM events
           WHERE task_id IS NULL AND at < :cutoff
             AND (id < (SELECT max(id) FROM events) OR EXISTS (SELECT 1 FROM gone)));
+
+-- fragment: schedule
+-- The columns of a schedule, in the order SqlSchedules reads them.
+id, template, every, cron, tz, state, next_at, created_at, last_task, posted, skipped
+
+-- name: insert_schedule
+-- A new schedule (migration 10); the store gives its id.
+INSERT INTO schedules (template, every, cron, tz, state, next_at, created_at, last_task,
+                       posted, skipped)
+VALUES (:template, :every, :cron, :tz, :state, :next_at, :created_at, :last_task, :posted,
+        :skipped)
+RETURNING id;
+
+-- name: get_schedule
+SELECT {schedule} FROM schedules WHERE id = :id;
+
+-- name: list_schedules
+SELECT {schedule} FROM schedules ORDER BY id;
+
+-- name: save_schedule
+-- What changes in a schedule's life: its state, its next tick, its occurrences.
+UPDATE schedules
+SET state = :state, next_at = :next_at, last_task = :last_task, posted = :posted,
+    skipped = :skipped
+WHERE id = :id;
+
+-- name: due_schedules
+-- Active schedules whose next tick has come, soonest first (schedules_due). One writer at a
+-- time here: nobody else can be posting them.
+SELECT {schedule} FROM schedules
+WHERE state = 'active' AND next_at <= :now
+ORDER BY next_at, id
+LIMIT :limit;
+
+-- name: next_schedule_at
+-- The next tick of any active schedule: one entry of schedules_due, what a claim asks now
+-- and then (docs/ARCHITECTURE.md, "Recurring tasks").
+SELECT min(next_at) FROM schedules WHERE state = 'active';
