@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import click
 
-from shoal.faces import render
-from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
+from shoal.faces.cli.app import App, agent_argument, json_option, pass_app, render
 from shoal.times import iso_time
 from shoal.vocabulary import REPORTED_STATUSES, names
 
@@ -58,7 +57,9 @@ def agents(app: App) -> None:
     """
     found = app.fleet(read_only=True).agents()
     none = "no agents yet: `shoal register AGENT --skill ...`"
-    app.emit([a.to_dict() for a in found], render.agents_table(found, app.now()), empty=none)
+    app.emit(
+        [a.to_dict() for a in found], lambda: render.agents_table(found, app.now()), empty=none
+    )
 
 
 @click.group(short_help="Act on an agent: pause or resume it, set its status.")

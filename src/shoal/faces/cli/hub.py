@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import click
 
-from shoal.faces import output, render
-from shoal.faces.cli.app import App, agent_option, json_option, pass_app
+from shoal.faces import output
+from shoal.faces.cli.app import App, agent_option, json_option, pass_app, render
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
 
@@ -47,7 +47,7 @@ def status(app: App, watch: bool, interval: str) -> None:
         watch_status(app.fleet(read_only=True), app.out, parse_duration(interval, "--interval"))
         return
     snapshot = app.fleet(read_only=True).status()
-    app.emit(snapshot.to_dict(), render.status_view(snapshot))
+    app.emit(snapshot.to_dict(), lambda: render.status_view(snapshot))
 
 
 @click.command(short_help="Recommend spawning or retiring agents.")

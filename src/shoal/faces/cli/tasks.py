@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
-from shoal.faces import output, posting, render
-from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app
-from shoal.faces.cli.imports import add_from_file
+from shoal.faces import output, posting
+from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app, render
 from shoal.model import Task, TaskState
 from shoal.settings import MAX_DURATION
 from shoal.times import parse_moment
@@ -110,6 +109,8 @@ def add(
                 f"--file takes every field from the file; {', '.join(given)} would be ignored",
                 hint="put the fields on each line of the file (see `shoal import --help`)",
             )
+        from shoal.faces.cli.imports import add_from_file  # the importers load only here
+
         add_from_file(app, from_file)
         return
     if title is None:
@@ -167,7 +168,11 @@ def ready(app: App, agent: str | None, limit: int) -> None:
     tasks = app.fleet(read_only=True).ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title), empty=none)
+    app.emit(
+        [t.to_dict() for t in tasks],
+        lambda: render.tasks_table(tasks, app.now(), title),
+        empty=none,
+    )
 
 
 @click.command()
@@ -180,7 +185,7 @@ def show(app: App, task_id: int) -> None:
     e.g. `shoal show 12`.
     """
     detail = app.fleet(read_only=True).show(task_id)
-    app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
+    app.emit(detail.to_dict(), lambda: render.task_panel(detail, app.now()))
 
 
 @click.command("list")
@@ -196,7 +201,7 @@ def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> No
     """
     tasks = app.fleet(read_only=True).tasks(state=state, agent=agent, limit=limit)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
+    app.emit([t.to_dict() for t in tasks], lambda: render.tasks_table(tasks, app.now()), empty=none)
 
 
 # ---------------------------------------------------------------------- cleaning up
