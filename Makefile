@@ -30,9 +30,10 @@ demo: $(VENV)/.base
 	@echo "  . $(BIN)/activate                        # in this shell"
 	@echo "  pipx install .   (or: uv tool install .)   # in every shell; see Install in README.md"
 
-## Lint, type-check, check the import layers, and run the whole test suite.
+## Lint, type-check, check the import layers, and run the whole test suite; the 20 slowest
+## tests are printed at the end, so a test that grows slow shows in every run's log.
 test: lint
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --durations=20
 
 ## The in-process tiers only (unit, contract, stores), for the edit-test loop: the tests
 ## marked slow -- tests/faces and tests/processes, which start real processes -- and the

@@ -324,7 +324,9 @@ def test_equal_victims_are_chosen_at_random(
     open_fleet: Callable[..., Fleet], clock: ManualClock
 ) -> None:
     victims = set()
-    for seed in range(12):
+    for seed in range(12):  # both seen within 12 rounds, or the choice is not at random
+        if victims == {"a", "b"}:
+            break  # seen: more rounds cannot change the outcome (on git each costs seconds)
         clock.advance(301)  # a fresh steal window each round
         fleet = open_fleet(seed)
         prefix = f"s{seed}-"  # one fleet, a separate domain per round

@@ -22,6 +22,7 @@ def commands(
             yield from commands(command, (*path, name))
 
 
+cli.load_all()  # the lazy group loads every command's module
 EVERY = list(commands(cli))
 
 

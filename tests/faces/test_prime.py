@@ -67,6 +67,7 @@ _CALL = re.compile(r"\b([a-z]+(?:_[a-z]+)*)\(([^()]*)\)")
 def _cli() -> click.Group:
     from shoal.faces.cli import cli
 
+    cli.load_all()  # the lazy group loads every command's module
     return cli
 
 

@@ -175,7 +175,7 @@ CTRL_C_ON = (
 def watch_wired() -> bool:
     from shoal.faces.cli import cli
 
-    status = cli.commands["status"]
+    status = cli.load_all()["status"]
     return any("--watch" in param.opts for param in status.params)
 
 

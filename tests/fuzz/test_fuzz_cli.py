@@ -50,6 +50,7 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[
             yield full
 
 
+shoal_cli.load_all()  # the lazy group loads every command's module
 COMMANDS = list(_commands(shoal_cli))
 
 

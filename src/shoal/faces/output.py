@@ -15,18 +15,25 @@ plain text, never as markup, and control characters are shown escaped (``shoal.t
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-from rich.console import Console, Group
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from shoal.text import safe
 
-__all__ = ["FORMATS", "clean", "env_lines", "json_text", "one_line", "plain_lines"]
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = [
+    "FORMATS",
+    "clean",
+    "env_lines",
+    "is_terminal",
+    "json_text",
+    "one_line",
+    "plain_lines",
+]
 
 #: The values of ``--format``.
 FORMATS = ("table", "tsv", "json", "env")
@@ -45,11 +52,35 @@ def env_lines(values: Mapping[str, object]) -> str:
     return "\n".join(f"export {name}={shlex.quote(str(value))}" for name, value in values.items())
 
 
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal, decided as rich's Console decides it
+    (TTY_COMPATIBLE, then FORCE_COLOR, then isatty), without importing rich: a command
+    whose output is plain text never needs it."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force_color = os.environ.get("FORCE_COLOR")
+    if force_color is not None:
+        return force_color != ""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
 def plain_lines(renderable: Any, nested: bool = False) -> Iterator[str]:
     """A rich renderable as plain lines: a table as a header and one tab-separated line per
     row (a table that is the whole result has nothing else, so ``cut`` and ``awk`` see only
     rows; one inside a panel or group keeps its title, which says what it is); a panel as
     its title and content; text as its lines."""
+    if isinstance(renderable, str):
+        yield from (_clean(line) for line in renderable.splitlines() if line.strip())
+        return
+    from rich.console import Console, Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     if isinstance(renderable, Table):
         if nested and renderable.title:
             yield _cell(renderable.title)
@@ -61,9 +92,8 @@ def plain_lines(renderable: Any, nested: bool = False) -> Iterator[str]:
         if renderable.title:
             yield _cell(renderable.title)
         yield from plain_lines(renderable.renderable, nested=True)
-    elif isinstance(renderable, Text | str):
-        text = renderable.plain if isinstance(renderable, Text) else renderable
-        for line in text.splitlines():
+    elif isinstance(renderable, Text):
+        for line in renderable.plain.splitlines():
             if line.strip():
                 yield _clean(line)
     else:  # anything else: as rich draws it, without colour or wrapping
@@ -83,7 +113,7 @@ def _table_lines(table: Table) -> Iterator[str]:
 
 
 def _cell(value: Any) -> str:
-    text = value.plain if isinstance(value, Text) else str(value)
+    text = value if isinstance(value, str) else getattr(value, "plain", str(value))
     return _clean(text).replace("\t", " ").replace("\n", " ").strip()
 
 

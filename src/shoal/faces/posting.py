@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.faces import render
+from shoal.faces.words import ready_note
 from shoal.fleet import Fleet
 from shoal.model import Task
 
@@ -29,5 +29,5 @@ def post_message(task: Task, created: bool, key: str | None, now: float | None =
     if not created:
         return f"task {task.id} already exists for key {key!r}; nothing added"
     where = f"agent {task.agent}'s queue" if task.agent else "the pool"
-    later = f", {note}" if now is not None and (note := render.ready_note(task, now)) else ""
+    later = f", {note}" if now is not None and (note := ready_note(task, now)) else ""
     return f"task {task.id} {task.state.value} in {where}{later}"

@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from shoal.faces.output import clean, one_line
+from shoal.faces.words import ago, nothing_claimed, ready_note
+from shoal.faces.words import span as _span
 from shoal.model import (
     Agent,
     Assessment,
@@ -65,41 +67,6 @@ STATUS_STYLE = {
     "paused": "bold red",
     "terminated": "dim",
 }
-
-
-def ago(then: float | None, now: float) -> str:
-    """``12s ago`` / ``in 4m`` / ``-``."""
-    if then is None:
-        return "-"
-    delta = now - then
-    if abs(delta) < 0.05:
-        return "just now"
-    text = _span(abs(delta))
-    return f"{text} ago" if delta >= 0 else f"in {text}"
-
-
-def _span(seconds: float) -> str:
-    """A duration for people, two units at most, as precise as it is useful: 0.4s, 45s,
-    4m 10s; from 5 minutes to the minute (29m, 2h 5m); from a day to the hour (3d 4h)."""
-    if seconds < 1:
-        return f"{max(seconds, 0.0):.1f}s"
-    step = 1 if seconds < 300 else 60 if seconds < 86400 else 3600
-    whole = round(seconds / step) * step
-    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
-                                          ("m", 60, "s", 1)):  # fmt: skip
-        if whole >= size:
-            major, rest = divmod(whole, size)
-            minor = rest // small_size
-            return f"{major}{unit} {minor}{small}" if minor else f"{major}{unit}"
-    return f"{whole}s"
-
-
-def ready_note(task: Task, now: float) -> str:
-    """``ready in 4m`` for a pending task still waiting out a retry backoff or a
-    not_before; empty for every other task."""
-    if task.waiting(now) and task.ready_at is not None:
-        return f"ready in {_span(task.ready_at - now)}"
-    return ""
 
 
 def _cells(*values: str | Text) -> list[Text]:
@@ -338,22 +305,8 @@ def pause_note(agent: Agent, now: float) -> str:
 
 
 def claim_text(claim: Claim, now: float) -> Text:
-    if claim.reason == "paused" and claim.retry_at is not None:
-        return Text(
-            f"nothing claimed: this agent is paused for {_span(max(claim.retry_at - now, 0.0))} "
-            "more (by the circuit breaker after failing task after task, or by a person: "
-            "`shoal events --agent AGENT` says which); `shoal agent resume AGENT` ends it early",
-            style="yellow",
-        )
     if not claim:
-        text = Text(f"nothing claimed: {claim.reason}", style="yellow")
-        if claim.retry_at is not None:
-            text.append(
-                f"; work it passed over (left to its domain's agents, or not ready yet) "
-                f"is free to take {ago(claim.retry_at, now)}",
-                style="yellow",
-            )
-        return text
+        return Text(nothing_claimed(claim, now), style="yellow")
     out = Text()
     for grant in claim.grants:
         task = grant.task

@@ -17,10 +17,16 @@ built at run time.
 
 from __future__ import annotations
 
+import functools
 import re
-from importlib import resources
+from pathlib import Path
 
-__all__ = ["load_migrations", "load_queries"]
+__all__ = ["load_migrations", "load_queries", "migration_count"]
+
+#: The SQL files, beside this module (read as plain files: importlib.resources would cost
+#: every CLI call its own import, and shoal is never run from a zip).
+_SQL = Path(__file__).with_name("sql")
+_MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 _HEADER = re.compile(r"^-- (name|fragment|locking): ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -28,7 +34,7 @@ _HEADER = re.compile(r"^-- (name|fragment|locking): ([a-z_][a-z0-9_]*)\s*$", re.
 def load_queries(dialect: str, *, read_only: bool = False) -> dict[str, str]:
     """The named blocks of ``sql/<dialect>/queries.sql``, fragments filled in; with
     ``read_only``, the locking fragments left out."""
-    text = (resources.files("shoal.stores") / "sql" / dialect / "queries.sql").read_text("utf-8")
+    text = (_SQL / dialect / "queries.sql").read_text("utf-8")
     headers = list(_HEADER.finditer(text))
     fragments: dict[str, str] = {}
     queries: dict[str, str] = {}
@@ -47,12 +53,20 @@ def load_queries(dialect: str, *, read_only: bool = False) -> dict[str, str]:
     return {name: sql.format(**fragments) for name, sql in queries.items()}
 
 
+def migration_count(dialect: str) -> int:
+    """The schema version this shoal works with: how many migrations ``dialect`` has. Read
+    from the file names alone: every open checks it, and a fleet already at this version
+    (nearly always) never reads a migration's SQL."""
+    return sum(1 for entry in (_SQL / dialect / "migrations").iterdir()
+               if _MIGRATION.match(entry.name))  # fmt: skip
+
+
+@functools.cache
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every ``sql/<dialect>/migrations/NNNN_*.sql``, in order."""
-    folder = resources.files("shoal.stores") / "sql" / dialect / "migrations"
     found = []
-    for entry in folder.iterdir():
-        match = re.match(r"^(\d{4})_[a-z0-9_]+\.sql$", entry.name)
+    for entry in (_SQL / dialect / "migrations").iterdir():
+        match = _MIGRATION.match(entry.name)
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
     found.sort()

@@ -47,7 +47,7 @@ from typing import Any
 from shoal import policy
 from shoal.errors import SchemaMismatch, StoreError
 from shoal.settings import Settings
-from shoal.stores._sql import load_migrations
+from shoal.stores._sql import load_migrations, migration_count
 from shoal.stores._sqldialect import Dialect
 from shoal.stores._sqltx import SqlTx
 from shoal.stores.base import DirectOutcome, Finishing
@@ -67,7 +67,6 @@ class SqlStore:
         self._skillsets: dict[int, tuple[str, ...]] = {}
         self._settings: tuple[str | None, Settings] = (None, Settings())
         self._cache_lock = threading.Lock()
-        self._migrations = load_migrations(dialect.name)
         try:
             self._prepare(create)
             dialect.opened()
@@ -99,7 +98,7 @@ class SqlStore:
     def _prepare(self, create: bool) -> None:
         """Check that the place holds a fleet of this schema version; create or migrate it
         if ``create`` allows. Racing openers take turns (``Dialect.opening``)."""
-        d, current = self._d, len(self._migrations)
+        d, current = self._d, migration_count(self._d.name)
         with d.opening() as conn:
             self._exec(conn, "lock_fleet", {"key": d.migrate_key})
             version = self._version(conn)
@@ -122,19 +121,21 @@ class SqlStore:
         if self.created:
             d.log.info(
                 "applied migrations %s to %s: %s %d",
-                ", ".join(name for _n, name, _s in self._migrations[version:]),
+                ", ".join(name for _n, name, _s in load_migrations(d.name)[version:]),
                 d.target,
                 d.version_word,
                 current,
             )
 
     def _migrate(self, conn: Any, version: int) -> None:
-        d, current = self._d, len(self._migrations)
+        d = self._d
+        migrations = load_migrations(d.name)
+        current = len(migrations)
         d.log.debug("migrating %s from %s %d to %d", d.target, d.version_word, version, current)
         d.begin_migration(conn)
         try:
             self._exec(conn, "create_migrations_table")
-            for number, name, script in self._migrations[version:]:
+            for number, name, script in migrations[version:]:
                 d.run_script(conn, script)
                 self._exec(conn, "record_migration", {"version": number, "name": name})
             d.end_migration(conn, current)

@@ -27,7 +27,6 @@ write atomic, so a queue that failed open could cost fairness, never correctness
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import logging
@@ -305,11 +304,10 @@ def _glibc() -> ctypes.CDLL | None:
     """The process's C library, if it is glibc on Linux (whose mutex layout is stable)."""
     if os.uname().sysname != "Linux":
         return None
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        # glibc's name on Linux; find_library would run `ldconfig -p` in a subprocess, which
+        # cost every writing CLI call tens of milliseconds.
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
         version = libc.gnu_get_libc_version
         version.restype = ctypes.c_char_p
         version()

@@ -84,7 +84,7 @@ from shoal.errors import (
     WriteConflict,
 )
 from shoal.extras import install_hint
-from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores._sql import load_queries, migration_count
 from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores.base import Capabilities
 from shoal.text import shown_url
@@ -107,7 +107,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: docstring, "Faults").
 IDLE_IN_TRANSACTION = 30.0
 _OUR_OPTIONS = {"schema", "pool_size", "connect_timeout"}
-SCHEMA_VERSION = len(load_migrations("postgres"))
+SCHEMA_VERSION = migration_count("postgres")
 
 log = logging.getLogger(__name__)
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.

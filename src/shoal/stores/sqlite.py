@@ -58,7 +58,7 @@ from shoal.errors import (
     StoreUnavailable,
 )
 from shoal.stores import _sqliteopen
-from shoal.stores._sql import load_migrations, load_queries
+from shoal.stores._sql import load_queries, migration_count
 from shoal.stores._sqlstore import Dialect, SqlStore
 from shoal.stores._writerlock import WriterLock, open_writer_lock
 from shoal.stores.base import Capabilities
@@ -74,7 +74,7 @@ _CHECKPOINT_JOIN = 30.0  # seconds close() waits for a checkpoint under way
 _SHM_HEADER = 100  # bytes of the wal-index header read for that (see _wal_backlog)
 _FRAME_HEADER = 24  # bytes before each page in the WAL
 _PARAMETER = re.compile(r"(?<!:):([a-z_]+)")
-SCHEMA_VERSION = len(load_migrations("sqlite"))
+SCHEMA_VERSION = migration_count("sqlite")
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,12 @@ set it idle."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from shoal.faces import render
 from shoal.faces.cli import paging
-from shoal.faces.cli.app import App, agent_argument, json_option, pass_app
+from shoal.faces.cli.app import App, agent_argument, json_option, pass_app, render
 from shoal.times import iso_time
 from shoal.validation import check_agent_id
 from shoal.vocabulary import REPORTED_STATUSES, names
@@ -80,7 +81,10 @@ def agents(app: App, limit: int | None, show_all: bool, after: str | None, no_he
         command += [*(["--limit", str(limit)] if limit else []), "--after", shown[-1].id]
         note = paging.more_line(command, more, "agents", "not shown", f"shows the next {size}")
     none = "no agents yet: `shoal register AGENT --skill ...`"
-    table = render.agents_table(shown, app.now())
+
+    def table() -> Any:
+        return render.agents_table(shown, app.now())
+
     data = [a.to_dict() for a in shown]
     paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
 

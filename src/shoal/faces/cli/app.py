@@ -9,22 +9,39 @@ side of the command name they were given on (``shoal --json claim`` = ``shoal cl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from shoal.errors import BadInput
 from shoal.extras import install_hint
 from shoal.faces import output
-from shoal.fleet import Fleet
 from shoal.remote import is_remote
+
+if TYPE_CHECKING:  # rich and the Fleet load when a command first needs them (see output.py)
+    from rich.console import Console
+
+    from shoal.faces import render
+    from shoal.fleet import Fleet
+else:
+
+    class _Render:
+        """``shoal.faces.render`` (and so rich), imported when a command first draws a
+        view: commands call ``render.tasks_table(...)`` as before, and one that prints
+        JSON, env lines or plain text never pays for rich."""
+
+        def __getattr__(self, name: str) -> Any:
+            from shoal.faces import render
+
+            return getattr(render, name)
+
+    render = _Render()
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -39,6 +56,7 @@ __all__ = [
     "json_flag",
     "json_option",
     "pass_app",
+    "render",
     "store_option",
 ]
 
@@ -50,16 +68,36 @@ EXIT_OK, EXIT_NOTHING, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 70
 
 
 class App:
-    """What every command shares: the store URL, the output mode and the open fleet."""
+    """What every command shares: the store URL, the output mode and the open fleet.
+
+    Its consoles (rich) are made on first use: a command whose output is JSON, env lines
+    or tab-separated text never imports rich, and starts that much sooner."""
 
     def __init__(self, store: str | None = None, as_json: bool = False) -> None:
         self.store = store
         self.json = as_json
         self.format: str | None = None  # --format; None: table on a terminal, else tsv
-        self.out = Console(highlight=False, soft_wrap=False)
-        # Errors never wrap: a hint's command must stay one line to be copied.
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self._fleet: Fleet | None = None
+
+    @functools.cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=False)
+
+    @functools.cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        # Errors never wrap: a hint's command must stay one line to be copied.
+        return Console(stderr=True, highlight=False, soft_wrap=True)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether stdout is a terminal, as rich decides it (output.is_terminal)."""
+        if "out" in self.__dict__:
+            return self.out.is_terminal
+        return output.is_terminal(sys.stdout)
 
     def fleet(self, create: bool = False, *, read_only: bool = False) -> Fleet:
         """The fleet, opened on first use. Commands that only look pass ``read_only``: on
@@ -70,6 +108,8 @@ class App:
             if is_remote(self.store):
                 self._fleet = _remote_fleet(self.store or "")
             else:
+                from shoal.fleet import Fleet
+
                 self._fleet = Fleet.open(self.store, create=create, read_only=read_only)
         return self._fleet
 
@@ -92,7 +132,7 @@ class App:
         """table, tsv, json or env: as asked, else table on a terminal and tsv in a pipe."""
         if self.json:
             return "json"
-        return self.format or ("table" if self.out.is_terminal else "tsv")
+        return self.format or ("table" if self.is_terminal else "tsv")
 
     def emit(
         self,
@@ -102,14 +142,19 @@ class App:
         empty: str | None = None,
     ) -> None:
         """Print a result (see shoal/faces/output.py): ``data`` as JSON, ``human`` (a rich
-        renderable or text) as a table or as plain lines, ``env`` as NAME=value lines. An
-        empty list is said in words (``empty``) on a terminal, not as a bare header."""
+        renderable or text, or a function that makes one, so that JSON never pays for it)
+        as a table or as plain lines, ``env`` as NAME=value lines. An empty list is said in
+        words (``empty``) on a terminal, not as a bare header."""
         shape = self.output_format()
         if empty is not None and data == [] and shape == "table":
+            from rich.text import Text
+
             self.out.print(Text(output.clean(empty), style="dim"))
             return
+        if callable(human) and shape in ("table", "tsv"):
+            human = human()  # built only for people: JSON and env need no rich renderable
         if shape == "json":
-            click.echo(output.json_text(data, pretty=self.out.is_terminal))
+            click.echo(output.json_text(data, pretty=self.is_terminal))
         elif shape == "env":
             if env is None:
                 raise BadInput(
@@ -119,6 +164,8 @@ class App:
             if env:
                 click.echo(output.env_lines(env))
         elif human is not None and shape == "table":
+            from rich.text import Text
+
             # A message is plain text, never markup: it may quote a title an agent wrote.
             self.out.print(Text(output.clean(human)) if isinstance(human, str) else human)
         elif human is not None:

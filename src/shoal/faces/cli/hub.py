@@ -4,12 +4,14 @@ monitor`` runs reap, rebalance and assess on an interval (see runtime.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from shoal.errors import BadInput
-from shoal.faces import output, render
+from shoal.faces import output
 from shoal.faces.cli import paging
-from shoal.faces.cli.app import App, agent_option, json_option, pass_app
+from shoal.faces.cli.app import App, agent_option, json_option, pass_app, render
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
 
@@ -49,7 +51,7 @@ def status(app: App, watch: bool, interval: str) -> None:
         watch_status(app.fleet(read_only=True), app.out, parse_duration(interval, "--interval"))
         return
     snapshot = app.fleet(read_only=True).status()
-    app.emit(snapshot.to_dict(), render.status_view(snapshot))
+    app.emit(snapshot.to_dict(), lambda: render.status_view(snapshot))
 
 
 @click.command(short_help="Recommend spawning or retiring agents.")
@@ -147,7 +149,10 @@ def events(
                     command, more, "events", "before these", f"shows the first {newest}"
                 )
     if not follow:
-        table = render.events_table(found, app.now())
+
+        def table() -> Any:
+            return render.events_table(found, app.now())
+
         data = [e.to_dict() for e in found]
         paging.emit_rows(app, data, table, empty="no events", no_header=no_header, note=note)
         return

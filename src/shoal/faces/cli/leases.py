@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from shoal.errors import BadInput, LeaseLost
-from shoal.faces import render
+from shoal.faces import output, words
 from shoal.faces.cli.app import (
     EXIT_NOTHING,
     App,
@@ -26,6 +26,7 @@ from shoal.faces.cli.app import (
     json_arg,
     json_option,
     pass_app,
+    render,
 )
 from shoal.model import Lease
 
@@ -82,20 +83,32 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
         raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
     fleet = app.fleet()
     result = fleet.claim(agent, n, wait=wait)
-    data = result.to_dict(fleet.clock.now())
+    now = fleet.clock.now()
+    data = result.to_dict(now)
     if app.json and n == 1 and result:
         # One task: also at the top level, so agents can read .task.id and .lease.token.
         data = {**data, **data["claimed"][0]}
-    human = render.claim_text(result, fleet.clock.now())
+    held: list[int] = []
     if result.reason == "busy":  # say what it holds: that is why
         held = [lease.task_id for lease in fleet.leases(agent)]
         data = {**data, "held": held}
-        human.append(f" (it holds {', '.join(map(str, held))})", style="yellow")
+
+    def human() -> Any:  # for people only (rich): --json and --format env never build it
+        text = render.claim_text(result, now)
+        if held:
+            text.append(f" (it holds {', '.join(map(str, held))})", style="yellow")
+        return text
+
     if not result and app.output_format() == "env":
         # For `eval "$(shoal claim --format env)" && work`: fail the eval, and forget any
-        # task from before, so that nothing acts on it again.
+        # task from before, so that nothing acts on it again. Why, on stderr: plain words
+        # unless a person is watching it.
         click.echo("unset SHOAL_TASK SHOAL_LEASE; false")
-        app.err.print(human, soft_wrap=True)
+        if output.is_terminal(sys.stderr):
+            app.err.print(human(), soft_wrap=True)
+        else:
+            holds = f" (it holds {', '.join(map(str, held))})" if held else ""
+            click.echo(output.one_line(words.nothing_claimed(result, now) + holds), err=True)
         sys.exit(EXIT_NOTHING)
     env: dict[str, object] = {}
     if result:  # for eval: the first task and its lease, and who holds it
@@ -155,7 +168,7 @@ def fail(app: App, task_id: int, token: str | None, error: str, no_retry: bool) 
     remain), e.g. `shoal fail 12 --token T --error "tests fail"`."""
     fleet = app.fleet()
     task = fleet.fail(_lease(task_id, token), error, retry=not no_retry)
-    note = render.ready_note(task, fleet.clock.now())
+    note = words.ready_note(task, fleet.clock.now())
     app.emit(
         task.to_dict(),
         f"task {task.id} failed; it is {task.state.value} now" + (f", {note}" if note else ""),

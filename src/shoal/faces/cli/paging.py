@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.table import Table
 
 from shoal.errors import BadInput
 from shoal.faces import output
 from shoal.faces.cli.app import App
+
+if TYPE_CHECKING:  # rich loads only when a table is drawn
+    from rich.table import Table
 
 __all__ = [
     "AHEAD",
@@ -139,23 +141,30 @@ def page_of(
 def emit_rows(
     app: App,
     data: list[dict[str, Any]],
-    table: Table,
+    table: Callable[[], Table],
     *,
     empty: str,
     no_header: bool,
     note: str | None = None,
 ) -> None:
     """Print a list (``App.emit``), without its header with ``no_header``, then ``note``
-    (rows left out) on stderr."""
+    (rows left out) on stderr. ``table`` makes the view, called only for people: JSON
+    never loads rich."""
     shape = app.output_format()
     if no_header and shape == "tsv":
-        lines = output.plain_lines(table)
-        if any(output.clean(str(c.header)) for c in table.columns):
+        drawn = table()
+        lines = output.plain_lines(drawn)
+        if any(output.clean(str(c.header)) for c in drawn.columns):
             next(lines, None)
         for line in lines:
             click.echo(line)
     else:
-        table.show_header = table.show_header and not no_header
-        app.emit(data, table, empty=empty)
+
+        def headed() -> Table:
+            drawn = table()
+            drawn.show_header = drawn.show_header and not no_header
+            return drawn
+
+        app.emit(data, headed, empty=empty)
     if note is not None:
         click.echo(note, err=True)

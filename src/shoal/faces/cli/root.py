@@ -16,17 +16,18 @@ on stdout, errors included: ``{"error": {"code", "message", "hint"}}``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, NoReturn
 
 import click
 
 from shoal import __version__
 from shoal.errors import BadInput, ShoalError, exit_code_for
-from shoal.faces import output, render
-from shoal.faces.cli.agents import add_agent_commands
+from shoal.faces import output
 from shoal.faces.cli.app import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -35,25 +36,55 @@ from shoal.faces.cli.app import (
     json_option,
     store_option,
 )
-from shoal.faces.cli.demo import add_demo_commands
-from shoal.faces.cli.doctor import add_doctor_commands
-from shoal.faces.cli.groups import add_group_commands
-from shoal.faces.cli.hub import add_hub_commands
-from shoal.faces.cli.imports import add_import_commands
-from shoal.faces.cli.leases import add_lease_commands
-from shoal.faces.cli.mcp import add_mcp_commands
-from shoal.faces.cli.prime import add_prime_commands
-from shoal.faces.cli.prune import add_prune_commands
-from shoal.faces.cli.runtime import add_runtime_commands
-from shoal.faces.cli.schedules import add_schedule_commands
-from shoal.faces.cli.serve import add_serve_commands
-from shoal.faces.cli.sim import add_sim_commands
-from shoal.faces.cli.tasks import add_task_commands
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "REGISTRARS", "LazyGroup", "cli", "main"]
+
+
+class LazyGroup(click.Group):
+    """The ``shoal`` group, which imports a command's module only when that command runs
+    (click's lazy-group pattern). Agents call ``shoal claim`` and ``shoal done`` in loops,
+    each call a new process: importing every command's module up front -- the simulator,
+    the runtime, the MCP and web faces, rich -- cost each call many times what starting
+    Python costs. ``shoal --help`` lists the commands from COMMANDS, importing none."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            # A name COMMANDS does not know (a typo, mostly): look in every module.
+            modules = [COMMANDS[cmd_name][0]] if cmd_name in COMMANDS else list(REGISTRARS)
+            for module in modules:
+                self.load(module)
+        return self.commands.get(cmd_name)
+
+    def load(self, module: str) -> None:
+        """Put the commands of ``shoal.faces.cli.<module>`` on this group."""
+        found = importlib.import_module(f"shoal.faces.cli.{module}")
+        register: Callable[[click.Group], None] = getattr(found, REGISTRARS[module])
+        register(self)
+
+    def load_all(self) -> MutableMapping[str, click.Command]:
+        """Every command, loaded (for what walks them all: the tests of every command)."""
+        for module in REGISTRARS:
+            self.load(module)
+        return self.commands
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help from COMMANDS, whole (wrapped, not cut)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            loaded = self.commands.get(name)
+            if name in COMMANDS:
+                rows.append((name, COMMANDS[name][1]))
+            elif loaded is not None and not loaded.hidden:
+                rows.append((name, loaded.get_short_help_str(limit=formatter.width)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     no_args_is_help=True,
 )
@@ -90,22 +121,72 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
     ctx.call_on_close(ctx.ensure_object(App).close)
 
 
-# The commands, by group (``shoal --help`` lists them by name).
-add_task_commands(cli)  # add, list, show, ready, cancel, retry
-add_group_commands(cli)  # group set|list|clear
-add_schedule_commands(cli)  # schedule list|pause|resume|cancel
-add_import_commands(cli)  # import beads|github|jsonl
-add_lease_commands(cli)  # claim, done, fail, release, defer, heartbeat
-add_agent_commands(cli)  # register, agents, agent resume|set-status, set-status
-add_hub_commands(cli)  # init, status, assess, rebalance, reap, events, config
-add_prune_commands(cli)  # prune
-add_doctor_commands(cli)  # doctor
-add_prime_commands(cli)  # prime
-add_mcp_commands(cli)  # mcp, mcp config
-add_serve_commands(cli)  # serve, token create|list|revoke
-add_runtime_commands(cli)  # worker, monitor, supervise
-add_demo_commands(cli)  # demo
-add_sim_commands(cli)  # sim: the scheduling simulator (shoal.sim)
+# The commands, by module: loaded by LazyGroup when one of them runs.
+
+#: Each module of commands (``shoal.faces.cli.<module>``) and its function that puts its
+#: commands on a group.
+REGISTRARS: Mapping[str, str] = {
+    "tasks": "add_task_commands",  # add, list, show, ready, cancel, retry, set-priority
+    "groups": "add_group_commands",  # group set|list|clear
+    "schedules": "add_schedule_commands",  # schedule list|pause|resume|cancel
+    "imports": "add_import_commands",  # import beads|github|jsonl
+    "leases": "add_lease_commands",  # claim, done, fail, release, defer, heartbeat
+    "agents": "add_agent_commands",  # register, agents, agent resume|set-status, set-status
+    "hub": "add_hub_commands",  # init, status, assess, rebalance, reap, events, config
+    "prune": "add_prune_commands",  # prune
+    "doctor": "add_doctor_commands",  # doctor
+    "prime": "add_prime_commands",  # prime
+    "mcp": "add_mcp_commands",  # mcp, mcp config
+    "serve": "add_serve_commands",  # serve, token create|list|revoke
+    "runtime": "add_runtime_commands",  # worker, monitor, supervise
+    "demo": "add_demo_commands",  # demo
+    "sim": "add_sim_commands",  # sim: the scheduling simulator (shoal.sim)
+}
+
+#: Every command: its module (in REGISTRARS) and the short help ``shoal --help`` shows, so
+#: that the help lists every command without importing any. A test
+#: (tests/faces/test_cli_startup.py) holds this to the commands themselves.
+COMMANDS: Mapping[str, tuple[str, str]] = {
+    "add": ("tasks", "Post a task to the pool (or to an agent's queue with --to); or many "
+            "from JSON Lines with --file."),
+    "agent": ("agents", "Act on an agent: pause or resume it, set its status."),
+    "agents": ("agents", "Every agent the fleet knows."),
+    "assess": ("hub", "Recommend spawning or retiring agents."),
+    "cancel": ("tasks", "Cancel tasks that have not finished."),
+    "claim": ("leases", "Claim the best task(s) an agent can do."),
+    "config": ("hub", "Read or change fleet settings."),
+    "defer": ("leases", "Set a held task aside until others are done."),
+    "demo": ("demo", "Watch a small fleet work, steal and finish."),
+    "doctor": ("doctor", "Check the fleet's health and say how to fix what is wrong."),
+    "done": ("leases", "Complete a task you hold."),
+    "events": ("hub", "The event log (one event per state change)."),
+    "fail": ("leases", "Report that a task you hold failed."),
+    "group": ("groups", "Concurrency groups: at most N tasks of a group held at once, fleet-wide."),
+    "heartbeat": ("leases", "Say an agent is alive and extend its leases."),
+    "import": ("imports", "Add tasks from beads, GitHub issues or JSON Lines."),
+    "init": ("hub", "Create (or upgrade) a fleet."),
+    "list": ("tasks", "Tasks, newest first."),
+    "mcp": ("mcp", "Serve the fleet to LLM agents over MCP."),
+    "monitor": ("runtime", "The hub: reap, rebalance and assess on an interval."),
+    "prime": ("prime", "A briefing for a coding agent joining the fleet."),
+    "prune": ("prune", "Delete old history: finished tasks and their events."),
+    "ready": ("tasks", "Pending tasks, in the order a claim would take them."),
+    "reap": ("hub", "Expire leases, mark silent agents offline..."),
+    "rebalance": ("hub", "Move queued work to agents idle for a while."),
+    "register": ("agents", "Register an agent (or update a live one)."),
+    "release": ("leases", "Give a task back untouched (not counted as a failure)."),
+    "retry": ("tasks", "Retry tasks: dead or cancelled ones, or skip a retry's wait."),
+    "schedule": ("schedules", "Recurring tasks: list, pause, resume, cancel."),
+    "serve": ("serve", "Serve the dashboard, the HTTP API and /metrics."),
+    "set-priority": ("tasks", "Change a task's priority."),
+    "set-status": ("agents", "Set an agent's status (e.g. terminated)."),
+    "show": ("tasks", "One task in full: fields, dependencies and history."),
+    "sim": ("sim", "Simulate scheduling policies on workloads, in virtual time."),
+    "status": ("hub", "The fleet at a glance."),
+    "supervise": ("runtime", "Run local workers, as many as the work calls for."),
+    "token": ("serve", "Make, list and revoke access tokens for `shoal serve`."),
+    "worker": ("runtime", "Be an agent: run a command for every task claimed."),
+}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- entry point
@@ -191,7 +272,9 @@ def _fail(
     app: App, args: list[str], data: dict[str, Any], message: str, hint: str | None, code: int
 ) -> NoReturn:
     if app.json or "--json" in args:
-        click.echo(output.json_text({"error": data}, pretty=app.out.is_terminal))
+        click.echo(output.json_text({"error": data}, pretty=app.is_terminal))
     else:
+        from shoal.faces import render
+
         render.print_error(app.err, message, hint)
     sys.exit(code)

@@ -17,11 +17,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
-from shoal.faces import output, posting, render
+from shoal.faces import output, posting
 from shoal.faces.cli import paging
-from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app
-from shoal.faces.cli.imports import add_from_file
-from shoal.faces.cli.schedules import add_schedule
+from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app, render
 from shoal.model import Task, TaskState
 from shoal.settings import MAX_DURATION
 from shoal.times import parse_moment
@@ -113,6 +111,8 @@ def add(
                 "a recurring task is one TITLE, not --file",
                 hint='e.g. shoal add "check the sensors" --every 30m',
             )
+        from shoal.faces.cli.schedules import add_schedule  # schedules load only here
+
         add_schedule(
             app,
             title,
@@ -152,6 +152,8 @@ def add(
                 f"--file takes every field from the file; {', '.join(given)} would be ignored",
                 hint="put the fields on each line of the file (see `shoal import --help`)",
             )
+        from shoal.faces.cli.imports import add_from_file  # the importers load only here
+
         add_from_file(app, from_file)
         return
     if title is None:
@@ -210,7 +212,11 @@ def ready(app: App, agent: str | None, limit: int) -> None:
     tasks = app.fleet(read_only=True).ready(agent, limit=limit)
     title = f"ready for {agent}" if agent else "ready"
     none = f"nothing is ready for {agent}" if agent else "nothing is ready"
-    app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now(), title), empty=none)
+    app.emit(
+        [t.to_dict() for t in tasks],
+        lambda: render.tasks_table(tasks, app.now(), title),
+        empty=none,
+    )
 
 
 @click.command()
@@ -223,7 +229,7 @@ def show(app: App, task_id: int) -> None:
     e.g. `shoal show 12`.
     """
     detail = app.fleet(read_only=True).show(task_id)
-    app.emit(detail.to_dict(), render.task_panel(detail, app.now()))
+    app.emit(detail.to_dict(), lambda: render.task_panel(detail, app.now()))
 
 
 @click.command("list")
@@ -264,7 +270,10 @@ def list_tasks(
         command += [*(["--agent", agent] if agent else []), *(["--json"] if app.json else [])]
         command += [*(["--limit", str(limit)] if limit else []), "--before", str(tasks[-1].id)]
         note = paging.more_line(command, more, "tasks", "not shown", f"shows the next {size}")
-    table = render.tasks_table(tasks, app.now())
+
+    def table() -> Any:
+        return render.tasks_table(tasks, app.now())
+
     data = [t.to_dict() for t in tasks]
     paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
 

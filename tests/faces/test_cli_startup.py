@@ -1,0 +1,131 @@
+"""A ``shoal`` call costs little more than starting Python: agents call the CLI in loops
+(``eval "$(shoal claim --format env)" && ... && shoal done``), each call a new process, so
+what a command imports is what it costs. The commands of that loop import no face they do
+not use -- no rich, no web, no MCP, no PostgreSQL driver, no plotting -- and ``shoal
+--help`` lists every command without importing any. bench/cli_startup.py measures the
+time (docs/benchmarks.md, *The CLI's start*)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from shoal import Fleet
+from shoal.faces.cli import cli
+from shoal.faces.cli.root import COMMANDS, REGISTRARS
+from tests.faces.cli_support import base_env
+
+#: What the everyday commands must never import (each name and its submodules).
+HEAVY = ("rich", "fastapi", "starlette", "uvicorn", "jinja2", "mcp", "psycopg", "httpx",
+         "matplotlib")  # fmt: skip
+
+#: Runs the CLI's own entry point in a fresh interpreter, then writes the names of every
+#: module loaded to the file named by the first argument.
+PROBE = """
+import json, sys
+from shoal.faces.cli import main
+out, args = sys.argv[1], sys.argv[2:]
+try:
+    main(args)
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def loaded_by(tmp_path: Path, url: str, *args: str) -> set[str]:
+    """The modules a fresh ``shoal ARGS`` process had loaded when it finished."""
+    out = tmp_path / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        env=base_env({"SHOAL_STORE": url}),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    return set(json.loads(out.read_text()))
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.partition(".")[0] in HEAVY)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    with Fleet.open(url, create=True) as fleet:
+        fleet.register("ada")
+        fleet.post("write the parser")
+    return url
+
+
+def test_the_agent_loop_imports_no_heavy_library(tmp_path: Path, url: str) -> None:
+    """claim (--format env and --json), done, heartbeat, status --json, list --json, and a
+    claim that finds nothing: none loads rich, a web or MCP library, psycopg, httpx
+    or matplotlib."""
+    claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--format", "env")
+    assert "shoal.faces.cli.leases" in claimed  # the probe did run the command
+    assert heavy_in(claimed) == []
+    with Fleet.open(url) as fleet:
+        lease = fleet.leases("ada")[0]
+    done = loaded_by(tmp_path, url, "done", str(lease.task_id), "--token", lease.token)
+    assert heavy_in(done) == []
+    with Fleet.open(url) as fleet:
+        assert fleet.get(lease.task_id).state.value == "done"  # done did its work
+    for args in (
+        ["claim", "--agent", "ada", "--format", "env"],  # nothing left: exit 1
+        ["claim", "--agent", "ada", "--json"],
+        ["status", "--json"],
+        ["list", "--json"],
+        ["heartbeat", "ada", "--json"],
+    ):
+        assert heavy_in(loaded_by(tmp_path, url, *args)) == [], args
+
+
+def test_a_command_loads_only_its_own_module(tmp_path: Path, url: str) -> None:
+    """The group imports a command's module when the command runs: claim does not load
+    the simulator, the runtime, the server or the importers."""
+    claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--json")
+    others = {f"shoal.faces.cli.{m}" for m in REGISTRARS} - {"shoal.faces.cli.leases"}
+    assert sorted(claimed & others) == []
+    apart = ("shoal.sim", "shoal.runtime", "shoal.faces.web", "shoal.faces.mcp",
+             "shoal.stores.postgres")  # fmt: skip
+    assert sorted(m for m in claimed if m.startswith(apart)) == []
+
+
+def test_help_lists_every_command_without_importing_one(tmp_path: Path, url: str) -> None:
+    modules = loaded_by(tmp_path, url, "--help")
+    assert sorted(m for m in modules if m.startswith("shoal.faces.cli.") and
+                  m.rpartition(".")[2] in REGISTRARS) == []  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "--help"],
+        env=base_env({}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    listed = proc.stdout.split("Commands:")[1]
+    for name, (_module, short) in COMMANDS.items():
+        assert f"  {name} " in listed
+        assert " ".join(short.split()[:3]) in " ".join(listed.split())
+
+
+def test_the_command_table_is_the_commands() -> None:
+    """COMMANDS (what --help shows and where each command lives) says what the modules
+    register: a command added to a module and not to the table fails here."""
+    commands = cli.load_all()
+    assert set(commands) == set(COMMANDS)
+    for name, command in commands.items():
+        module, short = COMMANDS[name]
+        callback_module = (
+            command.callback.__module__ if command.callback else type(command).__module__
+        )
+        if not isinstance(command, click.Group) or command.callback is not None:
+            assert callback_module.rpartition(".")[2] in (module, "mcp_config"), name
+        assert command.get_short_help_str(limit=10_000) == short, name
