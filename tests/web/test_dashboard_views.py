@@ -7,15 +7,19 @@ store's own aggregate, so each store is checked against the same figures).
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from shoal import Fleet, ManualClock
 from shoal.faces.web.bulk import MAX_BULK
-from shoal.faces.web.charts import RANGES, agent_charts, fleet_charts
+from shoal.faces.web.charts import RANGES, SETTLE, CountCache, agent_charts, fleet_charts
 from shoal.model import Lease
+from shoal.stores._sql import load_queries
 from tests.web.dash_support import client_for, csrf_of, page
 
 NASTY = "<script>alert('x')</script> & <b>bold</b>"
@@ -131,6 +135,46 @@ def test_the_chart_window_is_bounded(fleet: Fleet) -> None:
         fleet.event_counts(now - 86400 * 365, 60.0)
     with pytest.raises(BadInput):
         fleet.event_counts(now, 0.0)
+
+
+def test_a_page_reloading_itself_recounts_only_the_newest_buckets(
+    fleet: Fleet, clock: ManualClock
+) -> None:
+    cache, span = CountCache(), RANGES["1h"]
+    fleet.post_many([{"title": f"t{i}"} for i in range(3)])
+    clock.advance(600)
+    now = clock.now()
+    first = fleet_charts(fleet, span, 3, now, cache)
+    assert cache.counted_from == span.start(now)  # the first time: the whole window
+    assert first == fleet_charts(fleet, span, 3, now)
+    fleet.post("one more")
+    clock.advance(30)
+    now = clock.now()
+    again = fleet_charts(fleet, span, 4, now, cache)
+    assert cache.counted_from is not None and cache.counted_from >= now - SETTLE - span.width
+    assert again == fleet_charts(fleet, span, 4, now)
+    assert series(again, "Queue depth")[-1] == 4
+
+
+def test_the_counts_read_only_the_window_of_the_log(tmp_path: Path) -> None:
+    """SQLite's plans: the window's events by the primary key, steals by their index on
+    time -- never a scan of the whole log."""
+    path = tmp_path / "fleet.db"
+    with Fleet.open(f"sqlite://{path}") as fleet:
+        fleet.post("one")
+    queries = load_queries("sqlite")
+    params = {"first": 1, "start": 0.0, "width": 60.0, "agent": None, "id": 1}
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        plans = {
+            name: " ".join(
+                str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {queries[name]}", params)
+            )
+            for name in ("event_bounds", "event_at_or_after", "event_counts", "steals_from")
+        }
+    assert "INTEGER PRIMARY KEY (rowid>?)" in plans["event_counts"], plans
+    assert "INTEGER PRIMARY KEY (rowid>?)" in plans["event_at_or_after"], plans
+    assert "USING INDEX events_steals" in plans["steals_from"], plans
+    assert "SCAN events" not in plans["event_bounds"], plans
 
 
 # ---------------------------------------------------------------- the agent page

@@ -25,7 +25,13 @@ from fastapi import APIRouter, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from shoal.faces.web.charts import DEFAULT_RANGE, RANGES, agent_charts, fleet_charts
+from shoal.faces.web.charts import (
+    DEFAULT_RANGE,
+    RANGES,
+    CountCache,
+    agent_charts,
+    fleet_charts,
+)
 from shoal.faces.web.guard import COOKIE, Guard
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE, LaneCache
 from shoal.faces.web.live import feed_of
@@ -248,6 +254,14 @@ def task_page(request: Request, task_id: TaskId, fleet: FleetDep, _: Viewer) -> 
 # ---------------------------------------------------------------- health
 
 
+def _count_cache(request: Request) -> CountCache:
+    """The app's kept chart counts (``charts.CountCache``), made at the first use."""
+    cache: CountCache | None = getattr(request.app.state, "counts", None)
+    if cache is None:
+        cache = request.app.state.counts = CountCache()
+    return cache
+
+
 RangeName = Annotated[str, Query(alias="range", pattern="^(1h|24h|7d)$")]
 
 
@@ -274,7 +288,7 @@ def health_page(
         "troubled": troubled,
         "expired": expired,
         "assessment": status.assessment,
-        "charts": fleet_charts(fleet, chosen, pending, now),
+        "charts": fleet_charts(fleet, chosen, pending, now, _count_cache(request)),
         "span": chosen,
         "ranges": RANGES,
         "settings": settings,
@@ -310,7 +324,7 @@ def agent_page(
         "events": events[::-1],
         "agent_events": AGENT_EVENTS,
         "agent_scan": AGENT_SCAN,
-        "charts": agent_charts(fleet, agent.id, chosen, now),
+        "charts": agent_charts(fleet, agent.id, chosen, now, _count_cache(request)),
         "span": chosen,
         "ranges": RANGES,
     }

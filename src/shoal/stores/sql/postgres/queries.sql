@@ -721,8 +721,9 @@ WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id DE
 
 
 -- name: event_bounds
--- The log's first and last ids (the primary key's two ends).
-SELECT min(id), max(id) FROM events;
+-- The log's first and last ids (the primary key's two ends: one lookup each, where one
+-- SELECT of both would read the whole table).
+SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events);
 
 -- name: event_at_or_after
 -- The first event from an id on: one step of the search for a time (``_first_event_at``).

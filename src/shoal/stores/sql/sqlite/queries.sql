@@ -616,8 +616,9 @@ WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id DESC LIMIT 
 
 
 -- name: event_bounds
--- The log's first and last ids (the primary key's two ends).
-SELECT min(id), max(id) FROM events;
+-- The log's first and last ids (the primary key's two ends: one lookup each, where one
+-- SELECT of both would read the whole table).
+SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events);
 
 -- name: event_at_or_after
 -- The first event from an id on: one step of the search for a time (``_first_event_at``).
