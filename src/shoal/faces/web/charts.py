@@ -91,7 +91,7 @@ Row = tuple[str, str, int]
 class CountCache:
     """The counts of buckets that have ended, kept, so a page that reloads itself recounts
     only the newest: a week by the hour is counted whole once (about 3 s over 870k events
-    on a loaded two-core machine, docs/web.md), then one hour's events per reload.
+    on a loaded two-core machine), then one hour's events per reload.
 
     Kept per series (``key``: whose events, and the bucket width); buckets are aligned on
     multiples of their width, so every window of a series shares them. Buckets older than

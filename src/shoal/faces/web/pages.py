@@ -12,9 +12,11 @@ Each page is bounded whatever the fleet's size: the lanes read one status and at
 ``lanes.FULL_LANES`` queues; the task list filters a bounded listing (``SCAN`` tasks, said
 on the page); the health and agent pages' charts are counted by the store over a bounded
 window (``charts``), and an agent's page reads its events from the last ``AGENT_SCAN`` of
-the log. The people's
-actions (retry, cancel, release, pause, resume, settings, assess) are in ``actions``; the
-live stream that reloads the lanes is ``live``.
+the log. The tasks, health and agent pages reload their live part on the live stream's
+``fleet`` event, at most every few seconds (htmx's throttle; and every 30 s regardless).
+The people's actions (retry, cancel, release, pause, resume, settings, assess) are in
+``actions``, retrying or cancelling a filtered selection in ``bulk``; the live stream is
+``live``.
 """
 
 from __future__ import annotations
