@@ -11,7 +11,8 @@ The fleet: six agents with roles, domains and skills; an hour of finished work b
 them (about a hundred tasks posted in bursts and done under a manual clock set an hour
 back, so the health charts have a history); and 25 tasks live now -- six held, queues of
 different depths, the pool, one task stolen from a busy agent's queue and one dead after
-its one attempt. An admin token is
+its one attempt (and two more deploys after it), and one agent paused by a person. An admin
+token is
 made and the pages are taken signed in, as an operator sees them (the action buttons
 drawn); the sign-in page is taken from a fresh browser.
 
@@ -147,6 +148,10 @@ def build(store: str) -> tuple[int, int, str]:
         doomed = now.post("Deploy the search service", domain="infra", max_attempts=1, to="fay")
         failed = now.claim("fay")
         now.fail(failed.leases[0], "helm: timed out waiting for the rollout", retry=False)
+        for title in ("Deploy the billing worker", "Deploy the image resizer"):
+            now.post(title, domain="infra", max_attempts=1, to="fay")
+            lease = now.claim("fay").leases[0]
+            now.fail(lease, "helm: timed out waiting for the rollout", retry=False)
         for agent, title, domain, priority in QUEUED:
             now.post(title, domain=domain, to=agent, priority=priority)
         for agent in ("ada", "ada", "cy", "eli", "fay"):
@@ -156,6 +161,7 @@ def build(store: str) -> tuple[int, int, str]:
         for title, area, rank in POOL:
             now.post(title, domain=area, priority=rank)
         now.post("Reply to the security questionnaire", priority=4)
+        now.pause("dee", for_="30m")  # held by a person: its queue went back to the pool
         _, secret = now.create_token("admin", name="screenshots")
     return stolen.tasks[0].id, doomed.id, secret
 
@@ -199,6 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             charts.evaluate("(heading) => heading.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(args.out / "health-charts.png"))
             print(f"  {args.out / 'health-charts.png'}  ({base}/health, its charts)")
+            shoot(page, f"{base}/agents/ada", args.out / "agent.png")
+            shoot(page, f"{base}/bulk?action=retry&state=dead", args.out / "bulk.png")
+            dark = browser.new_context(viewport=VIEWPORT, color_scheme="dark")
+            night = dark.new_page()
+            night.goto(f"{base}/login")
+            night.get_by_label("token", exact=False).fill(secret)
+            night.get_by_label("token", exact=False).press("Enter")
+            night.wait_for_url(f"{base}/")
+            shoot(night, f"{base}/health", args.out / "health-dark.png")
             browser.close()
     return 0
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from shoal import Fleet, ManualClock
-from shoal.faces.web.charts import charts_of
+from shoal import Fleet
 from shoal.faces.web.guard import COOKIE
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE
 from shoal.model import Agent, Lease
@@ -476,35 +475,7 @@ def test_signing_in_over_https_sets_a_secure_cookie(fleet: Fleet, closed: tuple[
     assert "secure" in response.headers["set-cookie"].lower()
 
 
-# ---------------------------------------------------------------- the health page's charts
-
-
-def test_the_charts_follow_the_event_log(tmp_path: Path) -> None:
-    clock = ManualClock(start=1_767_225_600.0)  # a minute's start
-    with Fleet.open(f"sqlite://{tmp_path / 'fleet.db'}", clock=clock) as fleet:
-        fleet.register("ada", max_concurrent=3)
-        fleet.register("bob")
-        fleet.post_many([{"title": f"t{i}"} for i in range(4)])  # minute 0: 4 pending
-        clock.advance(60)
-        leases = fleet.claim("ada", 2).leases  # minute 1: 2 claimed, 60 s after ready
-        clock.advance(60)
-        fleet.complete(leases[0])  # minute 2: one done, 2 pending
-        clock.advance(30)
-        doc = page(client_for(fleet).get("/health").text)
-        now = clock.now()
-    figures = doc.find("section", id="charts").find_all("figure")
-    assert len(figures) == 4 and all(f.find("svg", role="img") for f in figures)
-    with Fleet.open(f"sqlite://{tmp_path / 'fleet.db'}", clock=clock) as fleet:
-        fleet_events = fleet.events(newest=True, limit=1000)
-        pending = fleet.status().counts["pending"]
-    charts, covered = charts_of(fleet_events, now, pending, live_agents=2)
-    by_name = {chart.name: [value for _, value in chart.points] for chart in charts}
-    assert by_name["Queue depth"] == [4, 2, 2]
-    assert by_name["Throughput"] == [0, 0, 1]
-    assert by_name["Claim latency"] == [None, 60.0, None]
-    assert by_name["Idle share"] == [100.0, 50.0, 50.0]  # ada worked in minutes 1 and 2
-    assert covered.startswith("3 min from 2026-01-01T00:00:00")
-    assert "now 2 pending, peak 4 pending" in figures[0].text
+# ---------------------------------------------------------------- retry now and priority
 
 
 def test_a_task_waiting_out_its_backoff_can_be_retried_now(

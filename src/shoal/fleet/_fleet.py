@@ -40,6 +40,7 @@ I7 bad input changes nothing and says what was wrong and how to fix it.
 
 from __future__ import annotations
 
+import math
 import random
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -70,7 +71,16 @@ from shoal.fleet._transitions import (
     release_dependents,
 )
 from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
-from shoal.model import BatchCompletion, Claim, Completion, Lease, NewTask, Task, TaskDetail
+from shoal.model import (
+    BatchCompletion,
+    Claim,
+    Completion,
+    EventCount,
+    Lease,
+    NewTask,
+    Task,
+    TaskDetail,
+)
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Finishing, Store, StoreTx
 from shoal.text import shown_url
@@ -350,6 +360,27 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
             check_agent_id(agent)
         with self._store.read() as tx:
             return preview_in(tx, self.clock.now(), agent, limit)
+
+    def event_counts(
+        self, start: float, width: float, *, agent: str | None = None
+    ) -> list[EventCount]:
+        """The log since ``start`` counted per bucket of ``width`` seconds, kind and detail
+        (``EventCount``; only ``agent``'s own events when given) -- the dashboard's charts.
+        The store counts (one row per bucket, kind and detail come back) and reads only the
+        window's events; at most ``MAX_BUCKETS`` buckets up to now."""
+        start, width = _window(start, width, self.clock.now())
+        if agent is not None:
+            check_agent_id(agent)
+        with self._store.read() as tx:
+            return tx.event_counts(start, width, agent)
+
+    def steals_from(self, start: float, width: float, agent: str) -> list[tuple[int, int]]:
+        """(bucket, count) of tasks stolen from ``agent``'s queue since ``start``, per
+        bucket of ``width`` seconds as ``event_counts`` has them."""
+        start, width = _window(start, width, self.clock.now())
+        check_agent_id(agent)
+        with self._store.read() as tx:
+            return tx.steals_from(start, width, agent)
 
     # ------------------------------------------------------------------ leases
 
@@ -670,3 +701,20 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
             tx.append_event(now, EventKind.DEFERRED, task.id, holder, data)
             after_letting_go(tx, holder, now)
             return need_task(tx, task.id)
+
+
+#: Buckets ``Fleet.event_counts`` counts at most (a week by the hour is 168).
+MAX_BUCKETS = 2000
+
+
+def _window(start: float, width: float, now: float) -> tuple[float, float]:
+    """``start`` and ``width`` checked: finite, a positive width, at most ``MAX_BUCKETS``
+    buckets from ``start`` to ``now``."""
+    if not (math.isfinite(start) and math.isfinite(width)) or width <= 0:
+        raise BadInput(f"a window needs a finite start and a positive width, not {start}, {width}")
+    if (now - start) / width > MAX_BUCKETS:
+        raise BadInput(
+            f"that window has more than {MAX_BUCKETS} buckets",
+            hint="count over a shorter time or in wider buckets",
+        )
+    return float(start), float(width)

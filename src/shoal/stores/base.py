@@ -25,6 +25,7 @@ from shoal.model import (
     Agent,
     Candidate,
     Event,
+    EventCount,
     NewTask,
     QueueDepth,
     Schedule,
@@ -456,6 +457,18 @@ class StoreTx(Protocol):
     ) -> list[Event]:
         """Events with id > ``since``, oldest first -- or, with ``newest``, the last
         ``limit`` of them, newest first."""
+        ...
+
+    def event_counts(self, start: float, width: float, agent_id: str | None) -> list[EventCount]:
+        """The events logged at or after ``start`` (only ``agent_id``'s, when given),
+        counted per bucket of ``width`` seconds (bucket 0 starts at ``start``), kind and
+        ``model.count_detail``. Read from the window's first event on: that event is
+        found through the log's ids, never by reading the older log."""
+        ...
+
+    def steals_from(self, start: float, width: float, agent_id: str) -> list[tuple[int, int]]:
+        """(bucket, steals) of tasks taken from ``agent_id``'s queue at or after ``start``,
+        buckets as ``event_counts``'s (the steals' index on time)."""
         ...
 
 

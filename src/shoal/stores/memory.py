@@ -23,15 +23,17 @@ transitions, history and the event log. The rows and their indexes are ``_memdat
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from shoal.model import Candidate, Event, Task, TaskState
+from shoal.model import Candidate, Event, EventCount, Task, TaskState, count_detail
 from shoal.stores._memdata import (
     CLAIMED,
     GROUPS_META,
@@ -449,3 +451,23 @@ class _MemoryTx(MemoryReads, MemorySchedules):
                 if len(out) >= limit:
                     break
         return out
+
+    def event_counts(self, start: float, width: float, agent_id: str | None) -> list[EventCount]:
+        counts: Counter[tuple[int, str, str]] = Counter()
+        for event in self.d.events[_first_at(self.d.events, start) :]:
+            if event.at >= start and (agent_id is None or event.agent == agent_id):
+                bucket = int((event.at - start) // width)
+                counts[bucket, event.kind, count_detail(event.kind, event.data)] += 1
+        return [EventCount(b, k, d, n) for (b, k, d), n in counts.items()]
+
+    def steals_from(self, start: float, width: float, agent_id: str) -> list[tuple[int, int]]:
+        counts: Counter[int] = Counter()
+        for event in self.d.events[_first_at(self.d.events, start) :]:
+            if event.kind == "stolen" and event.at >= start and event.data.get("from") == agent_id:
+                counts[int((event.at - start) // width)] += 1
+        return sorted(counts.items())
+
+
+def _first_at(events: list[Event], start: float) -> int:
+    """Where the log reaches ``start`` (times rise along it, as ids do)."""
+    return bisect.bisect_left(events, start, key=lambda e: e.at)

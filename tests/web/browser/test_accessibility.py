@@ -21,6 +21,16 @@ pytestmark = pytest.mark.slow
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 AXE_VERSION = "4.14.1"  # vendor/README.md
+#: The pages scanned signed in (and again in dark mode), besides a task's own.
+PAGES = (
+    "/",
+    "/tasks",
+    "/tasks?state=dead",
+    "/health",
+    "/health?range=7d",
+    "/agents/ada",
+    "/bulk?action=retry&state=dead",
+)
 #: The impacts that fail the scan; "moderate" and "minor" ones are printed, not failed.
 BLOCKING = ("serious", "critical")
 
@@ -73,7 +83,7 @@ def test_every_page_has_no_serious_accessibility_violation(
 ) -> None:
     """One server for every page (each page is scanned, and every violation of every page
     is reported together). The sign-in page is scanned from a fresh profile, the others
-    signed in as admin, so the action buttons are drawn."""
+    signed in as admin, so the action buttons are drawn, in light mode and in dark."""
     secret, dead = busy_fleet(f"sqlite://{tmp_path / 'fleet.db'}")
     found: list[str] = []
     with serving(tmp_path) as served:
@@ -85,10 +95,14 @@ def test_every_page_has_no_serious_accessibility_violation(
             admin.set_default_timeout(10_000)
             signed_in = admin.new_page()
             sign_in(signed_in, served.base, secret)
-            for path in ("/", "/tasks", "/tasks?state=dead", f"/tasks/{dead}", "/health"):
+            for path in (*PAGES, f"/tasks/{dead}"):
                 answer = signed_in.goto(served.at(path))
                 assert answer is not None and answer.status == 200, f"{path}: {answer}"
                 found += blocking(path, scan(signed_in))
+            signed_in.emulate_media(color_scheme="dark")  # the same contrast rules hold
+            for path in PAGES:
+                signed_in.goto(served.at(path))
+                found += blocking(f"{path} (dark)", scan(signed_in))
         finally:
             admin.close()
     assert not found, "\n".join(found)

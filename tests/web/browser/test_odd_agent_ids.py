@@ -34,3 +34,23 @@ def test_pause_on_an_odd_old_id_pauses_that_agent_and_not_the_one_it_names(
         now = fleet.clock.now()
         assert fleet.agent(ODD).paused(now)
         assert not fleet.agent("bob").paused(now)
+
+
+def test_the_lane_of_an_odd_old_id_links_to_that_agents_page(served: Served, page: Page) -> None:
+    with served.fleet() as fleet:
+        fleet.register("bob")
+        plant_agent(fleet, ODD)
+        fleet.pause(ODD, for_="1h")
+    page.goto(served.at("/"))
+    link = page.locator(f'section.lane[data-lane="{ODD}"] a[data-agent-link]')
+    assert link.evaluate("a => a.href") == served.at("/agents/x%2F..%2F..%2Fagents%2Fbob")
+    link.click()
+    expect(page.locator("h1")).to_contain_text(f"Agent {ODD}")
+    expect(page.locator('h1 [data-status="paused"]')).to_have_count(1)
+    resume = page.locator('button[data-action="resume"]')
+    assert resume.evaluate("b => b.form.action") == served.at(
+        "/agents/x%2F..%2F..%2Fagents%2Fbob/resume"
+    )
+    act(page, resume, "resume")
+    with served.fleet() as fleet:
+        assert not fleet.agent(ODD).paused(fleet.clock.now())

@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 
 from shoal import __version__
 from shoal.faces.exposure import Exposure
-from shoal.faces.web import actions, errors, live, pages
+from shoal.faces.web import actions, bulk, errors, live, pages
 from shoal.faces.web.api import router as api_router
 from shoal.faces.web.guard import BodyLimit, Guard, HostCheck
 from shoal.faces.web.metrics import Metrics
@@ -62,6 +62,7 @@ def create_app(fleet: Fleet, exposure: Exposure, *, local_secret: str | None = N
     app.include_router(schedules_router)
     app.include_router(pages.router)
     app.include_router(actions.router)
+    app.include_router(bulk.router)
     app.include_router(live.router)
     app.state.metrics = Metrics(fleet)  # its counters start at the log's end
     app.include_router(metrics_router)

@@ -10,9 +10,13 @@ becomes the cookie the same way. A page refused for want of a session sends its 
 
 Each page is bounded whatever the fleet's size: the lanes read one status and at most
 ``lanes.FULL_LANES`` queues; the task list filters a bounded listing (``SCAN`` tasks, said
-on the page); the health page reads at most ``charts.WINDOW_EVENTS`` events. The people's
-actions (retry, cancel, release, pause, resume, settings, assess) are in ``actions``; the
-live stream that reloads the lanes is ``live``.
+on the page); the health and agent pages' charts are counted by the store over a bounded
+window (``charts``), and an agent's page reads its events from the last ``AGENT_SCAN`` of
+the log. The tasks, health and agent pages reload their live part on the live stream's
+``fleet`` event, at most every few seconds (htmx's throttle; and every 30 s regardless).
+The people's actions (retry, cancel, release, pause, resume, settings, assess) are in
+``actions``, retrying or cancelling a filtered selection in ``bulk``; the live stream is
+``live``.
 """
 
 from __future__ import annotations
@@ -23,11 +27,18 @@ from fastapi import APIRouter, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from shoal.faces.web.charts import WINDOW_EVENTS, charts_of
+from shoal.faces.web.charts import (
+    DEFAULT_RANGE,
+    RANGES,
+    CountCache,
+    agent_charts,
+    fleet_charts,
+)
 from shoal.faces.web.guard import COOKIE, Guard
 from shoal.faces.web.lanes import FULL_LANES, PER_LANE, LaneCache
 from shoal.faces.web.live import feed_of
 from shoal.faces.web.views import FleetDep, PageRoute, Viewer, local_path, render
+from shoal.fleet import Fleet
 from shoal.model import Task
 from shoal.settings import SETTINGS
 from shoal.vocabulary import AgentStatus, TaskState, names
@@ -44,6 +55,10 @@ PAGE = 50
 DEAD_SHOWN = 200
 #: Events a task's page shows (the newest).
 HISTORY = 1000
+#: Events an agent's page shows (its newest), and how far back in the log it looks for them
+#: (the log has no index on agent: reading it back to an agent's last event could read all).
+AGENT_EVENTS = 100
+AGENT_SCAN = 50_000
 
 TaskId = Annotated[int, Path(ge=1, le=2**62)]
 
@@ -157,6 +172,27 @@ def _matches(task: Task, domain: str, priority: int | None, words: str) -> bool:
     return not words or words in task.title.casefold()
 
 
+def filtered(
+    fleet: Fleet,
+    *,
+    state: str = "",
+    domain: str = "",
+    agent: str = "",
+    priority: str = "",
+    q: str = "",
+    before: int | None = None,
+) -> tuple[list[Task], list[Task]]:
+    """(read, matching): the newest ``SCAN`` tasks of ``state`` and ``agent`` (below
+    ``before``), and those of them whose domain, priority and title match -- the task
+    list's filter, which the bulk actions act on too."""
+    level = int(priority) if priority.strip().isdigit() else None
+    scanned = fleet.tasks(
+        state=state or None, agent=agent.strip() or None, limit=SCAN, before=before
+    )
+    words = q.strip().casefold()
+    return scanned, [t for t in scanned if _matches(t, domain.strip(), level, words)]
+
+
 @router.get("/tasks", summary="Tasks, newest first, filtered")
 def tasks_page(
     request: Request,
@@ -169,12 +205,9 @@ def tasks_page(
     q: str = "",
     before: Annotated[int | None, Query(ge=1, le=2**62)] = None,
 ) -> Response:
-    level = int(priority) if priority.strip().isdigit() else None
-    scanned = fleet.tasks(
-        state=state or None, agent=agent.strip() or None, limit=SCAN, before=before
+    scanned, found = filtered(
+        fleet, state=state, domain=domain, agent=agent, priority=priority, q=q, before=before
     )
-    words = q.strip().casefold()
-    found = [t for t in scanned if _matches(t, domain.strip(), level, words)]
     shown = found[:PAGE]
     if len(found) > PAGE:
         next_before: int | None = shown[-1].id
@@ -194,6 +227,7 @@ def tasks_page(
         "query": {k: v for k, v in query.items() if v},
         "states": names(TaskState),
         "now": fleet.clock.now(),
+        "matched": len(found),
     }
     return render(request, "tasks.html", context)
 
@@ -222,8 +256,21 @@ def task_page(request: Request, task_id: TaskId, fleet: FleetDep, _: Viewer) -> 
 # ---------------------------------------------------------------- health
 
 
+def _count_cache(request: Request) -> CountCache:
+    """The app's kept chart counts (``charts.CountCache``), made at the first use."""
+    cache: CountCache | None = getattr(request.app.state, "counts", None)
+    if cache is None:
+        cache = request.app.state.counts = CountCache()
+    return cache
+
+
+RangeName = Annotated[str, Query(alias="range", pattern="^(1h|24h|7d)$")]
+
+
 @router.get("/health", summary="Dead and stalled tasks, troubled agents, assessment, charts")
-def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
+def health_page(
+    request: Request, fleet: FleetDep, _: Viewer, span: RangeName = DEFAULT_RANGE
+) -> Response:
     status = fleet.status()
     now = status.at
     dead = fleet.tasks(state="dead", limit=DEAD_SHOWN)
@@ -232,9 +279,8 @@ def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
         a for a in agents if a.paused(now) or a.status in (AgentStatus.PAUSED, AgentStatus.OFFLINE)
     ]
     expired = list(status.expired)
-    events = fleet.events(newest=True, limit=WINDOW_EVENTS)
     pending = status.counts.get("pending", 0)
-    charts, covered = charts_of(events, now, pending, status.live)
+    chosen = RANGES[span]
     settings = fleet.settings().to_dict()
     context = {
         "status": status,
@@ -244,9 +290,44 @@ def health_page(request: Request, fleet: FleetDep, _: Viewer) -> Response:
         "troubled": troubled,
         "expired": expired,
         "assessment": status.assessment,
-        "charts": charts,
-        "covered": covered,
+        "charts": fleet_charts(fleet, chosen, pending, now, _count_cache(request)),
+        "span": chosen,
+        "ranges": RANGES,
         "settings": settings,
         "setting_help": {name: SETTINGS[name].help for name in settings if name in SETTINGS},
     }
     return render(request, "health.html", context)
+
+
+# ---------------------------------------------------------------- an agent
+
+
+@router.get(
+    "/agents/{agent_id:path}", summary="One agent: what it holds, its queue, charts, events"
+)
+def agent_page(
+    request: Request, agent_id: str, fleet: FleetDep, _: Viewer, span: RangeName = DEFAULT_RANGE
+) -> Response:
+    agent = fleet.agent(agent_id)
+    now = fleet.clock.now()
+    held = fleet.tasks(state="claimed", agent=agent.id, limit=max(agent.max_concurrent, 1) * 4)
+    queued = [t for t in fleet.ready(agent.id, limit=PER_LANE) if t.agent == agent.id]
+    top = fleet.events(newest=True, limit=1)
+    since = max(0, top[-1].id - AGENT_SCAN) if top else 0
+    events = fleet.events(since, agent=agent.id, newest=True, limit=AGENT_EVENTS)
+    chosen = RANGES[span]
+    context = {
+        "agent": agent,
+        "now": now,
+        "paused": agent.paused(now),
+        "held": held,
+        "queued": queued,
+        "per_lane": PER_LANE,
+        "events": events[::-1],
+        "agent_events": AGENT_EVENTS,
+        "agent_scan": AGENT_SCAN,
+        "charts": agent_charts(fleet, agent.id, chosen, now, _count_cache(request)),
+        "span": chosen,
+        "ranges": RANGES,
+    }
+    return render(request, "agent.html", context)

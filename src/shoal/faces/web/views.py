@@ -36,8 +36,11 @@ from shoal.faces.render import ago
 from shoal.faces.web.errors import status_for
 from shoal.faces.web.guard import Guard, Principal, need
 from shoal.fleet import Fleet
+from shoal.model import Agent
+from shoal.settings import format_duration, format_setting
 from shoal.text import safe
 from shoal.times import iso_time
+from shoal.vocabulary import AgentStatus
 
 __all__ = [
     "TEMPLATES",
@@ -69,6 +72,18 @@ def quoted(value: object) -> str:
     return quote(str(value), safe="")
 
 
+def duration(seconds: float | None) -> str:
+    """Seconds for people, with their unit (``2m``, ``90s``, ``1h30m``), as the CLI writes
+    a duration; never a bare ``120.0``."""
+    return "" if seconds is None else format_duration(float(seconds))
+
+
+def shown_status(agent: Agent, now: float) -> str:
+    """An agent's status as a page names it: ``paused`` while a pause holds it (whether
+    the breaker's or a person's), whatever status was last written."""
+    return AgentStatus.PAUSED.value if agent.paused(now) else agent.status.value
+
+
 def _env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -80,7 +95,10 @@ def _env() -> Environment:
     env.filters["text"] = text
     env.filters["quoted"] = quoted
     env.filters["iso"] = iso_time
+    env.filters["duration"] = duration
+    env.filters["setting"] = format_setting
     env.globals["ago"] = ago
+    env.globals["shown_status"] = shown_status
     return env
 
 

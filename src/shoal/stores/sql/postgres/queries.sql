@@ -753,6 +753,42 @@ SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > %(since)s AND id <= %(until)s AND agent_id = %(agent)s ORDER BY id DESC LIMIT %(limit)s;
 
 
+-- name: event_bounds
+-- The log's first and last ids (the primary key's two ends: one lookup each, where one
+-- SELECT of both would read the whole table).
+SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events);
+
+-- name: event_at_or_after
+-- The first event from an id on: one step of the search for a time (``_first_event_at``).
+SELECT id, at FROM events WHERE id >= %(id)s ORDER BY id LIMIT 1;
+
+-- name: event_counts
+-- The charts' counts: events from the window's first id on, per bucket of its width in
+-- seconds, kind and the detail model.count_detail names. Only the window's rows are read.
+SELECT floor((at - %(start)s) / %(width)s)::bigint AS bucket, kind,
+       CASE kind
+         WHEN 'posted' THEN coalesce(data::jsonb ->> 'state', '')
+         WHEN 'stolen' THEN coalesce(data::jsonb ->> 'by', '')
+         WHEN 'deferred' THEN CASE WHEN coalesce((data::jsonb ->> 'waiting_on')::numeric, 0) > 0
+                                   THEN 'waiting' ELSE '' END
+         WHEN 'cancelled' THEN coalesce(data::jsonb ->> 'was', '')
+         WHEN 'retried' THEN CASE WHEN data::jsonb ->> 'was' = 'pending' THEN ''
+                                  ELSE coalesce(data::jsonb ->> 'state', '') END
+         WHEN 'dead' THEN coalesce(data::jsonb ->> 'cause', '')
+         ELSE '' END AS detail,
+       count(*)
+FROM events
+WHERE id >= %(first)s AND at >= %(start)s
+  AND (%(agent)s::text IS NULL OR agent_id = %(agent)s)
+GROUP BY 1, 2, 3;
+
+-- name: steals_from
+-- Steals from one agent's queue since the window's start, per bucket (events_steals).
+SELECT floor((at - %(start)s) / %(width)s)::bigint AS bucket, count(*) FROM events
+WHERE kind = 'stolen' AND at >= %(start)s AND data::jsonb ->> 'from' = %(agent)s
+GROUP BY 1;
+
+
 -- ============================================================ history (Fleet.prune)
 -- A prune deletes finished tasks older than its cutoff, with their events and dependency
 -- rows, and the old events of no task, in batches (see shoal/_pruning.py for the rules).

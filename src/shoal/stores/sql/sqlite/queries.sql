@@ -644,6 +644,41 @@ SELECT id, at, kind, task_id, agent_id, data FROM events
 WHERE id > :since AND id <= :until AND agent_id = :agent ORDER BY id DESC LIMIT :limit;
 
 
+-- name: event_bounds
+-- The log's first and last ids (the primary key's two ends: one lookup each, where one
+-- SELECT of both would read the whole table).
+SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events);
+
+-- name: event_at_or_after
+-- The first event from an id on: one step of the search for a time (``_first_event_at``).
+SELECT id, at FROM events WHERE id >= :id ORDER BY id LIMIT 1;
+
+-- name: event_counts
+-- The charts' counts: events from :first on (the window's first id), per bucket of :width
+-- seconds, kind and the detail model.count_detail names. Only the window's rows are read.
+SELECT CAST((at - :start) / :width AS INTEGER) AS bucket, kind,
+       CASE kind
+         WHEN 'posted' THEN coalesce(json_extract(data, '$.state'), '')
+         WHEN 'stolen' THEN coalesce(json_extract(data, '$.by'), '')
+         WHEN 'deferred' THEN CASE WHEN coalesce(json_extract(data, '$.waiting_on'), 0) > 0
+                                   THEN 'waiting' ELSE '' END
+         WHEN 'cancelled' THEN coalesce(json_extract(data, '$.was'), '')
+         WHEN 'retried' THEN CASE WHEN json_extract(data, '$.was') = 'pending' THEN ''
+                                  ELSE coalesce(json_extract(data, '$.state'), '') END
+         WHEN 'dead' THEN coalesce(json_extract(data, '$.cause'), '')
+         ELSE '' END AS detail,
+       count(*)
+FROM events
+WHERE id >= :first AND at >= :start AND (:agent IS NULL OR agent_id = :agent)
+GROUP BY bucket, kind, detail;
+
+-- name: steals_from
+-- Steals from one agent's queue since :start, per bucket (events_steals).
+SELECT CAST((at - :start) / :width AS INTEGER) AS bucket, count(*) FROM events
+WHERE kind = 'stolen' AND at >= :start AND json_extract(data, '$.from') = :agent
+GROUP BY bucket;
+
+
 -- ============================================================ history (Fleet.prune)
 -- A prune deletes finished tasks older than its cutoff, with their events and dependency
 -- rows, and the old events of no task, in batches (see shoal/_pruning.py for the rules).
