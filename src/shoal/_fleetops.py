@@ -10,6 +10,7 @@ jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` an
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from shoal import policy
 from shoal._claiming import rebalance_in
@@ -24,12 +25,14 @@ from shoal.errors import BadInput, InvalidTransition
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
 from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapReport, Task
 from shoal.settings import Settings
+from shoal.stores.base import TaskEdit
 from shoal.validation import (
     MAX_ID,
     NEW_AGENT_ID,
     as_task_ids,
     check_agent_id,
     check_count,
+    check_edit,
     check_joining_agent_id,
     check_text,
     parse_priority,
@@ -39,12 +42,37 @@ from shoal.vocabulary import EventKind, TaskState
 __all__ = ["OperatorVerbs"]
 
 
+#: How much of a title an ``edited`` event keeps (a title may be 1000 characters).
+_EVENT_TITLE = 200
+
+
+def _edited(task: Task, changed: dict[str, Any]) -> dict[str, Any]:
+    """The ``edited`` event's data: each changed field's ``from`` and ``to``. The log holds
+    no body (it may be large): a changed body is told by its length in characters; a long
+    title is cut. Both are the poster's untrusted text, escaped wherever they are shown."""
+    out: dict[str, Any] = {}
+    for name, value in changed.items():
+        old = getattr(task, name)
+        if name == "body":
+            out[name] = {"from_chars": len(old), "to_chars": len(value)}
+        elif name == "title":
+            out[name] = {"from": _cut(old), "to": _cut(value)}
+        else:
+            plain = (list(old), list(value)) if isinstance(old, tuple) else (old, value)
+            out[name] = {"from": plain[0], "to": plain[1]}
+    return {"changed": out}
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _EVENT_TITLE else text[: _EVENT_TITLE - 1] + "…"
+
+
 class _DryRun(Exception):
     """Raised inside a write transaction to roll back a dry run."""
 
 
 class OperatorVerbs(FleetBase):
-    """Cancel, reprioritize and retry tasks; the hub's jobs; prune; status, events and
+    """Cancel, reprioritize, edit and retry tasks; the hub's jobs; prune; status, events and
     settings; access tokens."""
 
     # ------------------------------------------------------------------ operating on tasks
@@ -93,6 +121,50 @@ class OperatorVerbs(FleetBase):
                 task.agent,
                 {"from": task.priority, "to": number},
             )
+            return need_task(tx, task_id)
+
+    @rerun_on_conflict
+    def edit(self, task_id: int, **changes: Any) -> Task:
+        """Change what a task not yet finished says or how it ranks: any of ``title``,
+        ``body``, ``priority``, ``skills``, ``domain``, ``labels`` and ``expected_duration``
+        (None clears a domain or an expected duration). A held task keeps the fields that
+        chose its holder (``policy.ROUTING_FIELDS``): changing them is refused, and then
+        nothing changes. One ``edited`` event says what changed; an edit that changes
+        nothing writes nothing."""
+        checked = check_edit(changes)
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; there is nothing to edit",
+                    hint="`shoal retry` brings back a dead or cancelled task first",
+                )
+            changed = {k: v for k, v in checked.items() if getattr(task, k) != v}
+            routing = [k for k in policy.ROUTING_FIELDS if k in changed]
+            if routing and task.state is TaskState.CLAIMED:
+                raise InvalidTransition(
+                    f"task {task_id} is held by {task.agent}; its {' and '.join(routing)} "
+                    "chose who may hold it and cannot change while it runs",
+                    hint="edit its title, body, priority, labels or expected duration now; "
+                    "its skills or domain once it is released or back in the pool",
+                )
+            if not changed:
+                return task
+            new = replace(task, **changed)
+            key = policy.pool_key(new.priority, task.created_at, tx.load_settings().aging)
+            edit = TaskEdit(
+                new.title,
+                new.body,
+                new.priority,
+                key,
+                new.skills,
+                new.domain,
+                new.labels,
+                new.expected_duration,
+            )
+            tx.edit_task(task_id, edit, now)
+            tx.append_event(now, EventKind.EDITED, task_id, task.agent, _edited(task, changed))
             return need_task(tx, task_id)
 
     @rerun_on_conflict

@@ -86,6 +86,8 @@ class Task:
     ready_at: float | None = None
     #: Its own first retry backoff (None: the fleet's ``retry_delay``).
     retry_delay: float | None = None
+    #: Free names people sort and find work by (``shoal list --label``): never routing.
+    labels: tuple[str, ...] = ()
     #: None for a task read whole. A listing (``Fleet.tasks``, ``Fleet.ready``, the tasks
     #: ``status`` shows held) reads neither a task's payload nor its result, however large:
     #: both are None in its value, and this names the ones the task holds (``"payload"``,
@@ -150,6 +152,7 @@ class Task:
             "finished_at": iso_time(self.finished_at),
             "ready_at": iso_time(self.ready_at),
             "retry_delay": self.retry_delay,
+            "labels": list(self.labels),
             "stalled": self.stalled_at is not None,
         }
         if self.left_out is not None:
@@ -210,6 +213,7 @@ class NewTask:
     #: Blocked, it keeps only a not_before (else None): freed earlier, it waits for that.
     ready_at: float | None = None
     retry_delay: float | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

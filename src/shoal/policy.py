@@ -101,6 +101,7 @@ __all__ = [
     "HEARD_FROM",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
+    "ROUTING_FIELDS",
     "SEEN_RESOLUTION",
     "Locality",
     "Ranked",
@@ -551,3 +552,11 @@ def pause_over(agent: Agent, now: float) -> bool:
 def return_queue(task: Task) -> str | None:
     """Where a task goes when its holder lets go: a pinned task to its agent, others to the pool."""
     return task.agent if task.pinned else None
+
+
+#: The fields of a task that decide which agents may hold it. A held (claimed) task keeps
+#: them: its holder was chosen by them, and changing them under it would leave a task held
+#: by an agent that could not have claimed it (``Fleet.edit`` refuses). What a task says
+#: (title, body, labels) and how it ranks (priority, expected duration) may change while it
+#: runs: no holder's right to it depends on them.
+ROUTING_FIELDS = ("skills", "domain")

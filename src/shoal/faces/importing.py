@@ -17,13 +17,14 @@ file again adds nothing and says so ("12 tasks: 0 added, 12 already there"):
 (required), ``priority`` (1-9 or critical/high/medium/low), ``domain``, ``skills``, ``key``,
 ``depends_on`` (keys of tasks in the same file or already in the fleet),
 ``expected_duration``, ``not_before``, ``body``, ``payload``, ``lease_ttl``,
-``max_attempts``, ``retry_delay``. Any other field is a bad line. Blank lines are ignored.
+``max_attempts``, ``retry_delay``, ``labels``. Any other field is a bad line. Blank lines
+are ignored.
 
 **beads** (the JSONL of ``bd export``, ``.beads/issues.jsonl``):
 
 - priority 0 -> 1, 1 -> 2, 2 -> 5 (beads' default, shoal's), 3 -> 7, 4 -> 9;
-- label ``domain:X`` -> domain X (at most one), ``skill:Y`` -> skill Y; every label is kept
-  in the payload;
+- label ``domain:X`` -> domain X (at most one), ``skill:Y`` -> skill Y; every label is the
+  task's label too (``shoal list --label``), and is kept in the payload;
 - ``description`` -> body, followed by design, acceptance criteria and notes if present;
   ``estimated_minutes`` -> expected_duration;
 - dependencies of type ``blocks`` -> ``after``: the task waits for the issue it depends
@@ -89,6 +90,7 @@ JSONL_FIELDS = frozenset(
         "lease_ttl",
         "max_attempts",
         "retry_delay",
+        "labels",
     ]
 )
 #: beads priority (0 most urgent .. 4) -> shoal priority (1 most urgent .. 9).
@@ -305,6 +307,7 @@ def _beads_entry(where: str, issue: dict[str, Any], done: set[str]) -> Entry:
             "issue_type": issue.get("issue_type"),
             "labels": labels,
         },
+        "labels": labels,
         **_label_fields(where, labels),
     }
     minutes = issue.get("estimated_minutes")
@@ -356,6 +359,7 @@ def _github_entry(where: str, issue: dict[str, Any], number: int) -> Entry:
         "priority": min(priorities, default=5),
         "key": f"github:{number}",
         "payload": payload,
+        "labels": labels,
         **_label_fields(where, labels),
     }
     return Entry(where, fields["key"], fields)

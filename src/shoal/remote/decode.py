@@ -109,6 +109,7 @@ def task(data: Data) -> Task:
         stalled_at=updated if data.get("stalled") else None,
         ready_at=_moment(data.get("ready_at")),
         retry_delay=_float(data.get("retry_delay")),
+        labels=tuple(data.get("labels", ())),
         left_out=_left_out(data),
     )
 

@@ -172,6 +172,7 @@ class RemoteFleet(Fleet):
         key: str | None = None,
         not_before: float | str | datetime | None = None,
         retry_delay: float | str | None = None,
+        labels: Iterable[str] | str | None = None,
     ) -> Task:
         moment = not_before.isoformat() if isinstance(not_before, datetime) else not_before
         fields = {
@@ -191,6 +192,7 @@ class RemoteFleet(Fleet):
             "key": key,
             "not_before": moment,
             "retry_delay": retry_delay,
+            "labels": [labels] if isinstance(labels, str) else list(labels or ()),
         }
         return self._decode(decode.task, self._api.post("/tasks", fields), "post")
 
@@ -223,9 +225,12 @@ class RemoteFleet(Fleet):
         agent: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        label: str | None = None,
     ) -> list[Task]:
         wanted = None if state is None else str(state)
         query = {"state": wanted, "agent": agent, "limit": limit, "before": before}
+        if label is not None:
+            query["label"] = label
         return self._decode(_tasks, self._api.get("/tasks", query), "tasks")
 
     def ready(self, agent: str | None = None, *, limit: int = 20) -> list[Task]:
@@ -355,6 +360,10 @@ class RemoteFleet(Fleet):
     def set_priority(self, task_id: int, priority: int | str) -> Task:
         found = self._api.post(_path("tasks", task_id, "priority"), {"priority": priority})
         return self._decode(decode.task, found, "set_priority")
+
+    def edit(self, task_id: int, **changes: Any) -> Task:
+        found = self._api.post(_path("tasks", task_id, "edit"), changes)
+        return self._decode(decode.task, found, "edit")
 
     # ------------------------------------------------------------------ the hub's jobs
 

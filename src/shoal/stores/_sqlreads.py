@@ -32,9 +32,9 @@ __all__ = ["SqlReads"]
 
 _STATES = {s.value: s for s in TaskState}
 #: Where a lease's token is in a row of the task columns and then the token.
-_TOKEN = 28
+_TOKEN = 29
 #: Where a ``listed_task`` row says whether the task holds a payload (then a result).
-_LISTED = 28
+_LISTED = 29
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
 #: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
@@ -165,6 +165,7 @@ class SqlReads(SqlTxBase):
             row[25],  # stalled_at
             row[26],  # ready_at
             row[27],  # retry_delay
+            tuple(json.loads(row[28])),  # labels
         )
 
     def _listed(self, row: Sequence[Any]) -> Task:
@@ -199,13 +200,20 @@ class SqlReads(SqlTxBase):
         return None if row is None else self._task(row)
 
     def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+        self,
+        state: TaskState | None,
+        agent: str | None,
+        limit: int,
+        before: int | None,
+        *,
+        label: str | None = None,
     ) -> list[Task]:
         params = {
             "state": None if state is None else state.value,
             "agent": agent,
             "before": before,
             "limit": limit,
+            "label": label,
         }
         return [self._listed(r) for r in self._all("list_tasks", params)]
 

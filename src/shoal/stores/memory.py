@@ -44,7 +44,15 @@ from shoal.stores._memdata import (
     prune_preview,
 )
 from shoal.stores._memreads import MemoryReads
-from shoal.stores.base import Capabilities, DirectOutcome, Finished, Finishing, LeaseGrant, NewTask
+from shoal.stores.base import (
+    Capabilities,
+    DirectOutcome,
+    Finished,
+    Finishing,
+    LeaseGrant,
+    NewTask,
+    TaskEdit,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -160,6 +168,7 @@ class _MemoryTx(MemoryReads):
             updated_at=task.created_at,
             ready_at=task.ready_at,
             retry_delay=task.retry_delay,
+            labels=task.labels,
         )
         row = Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
@@ -348,6 +357,11 @@ class _MemoryTx(MemoryReads):
 
     def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
         self._task(task_id, priority=priority, pool_key=pool_key, updated_at=now)
+
+    def edit_task(self, task_id: int, edit: TaskEdit, now: float) -> None:
+        changes = edit._asdict()
+        skillset = self._skillset_id(edit.skills)
+        self._task(task_id, **changes, skillset=skillset, updated_at=now)
 
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         for task_id, key in keys.items():

@@ -79,7 +79,7 @@ def beads(app: App, file: str) -> None:
     \b
     Key:          beads:ID
     Priority:     beads 0 -> 1, 1 -> 2, 2 -> 5, 3 -> 7, 4 -> 9
-    Labels:       domain:X -> domain X (one), skill:Y -> skill Y
+    Labels:       each a label of the task; domain:X -> domain X (one), skill:Y -> skill Y
     Body:         description (+ design, acceptance criteria, notes)
     Dependencies: "blocks" -> the task waits for that issue (other types are left out)
     Skipped:      closed and deleted issues (a dependency on one is already met)
@@ -100,7 +100,7 @@ def github(app: App, file: str) -> None:
     Key:       github:NUMBER
     Priority:  label priority:critical|high|medium|low -> 1, 2, 5, 8,
                or P0, P1, P2, P3 -> 1, 2, 5, 8; the most urgent wins; none -> 5
-    Labels:    domain:X -> domain X (one), skill:Y -> skill Y
+    Labels:    each a label of the task; domain:X -> domain X (one), skill:Y -> skill Y
     Skipped:   issues whose state (if listed) is closed
 
     Example: gh issue list --json number,title,body,labels | shoal import github -
@@ -117,7 +117,7 @@ def jsonl(app: App, file: str) -> None:
 
     Fields: title (required), priority, domain, skills, key, depends_on (keys of tasks in
     the file or already in the fleet), expected_duration, not_before, body, payload,
-    lease_ttl, max_attempts, retry_delay. A line without a key gets one from its content.
+    lease_ttl, max_attempts, retry_delay, labels. A line without a key gets one from its content.
 
     Example: echo '{"title": "fix the parser", "skills": ["python"]}' | shoal import jsonl -
     """

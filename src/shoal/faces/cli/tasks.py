@@ -51,6 +51,7 @@ __all__ = ["CONFIRM_ABOVE", "add_task_commands"]
 )
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill the task requires (repeat).")
 @click.option("--domain", "-d", help="The domain the task belongs to (affinity).")
+@click.option("--label", "-l", "labels", multiple=True, help="A label to find it by (repeat).")
 @click.option("--to", "to", metavar="AGENT", help="Route it to this agent's queue.")
 @click.option("--after", "after", multiple=True, type=int, metavar="ID", help="Wait for task ID.")
 @click.option("--parent", type=int, metavar="ID", help="The task this one was spawned by.")
@@ -79,6 +80,7 @@ def add(
     priority: str,
     skills: tuple[str, ...],
     domain: str | None,
+    labels: tuple[str, ...],
     to: str | None,
     after: tuple[int, ...],
     parent: int | None,
@@ -102,7 +104,7 @@ def add(
                  ("--key", key), ("--in", delay), ("--at", at), ("--body", body),
                  ("--payload", payload), ("--pinned", pinned), ("--retry-delay", retry_delay),
                  ("--expected-duration", expected_duration), ("--lease-ttl", lease_ttl),
-                 ("--max-attempts", max_attempts)) if value]  # fmt: skip
+                 ("--max-attempts", max_attempts), ("--label", labels)) if value]  # fmt: skip
         if priority != "5":
             given.append("--priority")
         if given:
@@ -145,6 +147,7 @@ def add(
         key=key,
         not_before=not_before,
         retry_delay=retry_delay,
+        labels=labels,
     )
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
@@ -186,16 +189,21 @@ def show(app: App, task_id: int) -> None:
 @click.command("list")
 @click.option("--state", type=click.Choice(names(TaskState)), help="Only this state.")
 @agent_option("Only tasks of this agent.", from_env=False)
+@click.option("--label", "-l", help="Only tasks carrying this label.")
 @click.option("--limit", "-n", default=50, show_default=True, help="Show at most this many.")
 @json_option
 @pass_app
-def list_tasks(app: App, state: str | None, agent: str | None, limit: int) -> None:
+def list_tasks(
+    app: App, state: str | None, agent: str | None, label: str | None, limit: int
+) -> None:
     """Tasks, newest first.
 
-    e.g. `shoal list --state dead`, `shoal list --agent ada`.
+    e.g. `shoal list --state dead`, `shoal list --agent ada`, `shoal list --label backend`.
     """
-    tasks = app.fleet(read_only=True).tasks(state=state, agent=agent, limit=limit)
+    fleet = app.fleet(read_only=True)
+    tasks = fleet.tasks(state=state, agent=agent, limit=limit, label=label)
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
+    none += f" labelled {output.one_line(label)}" if label else ""
     app.emit([t.to_dict() for t in tasks], render.tasks_table(tasks, app.now()), empty=none)
 
 
@@ -412,7 +420,9 @@ def set_priority(app: App, task_id: int, priority: str) -> None:
 
 
 def add_task_commands(group: click.Group) -> None:
-    """Register add, list, show, ready, cancel, retry and set-priority on the ``shoal``
-    group."""
-    for command in (add, list_tasks, show, ready, cancel, retry, set_priority):
+    """Register add, list, show, ready, cancel, retry, set-priority and edit on the
+    ``shoal`` group."""
+    from shoal.faces.cli.edits import edit
+
+    for command in (add, list_tasks, show, ready, cancel, retry, set_priority, edit):
         group.add_command(command)
