@@ -19,13 +19,13 @@ from shoal._fleetbase import FleetBase
 from shoal._hub import assess_in, reap_in, status_in
 from shoal._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
 from shoal._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
-from shoal._transitions import after_letting_go, flag_stuck, need_task
+from shoal._transitions import after_letting_go, flag_stuck, need_task, release_dependents
 from shoal.access import Credential, check_token_id, parse_role
 from shoal.errors import BadInput, InvalidTransition
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
 from shoal.model import Assessment, Event, FleetStatus, Move, PruneReport, ReapReport, Task
 from shoal.settings import Settings
-from shoal.stores.base import TaskEdit
+from shoal.stores.base import StoreTx, TaskEdit
 from shoal.validation import (
     MAX_ID,
     NEW_AGENT_ID,
@@ -63,6 +63,12 @@ def _edited(task: Task, changed: dict[str, Any]) -> dict[str, Any]:
     return {"changed": out}
 
 
+def _met(tx: StoreTx, task_id: int) -> bool:
+    """The task's last event is a cancel with ``met``: its dependents were let go."""
+    last = tx.events(0, task_id, None, 1, newest=True)
+    return bool(last) and last[0].kind == EventKind.CANCELLED and bool(last[0].data.get("met"))
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= _EVENT_TITLE else text[: _EVENT_TITLE - 1] + "…"
 
@@ -78,8 +84,12 @@ class OperatorVerbs(FleetBase):
     # ------------------------------------------------------------------ operating on tasks
 
     @rerun_on_conflict
-    def cancel(self, task_id: int) -> Task:
-        """Cancel a task that is not finished. A holder's lease on it is revoked."""
+    def cancel(self, task_id: int, *, note: str | None = None, met: bool = False) -> Task:
+        """Cancel a task that is not finished. A holder's lease on it is revoked. ``note``
+        says why, in the ``cancelled`` event. With ``met``, its work was settled elsewhere
+        (an imported issue closed at its source): the tasks waiting on it stop waiting, as
+        for a done task, and it may not be retried (they would count it twice)."""
+        why = check_text(note, "note", 1000, line=True) if note is not None else None
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             task = need_task(tx, task_id)
@@ -89,10 +99,14 @@ class OperatorVerbs(FleetBase):
                     hint="`shoal retry` brings back a dead or cancelled task",
                 )
             tx.cancel_task(task_id, now)
-            tx.append_event(
-                now, EventKind.CANCELLED, task_id, task.agent, {"was": task.state.value}
-            )
-            flag_stuck(tx, task_id, TaskState.CANCELLED, now)
+            data: dict[str, Any] = {"was": task.state.value}
+            data |= {"note": why} if why else {}
+            data |= {"met": True} if met else {}
+            tx.append_event(now, EventKind.CANCELLED, task_id, task.agent, data)
+            if met:
+                release_dependents(tx, task_id, now)
+            else:
+                flag_stuck(tx, task_id, TaskState.CANCELLED, now)
             if task.state is TaskState.CLAIMED:
                 after_letting_go(tx, task.agent, now)
             return need_task(tx, task_id)
@@ -181,6 +195,12 @@ class OperatorVerbs(FleetBase):
                 data = {"was": "pending", "skipped": round(task.ready_at - now, 3)}
                 tx.append_event(now, EventKind.RETRIED, task_id, task.agent, data)
                 return need_task(tx, task_id)
+            if task.state is TaskState.CANCELLED and _met(tx, task_id):
+                raise InvalidTransition(
+                    f"task {task_id} was closed at its source, and the tasks that waited on "
+                    "it went on without it; it is not retried",
+                    hint="post the work again as a new task (`shoal add`)",
+                )
             if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
                 raise InvalidTransition(
                     f"task {task_id} is {task.state.value}; only dead or "

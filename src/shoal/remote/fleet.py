@@ -349,7 +349,12 @@ class RemoteFleet(Fleet):
             "finish or release it here, or defer it on a host that reaches the fleet's store",
         )
 
-    def cancel(self, task_id: int) -> Task:
+    def cancel(self, task_id: int, *, note: str | None = None, met: bool = False) -> Task:
+        if note is not None or met:
+            raise _not_here(
+                "cancelling a task as closed at its source (what shoal import does)",
+                "run the import on a host that reaches the fleet's store",
+            )
         found = self._api.post(_path("tasks", task_id, "cancel"))
         return self._decode(decode.task, found, "cancel")
 
