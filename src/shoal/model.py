@@ -94,6 +94,8 @@ class Task:
     #: Its concurrency group (None: none): a group's limit, if it has one, caps how many of
     #: its tasks are held at once fleet-wide (``Fleet.set_group``).
     group: str | None = None
+    #: Free names people sort and find work by (``shoal list --label``): never routing.
+    labels: tuple[str, ...] = ()
     #: None for a task read whole. A listing (``Fleet.tasks``, ``Fleet.ready``, the tasks
     #: ``status`` shows held) reads neither a task's payload nor its result, however large:
     #: both are None in its value, and this names the ones the task holds (``"payload"``,
@@ -158,6 +160,7 @@ class Task:
             "finished_at": iso_time(self.finished_at),
             "ready_at": iso_time(self.ready_at),
             "retry_delay": self.retry_delay,
+            "labels": list(self.labels),
             "stalled": self.stalled_at is not None,
             "group": self.group,
         }
@@ -221,6 +224,7 @@ class NewTask:
     ready_at: float | None = None
     retry_delay: float | None = None
     group: str | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

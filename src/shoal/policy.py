@@ -101,6 +101,7 @@ __all__ = [
     "HEARD_FROM",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
+    "ROUTING_FIELDS",
     "SEEN_RESOLUTION",
     "Locality",
     "Ranked",
@@ -584,3 +585,11 @@ def fit_groups(
             left[group] -= 1
         kept.append(item)
     return kept
+
+
+#: The fields of a task that decide which agents may hold it. A held (claimed) task keeps
+#: them: its holder was chosen by them, and changing them under it would leave a task held
+#: by an agent that could not have claimed it (``Fleet.edit`` refuses). What a task says
+#: (title, body, labels) and how it ranks (priority, expected duration) may change while it
+#: runs: no holder's right to it depends on them.
+ROUTING_FIELDS = ("skills", "domain")

@@ -155,6 +155,76 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
     return tuple(sorted(names))
 
 
+#: How many labels a task may carry, and how long each may be.
+MAX_LABELS, MAX_LABEL = 32, 64
+
+
+def check_labels(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Labels as a sorted, de-duplicated tuple. Looser than skill names (a GitHub label
+    like "good first issue" holds spaces): each is one line of 1-64 characters."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, Iterable):
+        raise BadInput(f"labels must be a list of text, not {values!r}")
+    names: set[str] = set()
+    for raw in values:
+        name = check_text(raw, "label", MAX_LABEL, line=True).strip()
+        if not name:
+            raise BadInput("a label is empty", hint="name the label, or leave it out")
+        names.add(name)
+    if len(names) > MAX_LABELS:
+        raise BadInput(f"a task carries at most {MAX_LABELS} labels, not {len(names)}")
+    return tuple(sorted(names))
+
+
+#: What ``Fleet.edit`` may change: what a task says and how it is ranked, never where it is
+#: or how it runs (its queue, lease, attempts, dependencies, payload).
+EDIT_FIELDS = (
+    "title",
+    "body",
+    "priority",
+    "skills",
+    "domain",
+    "labels",
+    "expected_duration",
+)
+
+
+def check_edit(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``Fleet.edit``'s changes, checked as ``post`` checks them: each name one of
+    ``EDIT_FIELDS``, at least one given. None clears a domain or an expected duration."""
+    unknown = sorted(set(changes) - set(EDIT_FIELDS))
+    if unknown:
+        raise BadInput(
+            f"a task's {', '.join(unknown)} cannot be edited",
+            hint=f"edit any of: {', '.join(EDIT_FIELDS)}",
+        )
+    if not changes:
+        raise BadInput("nothing to change", hint=f"give one or more of: {', '.join(EDIT_FIELDS)}")
+    checked: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name == "title":
+            checked[name] = check_text(value, "title", 1000, line=True).strip()
+            if not checked[name]:
+                raise BadInput("a task needs a title", hint="say in a few words what is to be done")
+        elif name == "body":
+            checked[name] = check_text(value, "body", MAX_SIZE)
+        elif name == "priority":
+            checked[name] = parse_priority(value)
+        elif name == "skills":
+            checked[name] = normalize_names(value, "skill")
+        elif name == "domain":
+            domains = normalize_names(None if value in (None, "") else [value], "domain")
+            checked[name] = domains[0] if domains else None
+        elif name == "labels":
+            checked[name] = check_labels(value)
+        else:
+            checked[name] = positive_duration(value, "expected_duration")
+    return checked
+
+
 def parse_duration(value: object, what: str = "duration") -> float:
     """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d", "250ms", or units together:
     "1h30m", "2d 4h"."""
@@ -335,6 +405,7 @@ def check_post(
     not_before: float | str | datetime | None = None,
     retry_delay: float | str | None = None,
     group: str | None = None,
+    labels: Iterable[str] | str | None = None,
 ) -> NewTask:
     """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
     title_text = check_text(title, "title", 1000, line=True).strip()
@@ -383,6 +454,7 @@ def check_post(
         ready_at=ready,
         retry_delay=delay,
         group=None if group is None else check_group(group),
+        labels=check_labels(labels),
     )
 
 
@@ -405,6 +477,7 @@ POST_FIELDS = frozenset(
         "not_before",
         "retry_delay",
         "group",
+        "labels",
     ]
 )
 
@@ -437,6 +510,7 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
         spec.get("not_before"),
         spec.get("retry_delay"),
         spec.get("group"),
+        spec.get("labels"),
     )
 
 

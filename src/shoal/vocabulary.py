@@ -104,6 +104,7 @@ class EventKind(StrEnum):
     RETURNED = "returned"  # its agent went away; back to the pool
     STALLED = "stalled"  # running well past its expected duration
     REPRIORITIZED = "reprioritized"  # its priority changed (by a person or a manager)
+    EDITED = "edited"  # its title, body, skills, domain, labels... changed (Fleet.edit)
     # agents
     AGENT_REGISTERED = "agent.registered"
     AGENT_UPDATED = "agent.updated"

@@ -60,6 +60,7 @@ MANAGER_TOOLS = {
     "cancel_task",
     "retry_task",
     "set_task_priority",
+    "edit_task",
     "pause_agent",
     "resume_agent",
     "set_group_limit",

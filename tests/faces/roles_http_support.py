@@ -348,6 +348,16 @@ def change_tasks(w: HttpWorld, who: str, face: str) -> Tries:
     return [on("cancel", pending), on("retry", cancelled), on("priority", pending)]
 
 
+def edit_tasks(w: HttpWorld, who: str, face: str) -> Tries:
+    def setup() -> Callable[[], Outcome]:
+        task = pending(w)
+        if face == "api":
+            return lambda: api(w, who, "POST", f"/tasks/{task}/edit", {"title": "retitled"})
+        return lambda: cli(w, who, "edit", str(task), "--title", "retitled")
+
+    return [] if face == "dashboard" else [Try("edit a task", setup)]
+
+
 def pause_resume(w: HttpWorld, who: str, face: str) -> Tries:
     def on(verb: str, agent: str, ready: bool) -> Try:
         def setup() -> Callable[[], Outcome]:
@@ -474,6 +484,7 @@ POWERS: dict[str, Callable[[HttpWorld, str, str], Tries]] = {
     "Settle another agent's lease, given its token": settle_another_with_token,
     "Release another agent's task without its token": release_another_without_token,
     "Cancel, retry or reprioritise a task": change_tasks,
+    "Edit a task": edit_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
     "Set or lift a group's limit": set_groups,

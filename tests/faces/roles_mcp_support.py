@@ -268,6 +268,14 @@ def change_tasks(w: McpWorld, key: Key) -> Tries:
     ]
 
 
+def edit_tasks(w: McpWorld, key: Key) -> Tries:
+    def setup() -> AsyncAct:
+        task = pending(w)
+        return lambda: tool(w, key, "edit_task", task_id=task, title="retitled")
+
+    return [Try("edit_task", setup)]
+
+
 def pause_resume(w: McpWorld, key: Key) -> Tries:
     def resume() -> AsyncAct:
         w.fleet.pause(DEE, for_="1h")
@@ -333,6 +341,7 @@ POWERS: dict[str, Callable[[McpWorld, Key], Tries]] = {
     "Settle another agent's lease, given its token": settle_another_with_token,
     "Release another agent's task without its token": release_another_without_token,
     "Cancel, retry or reprioritise a task": change_tasks,
+    "Edit a task": edit_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
     "Set or lift a group's limit": set_groups,

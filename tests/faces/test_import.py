@@ -20,7 +20,7 @@ import pytest
 
 from shoal import Fleet, TaskState
 from shoal.errors import BadInput
-from shoal.faces import importing
+from shoal.faces import following, importing
 from shoal.faces.cli import root as cli_module
 from tests.faces.cli_support import COMMAND, Result, base_env
 from tests.helpers import snapshot
@@ -86,8 +86,8 @@ def test_beads_import_twice_adds_each_task_once(url: str, fleet: Fleet) -> None:
 
     again = shoal(url, "import", "beads", str(BEADS))
     assert again.code == 0, again.err
-    assert "6 tasks: 0 added, 6 already there" in again.text
-    assert "1 closed issue skipped" in again.text
+    assert "6 tasks: 0 added, 0 updated, 0 closed, 6 already there" in again.text
+    assert "1 closed issue skipped" in again.text and "(nothing changed)" in again.text
     assert len(fleet.tasks(limit=1000)) == 6
 
     again_json = shoal(url, "import", "beads", "-", "--json", stdin=BEADS.read_text())
@@ -115,6 +115,9 @@ def test_beads_mapping_priorities_labels_and_blocking_dependencies(url: str, fle
     assert after(fleet, docs.id) == {middleware.id}
     assert after(fleet, alert.id) == {middleware.id, load.id}
     assert load.state is TaskState.BLOCKED and flaky.state is TaskState.PENDING
+    # parent-child: the epic waits for its child, so it is not claimable before it is done
+    assert after(fleet, epic.id) == {docs.id} and epic.state is TaskState.BLOCKED
+    assert middleware.labels == ("domain:backend", "security", "skill:python")
 
 
 def test_beads_bad_line_in_the_middle_adds_nothing(url: str, fleet: Fleet, tmp_path: Path) -> None:
@@ -141,7 +144,7 @@ def test_github_import_twice_adds_each_issue_once(url: str, fleet: Fleet) -> Non
 
     again = shoal(url, "import", "github", "-", stdin=GITHUB.read_text())
     assert again.code == 0, again.err
-    assert "6 tasks: 0 added, 6 already there" in again.text
+    assert "6 tasks: 0 added, 0 updated, 0 closed, 6 already there" in again.text
     assert len(fleet.tasks(limit=1000)) == 6
 
 
@@ -250,15 +253,22 @@ def test_empty_file_says_so(url: str) -> None:
 
 def test_parsing_checks_everything_before_any_fleet() -> None:
     batch = importing.parse_beads(BEADS.read_text())
-    assert len(batch.entries) == 6 and batch.skipped == 1
+    assert len(batch.entries) == 6 and [c.key for c in batch.closing] == ["beads:shl-a1f"]
     with pytest.raises(BadInput, match="line 2"):
         importing.parse_jsonl('{"title": "a", "key": "a"}\n{"title": "b", "depends_on": 3}\n')
 
 
 def test_import_jsonl_reports_added_and_existing_in_file_order(fleet: Fleet) -> None:
     text = TASKS.read_text()
-    first = importing.import_jsonl(fleet, text)
-    second = importing.import_jsonl(fleet, text)
+    first = following.import_jsonl(fleet, text)
+    second = following.import_jsonl(fleet, text)
     assert second.added == () and sorted(second.existing) == sorted(first.added)
-    assert second.to_dict() == {"added": [], "existing": list(second.existing), "skipped": 0}
+    assert second.to_dict() == {
+        "added": [],
+        "updated": [],
+        "closed": [],
+        "existing": list(second.existing),
+        "skipped": 0,
+        "held": 0,
+    }
     assert second.message() == "4 tasks: 0 added, 4 already there (nothing changed)"

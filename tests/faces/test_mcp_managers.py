@@ -74,6 +74,7 @@ def managers_calls(work: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
         ("cancel_task", {"task_id": work["running"]}),
         ("retry_task", {"task_id": work["doomed"]}),
         ("set_task_priority", {"task_id": work["queued"], "priority": 1}),
+        ("edit_task", {"task_id": work["queued"], "title": "retitled"}),
         ("pause_agent", {"agent_id": "ada", "duration": "2h"}),
         ("resume_agent", {"agent_id": "ada"}),
         ("assess_workload", {}),

@@ -284,8 +284,9 @@ def test_an_upgraded_fleet_takes_groups_and_keeps_its_tasks(shared_store: tuple[
 def as_before_version_7(kind: str, url: str) -> None:
     """Turn a closed fleet back into one that shoal before schema 7 left: every queued
     task's place a number that only grew (the head of a queue the newest), version 6 --
-    and so without what schema 8 added since (the agents' ``heard`` column, and on
-    PostgreSQL the direct claim's refusal of a claim while an agent is silent)."""
+    and so without what schemas 8 and 9 added since (the agents' ``heard`` column, and on
+    PostgreSQL the direct claim's refusal of a claim while an agent is silent; the tasks'
+    labels)."""
     without_groups(kind, url)
     if kind == "sqlite":
         raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
@@ -294,6 +295,7 @@ def as_before_version_7(kind: str, url: str) -> None:
         raw.execute("ALTER TABLE agents DROP COLUMN heard")
         raw.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
         raw.execute("DROP TABLE schedules")  # schema 10
+        raw.execute("ALTER TABLE tasks DROP COLUMN labels")
         raw.execute("PRAGMA user_version = 6")
         raw.close()
         return
@@ -305,6 +307,7 @@ def as_before_version_7(kind: str, url: str) -> None:
         conn.execute("DROP FUNCTION direct_claim")
         conn.execute("ALTER FUNCTION direct_claim_steps RENAME TO direct_claim")
         conn.execute("DROP TABLE schedules")  # schema 10
+        conn.execute("ALTER TABLE tasks DROP COLUMN labels")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 
@@ -390,4 +393,34 @@ def test_a_schema_6_postgres_fleet_keeps_its_paused_agent_paused(postgres_url: s
         Fleet.open(postgres_url, create=False)
     fleet = Fleet.init(postgres_url)
     check_paused(fleet)
+    fleet.close()
+
+
+# ---------------------------------------------------------------- schema 9: labels
+
+
+def test_a_schema_8_fleet_gets_labels_and_its_tasks_none(shared_store: tuple[str, str]) -> None:
+    """Schema 9 adds the tasks' labels: a task posted before has none, and is found, edited
+    and claimed as before (on PostgreSQL the direct claim reads the new column too)."""
+    kind, url = shared_store
+    fleet = Fleet.init(url)
+    fleet.register("ada")
+    old = fleet.post("posted before labels").id
+    fleet.close()
+    if kind == "sqlite":
+        raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
+        raw.execute("ALTER TABLE tasks DROP COLUMN labels")
+        raw.execute("PRAGMA user_version = 8")
+        raw.close()
+    else:
+        with pg.schema_conn(url) as conn:
+            conn.execute("ALTER TABLE tasks DROP COLUMN labels")
+            conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
+    with pytest.raises(SchemaMismatch, match="schema version 8"):
+        Fleet.open(url, create=False)
+    fleet = Fleet.init(url)
+    assert fleet.get(old).labels == ()
+    assert fleet.edit(old, labels=["triaged"]).labels == ("triaged",)
+    assert [t.id for t in fleet.tasks(label="triaged")] == [old]
+    assert one(fleet.claim("ada"))[0].labels == ("triaged",)
     fleet.close()

@@ -3,11 +3,12 @@
 People already keep their tasks somewhere; moving them into a fleet by hand loses the
 priorities and the dependencies. Reading a file is pure (text in, checked entries out), so
 every line is judged before anything is written: a bad line names its line number and
-nothing of the file is added. ``post_entries`` is the one function that writes, through
-``Fleet.post_many``.
+nothing of the file is added. ``following.post_entries`` is the one function that writes
+(through ``Fleet.post_many``, ``edit`` and ``cancel``).
 
 **Idempotent by key.** Every imported task has an idempotency key, so importing the same
-file again adds nothing and says so ("12 tasks: 0 added, 12 already there"):
+file again adds nothing and says so ("12 tasks: 0 added, 0 updated, 0 closed, 12 already
+there"):
 
 - shoal JSON Lines: the line's own ``key``; a line without one gets ``jsonl:<hash>`` of its
   content (the same line, the same task).
@@ -17,27 +18,44 @@ file again adds nothing and says so ("12 tasks: 0 added, 12 already there"):
 (required), ``priority`` (1-9 or critical/high/medium/low), ``domain``, ``skills``, ``key``,
 ``depends_on`` (keys of tasks in the same file or already in the fleet),
 ``expected_duration``, ``not_before``, ``body``, ``payload``, ``lease_ttl``,
-``max_attempts``, ``retry_delay``. Any other field is a bad line. Blank lines are ignored.
+``max_attempts``, ``retry_delay``, ``labels``. Any other field is a bad line. Blank lines
+are ignored.
 
 **beads** (the JSONL of ``bd export``, ``.beads/issues.jsonl``):
 
 - priority 0 -> 1, 1 -> 2, 2 -> 5 (beads' default, shoal's), 3 -> 7, 4 -> 9;
-- label ``domain:X`` -> domain X (at most one), ``skill:Y`` -> skill Y; every label is kept
-  in the payload;
+- label ``domain:X`` -> domain X (at most one), ``skill:Y`` -> skill Y; every label is the
+  task's label too (``shoal list --label``), and is kept in the payload;
 - ``description`` -> body, followed by design, acceptance criteria and notes if present;
   ``estimated_minutes`` -> expected_duration;
 - dependencies of type ``blocks`` -> ``after``: the task waits for the issue it depends
-  on; other types (related, parent-child, discovered-from) do not order work and are left
-  out;
-- closed and deleted (tombstone) issues are skipped and counted; a dependency on one is
-  already met.
+  on. ``parent-child``: the parent (an epic) waits for its open children -- blocked, so not
+  claimable, until they are done; then it is ready as the epic's wrap-up. Other types
+  (related, discovered-from) do not order work and are left out;
+- ``assignee`` (an issue ``in_progress``, or open): the task goes to that agent's queue if
+  the agent is in the fleet, present and able to do it (else to the pool); others may still
+  steal it, as any queued work;
+- ``blocked``: the task waits for its open ``blocks`` dependencies; blocked on nothing in
+  the file (blocked for a reason beads does not record), it is held back -- not imported,
+  nor anything that waits on it -- until an import finds it unblocked;
+- closed and deleted (tombstone) issues are not imported; a dependency on one is already
+  met. One that an earlier import added is closed (``shoal import`` follows its source).
 
 **GitHub** (the JSON array of ``gh issue list --json number,title,body,labels``):
 
 - label ``priority:critical|high|medium|low`` -> 1, 2, 5, 8 (shoal's priority names) and
   ``P0`` .. ``P3`` -> 1, 2, 5, 8; the most urgent wins; no such label -> 5;
 - ``domain:X`` and ``skill:Y`` as for beads; labels and the issue's url kept in the payload;
-- an issue whose ``state`` (if listed) is closed is skipped and counted.
+- an issue whose ``state`` (if listed: ``--state all --json ...,state``) is closed is not
+  imported; one an earlier import added is closed.
+
+**Following the source** (beads and GitHub, ``following``): importing again updates what
+changed at the source in the tasks not finished (title, body, priority, skills, domain,
+labels, expected duration -- a held task keeps its skills and domain), and cancels, with
+a note, the tasks whose issue was closed; what waits on them stops waiting, as beads'
+dependents do. What it does not follow: dependencies and children added after a task was
+first imported (a task's dependencies are set when it is posted), and a reopened issue
+whose task ended (retry it).
 
 Tasks that depend on others in the same file are posted after them: one ``post_many``
 (one transaction) per level of the dependency order. Everything that can be checked is
@@ -51,26 +69,23 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shoal.errors import BadInput
-from shoal.fleet import Fleet
-from shoal.model import Task, TaskState
-from shoal.settings import Settings
-from shoal.validation import PRIORITY_NAMES, check_sizes, draft_of
+from shoal.validation import PRIORITY_NAMES, draft_of
 
 __all__ = [
     "BEADS_PRIORITY",
     "GITHUB_PRIORITY",
     "JSONL_FIELDS",
     "Batch",
+    "Closing",
     "Entry",
-    "ImportReport",
-    "import_jsonl",
+    "levels",
+    "nothing_added",
     "parse_beads",
     "parse_github",
     "parse_jsonl",
-    "post_entries",
 ]
 
 #: The fields a line of shoal JSON Lines may hold.
@@ -89,6 +104,7 @@ JSONL_FIELDS = frozenset(
         "lease_ttl",
         "max_attempts",
         "retry_delay",
+        "labels",
     ]
 )
 #: beads priority (0 most urgent .. 4) -> shoal priority (1 most urgent .. 9).
@@ -111,39 +127,28 @@ class Entry:
     key: str
     fields: Mapping[str, Any]
     depends_on: tuple[str, ...] = ()
+    #: The agent the issue is assigned to: its queue, if it can take the task there.
+    assignee: str | None = None
+
+
+class Closing(NamedTuple):
+    """A closed (or deleted) issue: its key, and the note its task is cancelled with."""
+
+    key: str
+    note: str
 
 
 @dataclass(frozen=True)
 class Batch:
-    """A file's tasks, in file order, and how many of its items were skipped (closed)."""
+    """A file's tasks, in file order; its closed issues; the keys of the issues blocked on
+    nothing the file names (not posted, nor what waits on them: ``following.held``);
+    whether a re-import follows the source (updates and closes tasks: beads and GitHub,
+    not shoal's own JSON Lines)."""
 
     entries: tuple[Entry, ...]
-    skipped: int = 0
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    """What an import did: the ids it added, the ids its keys already named, the skipped."""
-
-    added: tuple[int, ...]
-    existing: tuple[int, ...]
-    skipped: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"added": list(self.added), "existing": list(self.existing), "skipped": self.skipped}
-
-    def message(self) -> str:
-        """One line for people: "12 tasks: 0 added, 12 already there"."""
-        total = len(self.added) + len(self.existing)
-        if not total and not self.skipped:
-            return "the file holds no tasks; nothing changed"
-        words = f"{total} task{'s' if total != 1 else ''}: {len(self.added)} added, "
-        words += f"{len(self.existing)} already there"
-        if self.skipped:
-            words += f"; {self.skipped} closed issue{'s' if self.skipped != 1 else ''} skipped"
-        if not self.added:
-            words += " (nothing changed)"
-        return words
+    closing: tuple[Closing, ...] = ()
+    blocked: frozenset[str] = frozenset()
+    follows: bool = False
 
 
 # ---------------------------------------------------------------------- reading
@@ -151,24 +156,24 @@ class ImportReport:
 
 def parse_jsonl(text: str) -> Batch:
     """shoal's own JSON Lines, checked line by line."""
-    with _nothing_added():
+    with nothing_added():
         return _parse_jsonl(text)
 
 
 def parse_beads(text: str) -> Batch:
-    """The JSONL of ``bd export``: open issues become tasks, closed ones are counted."""
-    with _nothing_added():
+    """The JSONL of ``bd export``: open issues become tasks, closed ones close theirs."""
+    with nothing_added():
         return _parse_beads(text)
 
 
 def parse_github(text: str) -> Batch:
-    """The JSON array of ``gh issue list --json number,title,body,labels``."""
-    with _nothing_added():
+    """The JSON array of ``gh issue list --json number,title,body,labels[,state]``."""
+    with nothing_added():
         return _parse_github(text)
 
 
 @contextmanager
-def _nothing_added() -> Iterator[None]:
+def nothing_added() -> Iterator[None]:
     """A refusal while reading or checking a file says that none of it was added."""
     try:
         yield
@@ -179,35 +184,56 @@ def _nothing_added() -> Iterator[None]:
 
 def _parse_jsonl(text: str) -> Batch:
     entries = [_jsonl_entry(f"line {n}", obj) for n, obj in _objects(text)]
-    return _checked(entries, 0)
+    return _checked(Batch(tuple(entries)))
 
 
 def _parse_beads(text: str) -> Batch:
     issues = list(_objects(text))
     for n, issue in issues:
         _require_text(f"line {n}", issue, "id")
-    done = {issue["id"] for _n, issue in issues if issue.get("status") in _BEADS_DONE}
-    entries = [
-        _beads_entry(f"line {n} ({issue['id']})", issue, done)
-        for n, issue in issues
-        if issue["id"] not in done
-    ]
-    return _checked(entries, len(issues) - len(entries))
+    done = {issue["id"]: issue for _n, issue in issues if issue.get("status") in _BEADS_DONE}
+    children = _beads_children(issues)
+    entries: list[Entry] = []
+    held: set[str] = set()  # blocked on nothing the file names
+    for n, issue in issues:
+        if issue["id"] in done:
+            continue
+        where = f"line {n} ({issue['id']})"
+        entry = _beads_entry(where, issue, done, children.get(issue["id"], ()))
+        entries.append(entry)
+        if issue.get("status") == "blocked" and not entry.depends_on:
+            held.add(entry.key)
+    closing = tuple(Closing(f"beads:{key}", _beads_note(issue)) for key, issue in done.items())
+    return _checked(Batch(tuple(entries), closing, frozenset(held), follows=True))
+
+
+def _beads_note(issue: Mapping[str, Any]) -> str:
+    """The note a closed issue's task is cancelled with: how, and beads' reason if any."""
+    if issue.get("status") == "tombstone":
+        return f"deleted in beads ({issue['id']})"
+    reason = issue.get("close_reason")
+    said = f": {' '.join(reason.split())[:200]}" if isinstance(reason, str) and reason else ""
+    return f"closed in beads ({issue['id']}){said}"
 
 
 def _parse_github(text: str) -> Batch:
     issues = list(_array_items(text))
     entries: list[Entry] = []
+    closing: list[Closing] = []
     for n, issue in issues:
         number = issue.get("number")
         if isinstance(number, bool) or not isinstance(number, int):
             raise BadInput(f"line {n}: an issue needs its number", hint=_GH_HINT)
-        if str(issue.get("state", "open")).lower() != "closed":
+        if str(issue.get("state", "open")).lower() == "closed":
+            closing.append(Closing(f"github:{number}", f"closed on GitHub (#{number})"))
+        else:
             entries.append(_github_entry(f"line {n} (#{number})", issue, number))
-    return _checked(entries, len(issues) - len(entries))
+    return _checked(Batch(tuple(entries), tuple(closing), follows=True))
 
 
-_GH_HINT = "export with `gh issue list --json number,title,body,labels > issues.json`"
+_GH_HINT = (
+    "export with `gh issue list --state all --json number,title,body,labels,state > issues.json`"
+)
 
 
 def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -284,7 +310,9 @@ def _keys(where: str, value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _beads_entry(where: str, issue: dict[str, Any], done: set[str]) -> Entry:
+def _beads_entry(
+    where: str, issue: dict[str, Any], done: Mapping[str, Any], children: Sequence[str]
+) -> Entry:
     _require_text(where, issue, "title")
     priority = issue.get("priority", 2)
     if (
@@ -305,13 +333,31 @@ def _beads_entry(where: str, issue: dict[str, Any], done: set[str]) -> Entry:
             "issue_type": issue.get("issue_type"),
             "labels": labels,
         },
+        "labels": labels,
         **_label_fields(where, labels),
     }
     minutes = issue.get("estimated_minutes")
     if isinstance(minutes, int) and not isinstance(minutes, bool) and minutes > 0:
         fields["expected_duration"] = minutes * 60.0
-    after = [f"beads:{d}" for d in _beads_blockers(where, issue) if d not in done]
-    return Entry(where, fields["key"], fields, tuple(dict.fromkeys(after)))
+    waits = [*_beads_blockers(where, issue), *children]
+    after = [f"beads:{d}" for d in waits if d not in done]
+    assignee = issue.get("assignee")
+    who = assignee.strip() if isinstance(assignee, str) and assignee.strip() else None
+    return Entry(where, fields["key"], fields, tuple(dict.fromkeys(after)), who)
+
+
+def _beads_children(issues: Sequence[tuple[int, dict[str, Any]]]) -> dict[str, list[str]]:
+    """Each parent's children, by the ``parent-child`` dependencies listed on any issue
+    (a child lists its parent as what it depends on)."""
+    children: dict[str, list[str]] = {}
+    for _n, issue in issues:
+        deps = issue.get("dependencies")
+        for dep in deps if isinstance(deps, list) else ():
+            if isinstance(dep, dict) and str(dep.get("type")) == "parent-child":
+                child, parent = dep.get("issue_id", issue["id"]), dep.get("depends_on_id")
+                if isinstance(child, str) and isinstance(parent, str) and child != parent:
+                    children.setdefault(parent, []).append(child)
+    return children
 
 
 def _beads_body(where: str, issue: dict[str, Any]) -> str:
@@ -356,6 +402,7 @@ def _github_entry(where: str, issue: dict[str, Any], number: int) -> Entry:
         "priority": min(priorities, default=5),
         "key": f"github:{number}",
         "payload": payload,
+        "labels": labels,
         **_label_fields(where, labels),
     }
     return Entry(where, fields["key"], fields)
@@ -403,10 +450,10 @@ def _text(where: str, obj: dict[str, Any], name: str) -> str:
 # ---------------------------------------------------------------------- checking
 
 
-def _checked(entries: list[Entry], skipped: int) -> Batch:
+def _checked(batch: Batch) -> Batch:
     """Check every entry as ``post`` would, its key unique in the file, and no cycle."""
     first: dict[str, str] = {}
-    for entry in entries:
+    for entry in batch.entries:
         try:
             draft_of({**entry.fields, "after": None}, 0)
         except BadInput as exc:
@@ -417,12 +464,11 @@ def _checked(entries: list[Entry], skipped: int) -> Batch:
                 hint="give each task its own key, or drop the repeated line",
             )
         first[entry.key] = entry.where
-    batch = Batch(tuple(entries), skipped)
-    _levels(batch.entries, frozenset())
+    levels(batch.entries, frozenset())
     return batch
 
 
-def _levels(entries: Sequence[Entry], known: frozenset[str]) -> list[list[Entry]]:
+def levels(entries: Sequence[Entry], known: frozenset[str]) -> list[list[Entry]]:
     """``entries`` in dependency order, as levels: each waits only for earlier levels, for
     keys in ``known`` or for keys outside the file. A cycle is a bad line."""
     in_file = {e.key for e in entries}
@@ -439,77 +485,3 @@ def _levels(entries: Sequence[Entry], known: frozenset[str]) -> list[list[Entry]
         placed |= {e.key for e in level}
         left = [e for e in left if e.key not in placed]
     return levels
-
-
-# ---------------------------------------------------------------------- posting
-
-
-def post_entries(fleet: Fleet, batch: Batch) -> ImportReport:
-    """Post the tasks of ``batch`` not already in ``fleet`` (by key), each after the tasks
-    it depends on; refuse the whole file, before writing, if a dependency is unknown or
-    will never finish."""
-    found = {e.key: task for e in batch.entries if (task := fleet.by_key(e.key)) is not None}
-    new = [e for e in batch.entries if e.key not in found]
-    with _nothing_added():
-        outside = _outside(fleet, batch.entries)
-        _refuse_ended(new, {**found, **outside})
-        _refuse_too_large(new, fleet.settings())
-    ids = {key: task.id for key, task in {**found, **outside}.items()}
-    added: dict[str, int] = {}
-    for level in _levels(new, frozenset(found)):
-        specs = [{**e.fields, "after": [ids[d] for d in e.depends_on]} for e in level]
-        for entry, task_id in zip(level, fleet.post_many(specs), strict=True):
-            ids[entry.key] = added[entry.key] = task_id
-    return ImportReport(
-        added=tuple(added[e.key] for e in new),
-        existing=tuple(found[e.key].id for e in batch.entries if e.key in found),
-        skipped=batch.skipped,
-    )
-
-
-def _outside(fleet: Fleet, entries: Sequence[Entry]) -> dict[str, Task]:
-    """The tasks that keys depended on but not in the file name; unknown ones are refused."""
-    in_file = {e.key for e in entries}
-    tasks: dict[str, Task] = {}
-    for entry in entries:
-        for key in entry.depends_on:
-            if key in in_file or key in tasks:
-                continue
-            task = fleet.by_key(key)
-            if task is None:
-                raise BadInput(
-                    f"{entry.where}: depends on {key!r}, which is neither in this file "
-                    "nor in the fleet",
-                    hint="add that task too, or drop it from the dependencies",
-                )
-            tasks[key] = task
-    return tasks
-
-
-def _refuse_ended(entries: Sequence[Entry], tasks: Mapping[str, Task]) -> None:
-    """Waiting on a dead or cancelled task would wait forever: refuse it up front, not
-    half-way through the levels."""
-    ended = (TaskState.DEAD, TaskState.CANCELLED)
-    for entry in entries:
-        for key in entry.depends_on:
-            task = tasks.get(key)
-            if task is not None and task.state in ended:
-                raise BadInput(
-                    f"{entry.where}: depends on {key!r}, task {task.id}, which is "
-                    f"{task.state.value} and will never finish",
-                    hint=f"retry it first (`shoal retry {task.id}`), or drop the dependency",
-                )
-
-
-def _refuse_too_large(entries: Sequence[Entry], settings: Settings) -> None:
-    """A payload or body past the fleet's caps would be refused by its level's post, after
-    the earlier levels were added: refuse it up front instead."""
-    for entry in entries:
-        draft = draft_of({**entry.fields, "after": None}, 0)
-        caps = (settings.max_payload_bytes, settings.max_body_bytes)
-        check_sizes(draft, *caps, where=f"{entry.where}: ")
-
-
-def import_jsonl(fleet: Fleet, text: str) -> ImportReport:
-    """``shoal add --file``: post the tasks of shoal JSON Lines ``text``."""
-    return post_entries(fleet, parse_jsonl(text))

@@ -121,6 +121,7 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         ("skills", ", ".join(t.skills) or "-"),
         ("domain", t.domain or "-"),
         ("group", t.group or "-"),
+        ("labels", Text(one_line(", ".join(t.labels))) if t.labels else "-"),
         ("attempts", f"{t.attempts}" + (f" of {t.max_attempts}" if t.max_attempts else "")),
         ("created", ago(t.created_at, now)),
     ]

@@ -88,6 +88,7 @@ from shoal.validation import (
     as_task_ids,
     check_agent_id,
     check_count,
+    check_labels,
     check_lease,
     check_n,
     check_post,
@@ -120,6 +121,7 @@ _POST_DEFAULTS: dict[str, Any] = {
     "not_before": None,
     "retry_delay": None,
     "group": None,
+    "labels": None,
 }
 _Result = TypeVar("_Result")
 
@@ -224,6 +226,7 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
         not_before: float | str | datetime | None = None,
         retry_delay: float | str | None = None,
         group: str | None = None,
+        labels: Iterable[str] | str | None = None,
     ) -> Task:
         """Add a task to the fleet and return it.
 
@@ -235,6 +238,7 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
         ``not_before`` (epoch seconds, an aware datetime or ISO 8601 text) keeps it from
         being claimed before then; ``retry_delay`` is its own first retry backoff.
         ``group`` names its concurrency group (``set_group`` caps how many are held).
+        ``labels`` are free names to find it by (``tasks(label=...)``); they route nothing.
         A payload or body larger than the fleet takes (``max_payload_bytes``,
         ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
@@ -256,6 +260,7 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
             not_before,
             retry_delay,
             group,
+            labels,
         )
         return self._post_draft(draft)[0]
 
@@ -333,8 +338,10 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
         agent: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        label: str | None = None,
     ) -> list[Task]:
-        """Tasks newest first, optionally only those in ``state`` or of ``agent``.
+        """Tasks newest first, optionally only those in ``state``, of ``agent`` or
+        carrying ``label``.
 
         A listing: no task's payload or result is read, however large -- each is None, and
         ``Task.has_payload``/``has_result`` say whether it holds one. ``get`` reads a task
@@ -344,8 +351,9 @@ class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
             check_agent_id(agent)
         limit = check_count(limit, "limit", 1, MAX_LISTED)
         (below,) = as_task_ids([before], "before") if before is not None else (None,)
+        (tag,) = check_labels(label) if label is not None else (None,)
         with self._store.read() as tx:
-            return tx.list_tasks(wanted, agent, limit, below)
+            return tx.list_tasks(wanted, agent, limit, below, label=tag)
 
     def ready(self, agent: str | None = None, *, limit: int = 20) -> list[Task]:
         """Pending tasks in the order a claim would take them.

@@ -10,6 +10,7 @@ jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` an
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from shoal import policy
 from shoal.access import Credential, check_token_id, parse_role
@@ -20,7 +21,7 @@ from shoal.fleet._hub import assess_in, reap_in, status_in
 from shoal.fleet._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
 from shoal.fleet._schedules import post_due_in
 from shoal.fleet._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
-from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task
+from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task, release_dependents
 from shoal.fleet._verbbase import FleetBase
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
 from shoal.model import (
@@ -34,13 +35,14 @@ from shoal.model import (
     Task,
 )
 from shoal.settings import Settings
-from shoal.stores.base import StoreTx
+from shoal.stores.base import StoreTx, TaskEdit
 from shoal.validation import (
     MAX_ID,
     NEW_AGENT_ID,
     as_task_ids,
     check_agent_id,
     check_count,
+    check_edit,
     check_group,
     check_group_limit,
     check_joining_agent_id,
@@ -52,19 +54,54 @@ from shoal.vocabulary import EventKind, TaskState
 __all__ = ["OperatorVerbs"]
 
 
+#: How much of a title an ``edited`` event keeps (a title may be 1000 characters).
+_EVENT_TITLE = 200
+
+
+def _edited(task: Task, changed: dict[str, Any]) -> dict[str, Any]:
+    """The ``edited`` event's data: each changed field's ``from`` and ``to``. The log holds
+    no body (it may be large): a changed body is told by its length in characters; a long
+    title is cut. Both are the poster's untrusted text, escaped wherever they are shown."""
+    out: dict[str, Any] = {}
+    for name, value in changed.items():
+        old = getattr(task, name)
+        if name == "body":
+            out[name] = {"from_chars": len(old), "to_chars": len(value)}
+        elif name == "title":
+            out[name] = {"from": _cut(old), "to": _cut(value)}
+        else:
+            plain = (list(old), list(value)) if isinstance(old, tuple) else (old, value)
+            out[name] = {"from": plain[0], "to": plain[1]}
+    return {"changed": out}
+
+
+def _met(tx: StoreTx, task_id: int) -> bool:
+    """The task's last event is a cancel with ``met``: its dependents were let go."""
+    last = tx.events(0, task_id, None, 1, newest=True)
+    return bool(last) and last[0].kind == EventKind.CANCELLED and bool(last[0].data.get("met"))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _EVENT_TITLE else text[: _EVENT_TITLE - 1] + "…"
+
+
 class _DryRun(Exception):
     """Raised inside a write transaction to roll back a dry run."""
 
 
 class OperatorVerbs(FleetBase):
-    """Cancel, reprioritize and retry tasks; the hub's jobs; prune; status, events and
+    """Cancel, reprioritize, edit and retry tasks; the hub's jobs; prune; status, events and
     settings; access tokens."""
 
     # ------------------------------------------------------------------ operating on tasks
 
     @rerun_on_conflict
-    def cancel(self, task_id: int) -> Task:
-        """Cancel a task that is not finished. A holder's lease on it is revoked."""
+    def cancel(self, task_id: int, *, note: str | None = None, met: bool = False) -> Task:
+        """Cancel a task that is not finished. A holder's lease on it is revoked. ``note``
+        says why, in the ``cancelled`` event. With ``met``, its work was settled elsewhere
+        (an imported issue closed at its source): the tasks waiting on it stop waiting, as
+        for a done task, and it may not be retried (they would count it twice)."""
+        why = check_text(note, "note", 1000, line=True) if note is not None else None
         with self._store.write(exclusive=True) as tx:
             now = self.clock.now()
             task = need_task(tx, task_id)
@@ -74,10 +111,14 @@ class OperatorVerbs(FleetBase):
                     hint="`shoal retry` brings back a dead or cancelled task",
                 )
             tx.cancel_task(task_id, now)
-            tx.append_event(
-                now, EventKind.CANCELLED, task_id, task.agent, {"was": task.state.value}
-            )
-            flag_stuck(tx, task_id, TaskState.CANCELLED, now)
+            data: dict[str, Any] = {"was": task.state.value}
+            data |= {"note": why} if why else {}
+            data |= {"met": True} if met else {}
+            tx.append_event(now, EventKind.CANCELLED, task_id, task.agent, data)
+            if met:
+                release_dependents(tx, task_id, now)
+            else:
+                flag_stuck(tx, task_id, TaskState.CANCELLED, now)
             if task.state is TaskState.CLAIMED:
                 after_letting_go(tx, task.agent, now)
             return need_task(tx, task_id)
@@ -109,6 +150,50 @@ class OperatorVerbs(FleetBase):
             return need_task(tx, task_id)
 
     @rerun_on_conflict
+    def edit(self, task_id: int, **changes: Any) -> Task:
+        """Change what a task not yet finished says or how it ranks: any of ``title``,
+        ``body``, ``priority``, ``skills``, ``domain``, ``labels`` and ``expected_duration``
+        (None clears a domain or an expected duration). A held task keeps the fields that
+        chose its holder (``policy.ROUTING_FIELDS``): changing them is refused, and then
+        nothing changes. One ``edited`` event says what changed; an edit that changes
+        nothing writes nothing."""
+        checked = check_edit(changes)
+        with self._store.write(exclusive=True) as tx:
+            now = self.clock.now()
+            task = need_task(tx, task_id)
+            if task.state.finished:
+                raise InvalidTransition(
+                    f"task {task_id} is already {task.state.value}; there is nothing to edit",
+                    hint="`shoal retry` brings back a dead or cancelled task first",
+                )
+            changed = {k: v for k, v in checked.items() if getattr(task, k) != v}
+            routing = [k for k in policy.ROUTING_FIELDS if k in changed]
+            if routing and task.state is TaskState.CLAIMED:
+                raise InvalidTransition(
+                    f"task {task_id} is held by {task.agent}; its {' and '.join(routing)} "
+                    "chose who may hold it and cannot change while it runs",
+                    hint="edit its title, body, priority, labels or expected duration now; "
+                    "its skills or domain once it is released or back in the pool",
+                )
+            if not changed:
+                return task
+            new = replace(task, **changed)
+            key = policy.pool_key(new.priority, task.created_at, tx.load_settings().aging)
+            edit = TaskEdit(
+                new.title,
+                new.body,
+                new.priority,
+                key,
+                new.skills,
+                new.domain,
+                new.labels,
+                new.expected_duration,
+            )
+            tx.edit_task(task_id, edit, now)
+            tx.append_event(now, EventKind.EDITED, task_id, task.agent, _edited(task, changed))
+            return need_task(tx, task_id)
+
+    @rerun_on_conflict
     def retry(self, task_id: int) -> Task:
         """Make a task claimable now: a dead (or cancelled) task comes back to pending with
         fresh attempts; a pending task waiting out its retry backoff or its ``not_before``
@@ -122,6 +207,12 @@ class OperatorVerbs(FleetBase):
                 data = {"was": "pending", "skipped": round(task.ready_at - now, 3)}
                 tx.append_event(now, EventKind.RETRIED, task_id, task.agent, data)
                 return need_task(tx, task_id)
+            if task.state is TaskState.CANCELLED and _met(tx, task_id):
+                raise InvalidTransition(
+                    f"task {task_id} was closed at its source, and the tasks that waited on "
+                    "it went on without it; it is not retried",
+                    hint="post the work again as a new task (`shoal add`)",
+                )
             if task.state not in (TaskState.DEAD, TaskState.CANCELLED):
                 raise InvalidTransition(
                     f"task {task_id} is {task.state.value}; only dead or "

@@ -114,6 +114,7 @@ def task(data: Data) -> Task:
         ready_at=_moment(data.get("ready_at")),
         retry_delay=_float(data.get("retry_delay")),
         group=data.get("group"),
+        labels=tuple(data.get("labels", ())),
         left_out=_left_out(data),
     )
 

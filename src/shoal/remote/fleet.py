@@ -175,6 +175,7 @@ class RemoteFleet(Fleet):
         not_before: float | str | datetime | None = None,
         retry_delay: float | str | None = None,
         group: str | None = None,
+        labels: Iterable[str] | str | None = None,
     ) -> Task:
         moment = not_before.isoformat() if isinstance(not_before, datetime) else not_before
         fields = {
@@ -195,6 +196,7 @@ class RemoteFleet(Fleet):
             "not_before": moment,
             "retry_delay": retry_delay,
             "group": group,
+            "labels": [labels] if isinstance(labels, str) else list(labels or ()),
         }
         return self._decode(decode.task, self._api.post("/tasks", fields), "post")
 
@@ -227,9 +229,12 @@ class RemoteFleet(Fleet):
         agent: str | None = None,
         limit: int = 100,
         before: int | None = None,
+        label: str | None = None,
     ) -> list[Task]:
         wanted = None if state is None else str(state)
         query = {"state": wanted, "agent": agent, "limit": limit, "before": before}
+        if label is not None:
+            query["label"] = label
         return self._decode(_tasks, self._api.get("/tasks", query), "tasks")
 
     def ready(self, agent: str | None = None, *, limit: int = 20) -> list[Task]:
@@ -348,7 +353,12 @@ class RemoteFleet(Fleet):
             "finish or release it here, or defer it on a host that reaches the fleet's store",
         )
 
-    def cancel(self, task_id: int) -> Task:
+    def cancel(self, task_id: int, *, note: str | None = None, met: bool = False) -> Task:
+        if note is not None or met:
+            raise _not_here(
+                "cancelling a task as closed at its source (what shoal import does)",
+                "run the import on a host that reaches the fleet's store",
+            )
         found = self._api.post(_path("tasks", task_id, "cancel"))
         return self._decode(decode.task, found, "cancel")
 
@@ -402,6 +412,10 @@ class RemoteFleet(Fleet):
 
     def post_due(self) -> list[int]:
         return list(self.reap().posted)  # the hub posts what is due as it reaps
+
+    def edit(self, task_id: int, **changes: Any) -> Task:
+        found = self._api.post(_path("tasks", task_id, "edit"), changes)
+        return self._decode(decode.task, found, "edit")
 
     # ------------------------------------------------------------------ the hub's jobs
 

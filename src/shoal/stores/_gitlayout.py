@@ -410,6 +410,7 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
     values = {k: v for k, v in raw.items() if k in known}
     values["state"] = TaskState(values["state"])
     values["skills"] = tuple(values.get("skills") or ())
+    values["labels"] = tuple(values.get("labels") or ())
     _check_kinds(Task, values, path)
     task = Task(**values)
     if task_path(task.id) != path:
@@ -487,6 +488,7 @@ _VERBS = {
     "returned": "return",
     "stalled": "mark stalled",
     "reprioritized": "reprioritize",
+    "edited": "edit",
 }
 
 

@@ -114,13 +114,21 @@ class MemoryReads(MemoryTxBase):
         return None if task_id is None else self.get_task(task_id)
 
     def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+        self,
+        state: TaskState | None,
+        agent: str | None,
+        limit: int,
+        before: int | None,
+        *,
+        label: str | None = None,
     ) -> list[Task]:
         out: list[Task] = []
         ids = self.d.tasks if state is None else self.d.index.in_state(state)
         for task_id in sorted(ids, reverse=True):
             task = self.d.tasks[task_id].task
             if before is not None and task_id >= before:
+                continue
+            if label is not None and label not in task.labels:
                 continue
             if (state is None or task.state is state) and (agent is None or task.agent == agent):
                 out.append(self._listed(self.d.tasks[task_id]))

@@ -58,7 +58,7 @@ class MemoryTxBase:
         row = self.d.tasks[task_id]
         new = Row(
             task=replace(row.task, **{k: v for k, v in changes.items() if k in TASK_FIELDS}),
-            skillset=row.skillset,
+            skillset=changes.get("skillset", row.skillset),
             pool_key=changes.get("pool_key", row.pool_key),
             seq=changes.get("seq", row.seq),
             token=changes.get("token", row.token),

@@ -32,9 +32,9 @@ __all__ = ["SqlReads"]
 
 _STATES = {s.value: s for s in TaskState}
 #: Where a lease's token is in a row of the task columns and then the token.
-_TOKEN = 29
+_TOKEN = 30
 #: Where a ``listed_task`` row says whether the task holds a payload (then a result).
-_LISTED = 29
+_LISTED = 30
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
 #: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
@@ -166,6 +166,7 @@ class SqlReads(SqlTxBase):
             row[26],  # ready_at
             row[27],  # retry_delay
             row[28],  # group
+            tuple(json.loads(row[29])),  # labels
         )
 
     def _listed(self, row: Sequence[Any]) -> Task:
@@ -200,13 +201,20 @@ class SqlReads(SqlTxBase):
         return None if row is None else self._task(row)
 
     def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+        self,
+        state: TaskState | None,
+        agent: str | None,
+        limit: int,
+        before: int | None,
+        *,
+        label: str | None = None,
     ) -> list[Task]:
         params = {
             "state": None if state is None else state.value,
             "agent": agent,
             "before": before,
             "limit": limit,
+            "label": label,
         }
         return [self._listed(r) for r in self._all("list_tasks", params)]
 

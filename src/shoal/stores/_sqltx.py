@@ -29,7 +29,7 @@ from shoal.model import Candidate, Event, EventCount, NewTask, Task, TaskState
 from shoal.stores._sqlreads import SqlReads
 from shoal.stores._sqlrows import candidate_of
 from shoal.stores._sqlschedules import SqlSchedules
-from shoal.stores.base import Finished, Finishing, LeaseGrant
+from shoal.stores.base import Finished, Finishing, LeaseGrant, TaskEdit
 
 __all__ = ["SqlTx"]
 
@@ -97,6 +97,7 @@ class SqlTx(SqlReads, SqlSchedules):
                 "ready_at": task.ready_at,
                 "retry_delay": task.retry_delay,
                 "group": task.group,
+                "labels": json.dumps(task.labels),
             },
         )
         if task.state is TaskState.PENDING:
@@ -261,6 +262,17 @@ class SqlTx(SqlReads, SqlSchedules):
     def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
         args = {"id": task_id, "priority": priority, "pool_key": pool_key, "now": now}
         self._run("set_priority", args)
+
+    def edit_task(self, task_id: int, edit: TaskEdit, now: float) -> None:
+        args = {
+            **edit._asdict(),
+            "skillset": self._skillset_id(edit.skills),
+            "labels": json.dumps(edit.labels),
+            "id": task_id,
+            "now": now,
+        }
+        del args["skills"]
+        self._run("edit_task", args)
 
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         self._many("set_pool_keys", {}, ("id", "pool_key"), list(keys.items()))

@@ -45,6 +45,7 @@ __all__ = [
     "NewTask",
     "Store",
     "StoreTx",
+    "TaskEdit",
 ]
 
 
@@ -56,6 +57,20 @@ class LeaseGrant(NamedTuple):
     token: str
     expires: float
     stolen: bool
+
+
+class TaskEdit(NamedTuple):
+    """A task's fields after ``Fleet.edit`` (``StoreTx.edit_task``): every editable field,
+    changed or not, and the pool key that goes with its priority."""
+
+    title: str
+    body: str
+    priority: int
+    pool_key: float
+    skills: tuple[str, ...]
+    domain: str | None
+    labels: tuple[str, ...]
+    expected_duration: float | None
 
 
 class Finishing(NamedTuple):
@@ -180,10 +195,17 @@ class StoreTx(Protocol):
 
     def task_by_key(self, key: str) -> Task | None: ...
     def list_tasks(
-        self, state: TaskState | None, agent: str | None, limit: int, before: int | None
+        self,
+        state: TaskState | None,
+        agent: str | None,
+        limit: int,
+        before: int | None,
+        *,
+        label: str | None = None,
     ) -> list[Task]:
-        """Tasks newest first, optionally of one state or one agent, ids below ``before``.
-        A listing: no payload or result is read, however large (``Task.left_out``)."""
+        """Tasks newest first, optionally of one state, one agent or carrying one label,
+        ids below ``before``. A listing: no payload or result is read, however large
+        (``Task.left_out``)."""
         ...
 
     def held_leases(self, agent_id: str, *, lock: bool = False) -> list[tuple[Task, str]]:
@@ -375,6 +397,11 @@ class StoreTx(Protocol):
     def mark_stalled(self, task_id: int, now: float) -> None: ...
     def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
         """Give a live task a new priority and the pool key that goes with it."""
+        ...
+
+    def edit_task(self, task_id: int, edit: TaskEdit, now: float) -> None:
+        """Rewrite what a task that is not finished says and how it ranks (``Fleet.edit``);
+        its place, lease and state stay as they are."""
         ...
 
     def rekey_pool(self, keys: Mapping[int, float]) -> None: ...

@@ -49,7 +49,15 @@ from shoal.stores._memdata import (
 )
 from shoal.stores._memreads import MemoryReads
 from shoal.stores._memschedules import MemorySchedules
-from shoal.stores.base import Capabilities, DirectOutcome, Finished, Finishing, LeaseGrant, NewTask
+from shoal.stores.base import (
+    Capabilities,
+    DirectOutcome,
+    Finished,
+    Finishing,
+    LeaseGrant,
+    NewTask,
+    TaskEdit,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -166,6 +174,7 @@ class _MemoryTx(MemoryReads, MemorySchedules):
             ready_at=task.ready_at,
             retry_delay=task.retry_delay,
             group=task.group,
+            labels=task.labels,
         )
         row = Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)
@@ -362,6 +371,11 @@ class _MemoryTx(MemoryReads, MemorySchedules):
 
     def set_priority(self, task_id: int, priority: int, pool_key: float, now: float) -> None:
         self._task(task_id, priority=priority, pool_key=pool_key, updated_at=now)
+
+    def edit_task(self, task_id: int, edit: TaskEdit, now: float) -> None:
+        changes = edit._asdict()
+        skillset = self._skillset_id(edit.skills)
+        self._task(task_id, **changes, skillset=skillset, updated_at=now)
 
     def rekey_pool(self, keys: Mapping[int, float]) -> None:
         for task_id, key in keys.items():

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from shoal.errors import BadInput
-from shoal.faces import importing
+from shoal.faces import following, importing
 from shoal.faces.cli.app import App, json_option
 
 __all__ = ["add_from_file", "add_import_commands", "read_source"]
@@ -38,12 +38,12 @@ def read_source(file: str) -> str:
         raise BadInput(f"{file!r} is not UTF-8 text", hint="export it as UTF-8 JSON") from None
 
 
-def _report(app: App, report: importing.ImportReport) -> None:
+def _report(app: App, report: following.ImportReport) -> None:
     app.emit(report.to_dict(), report.message())
 
 
 def _post(app: App, batch: importing.Batch) -> None:
-    _report(app, importing.post_entries(app.fleet(), batch))
+    _report(app, following.post_entries(app.fleet(), batch))
 
 
 def add_from_file(app: App, file: str) -> None:
@@ -59,12 +59,14 @@ def import_group() -> None:
     """Add tasks from a file that another tool exported (FILE may be - for stdin).
 
     Each imported task has an idempotency key (beads:ID, github:NUMBER, or the line's own),
-    so importing the same file again adds nothing and says so. A bad line is refused with
-    its line number, and then nothing of the file is added (exit 2).
+    so importing the same file again adds nothing and says so. Importing a beads or GitHub
+    export again follows it: changed issues update their tasks, closed ones close them
+    (the summary says added, updated, closed, already there, skipped). A bad line is
+    refused with its line number, and then nothing of the file is added (exit 2).
 
     \b
     shoal import beads .beads/issues.jsonl
-    gh issue list --json number,title,body,labels | shoal import github -
+    gh issue list --state all --json number,title,body,labels,state | shoal import github -
     shoal import jsonl tasks.jsonl --json
     """
 
@@ -79,31 +81,40 @@ def beads(app: App, file: str) -> None:
     \b
     Key:          beads:ID
     Priority:     beads 0 -> 1, 1 -> 2, 2 -> 5, 3 -> 7, 4 -> 9
-    Labels:       domain:X -> domain X (one), skill:Y -> skill Y
+    Labels:       each a label of the task; domain:X -> domain X (one), skill:Y -> skill Y
     Body:         description (+ design, acceptance criteria, notes)
-    Dependencies: "blocks" -> the task waits for that issue (other types are left out)
-    Skipped:      closed and deleted issues (a dependency on one is already met)
+    Dependencies: "blocks" -> the task waits for that issue; "parent-child" -> the
+                  parent (an epic) waits for its children: not claimable until they are
+                  done (related and discovered-from are left out)
+    Assignee:     its queue, if that agent is here, present and able (else the pool)
+    Blocked:      waits for its blockers; blocked on none in the file: held back
+    Closed:       not imported (a dependency on one is met); a task an earlier import
+                  added is cancelled with a note, and what waits on it goes on
+    Again:        changed issues update their unfinished tasks (a held task keeps its
+                  skills and domain)
 
     Example: shoal import beads .beads/issues.jsonl
     """
     _post(app, importing.parse_beads(read_source(file)))
 
 
-@import_group.command(short_help="Import `gh issue list --json number,title,body,labels`.")
+@import_group.command(short_help="Import `gh issue list --json number,title,body,labels,state`.")
 @_FILE
 @json_option
 @click.pass_obj
 def github(app: App, file: str) -> None:
-    """Import the JSON array of `gh issue list --json number,title,body,labels`.
+    """Import the JSON array of `gh issue list --state all --json number,title,body,labels,state`.
 
     \b
     Key:       github:NUMBER
     Priority:  label priority:critical|high|medium|low -> 1, 2, 5, 8,
                or P0, P1, P2, P3 -> 1, 2, 5, 8; the most urgent wins; none -> 5
-    Labels:    domain:X -> domain X (one), skill:Y -> skill Y
-    Skipped:   issues whose state (if listed) is closed
+    Labels:    each a label of the task; domain:X -> domain X (one), skill:Y -> skill Y
+    Closed:    not imported; a task an earlier import added is cancelled with a note
+    Again:     changed issues update their unfinished tasks
 
-    Example: gh issue list --json number,title,body,labels | shoal import github -
+    Example: gh issue list --state all --json number,title,body,labels,state \\
+               | shoal import github -
     """
     _post(app, importing.parse_github(read_source(file)))
 
@@ -117,7 +128,7 @@ def jsonl(app: App, file: str) -> None:
 
     Fields: title (required), priority, domain, skills, key, depends_on (keys of tasks in
     the file or already in the fleet), expected_duration, not_before, body, payload,
-    lease_ttl, max_attempts, retry_delay. A line without a key gets one from its content.
+    lease_ttl, max_attempts, retry_delay, labels. A line without a key gets one from its content.
 
     Example: echo '{"title": "fix the parser", "skills": ["python"]}' | shoal import jsonl -
     """

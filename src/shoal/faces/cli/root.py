@@ -159,6 +159,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "demo": ("demo", "Watch a small fleet work, steal and finish."),
     "doctor": ("doctor", "Check the fleet's health and say how to fix what is wrong."),
     "done": ("leases", "Complete a task you hold."),
+    "edit": ("tasks", "Change a task that has not finished."),
     "events": ("hub", "The event log (one event per state change)."),
     "fail": ("leases", "Report that a task you hold failed."),
     "group": ("groups", "Concurrency groups: at most N tasks of a group held at once, fleet-wide."),

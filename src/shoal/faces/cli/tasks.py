@@ -51,6 +51,7 @@ __all__ = ["CONFIRM_ABOVE", "add_task_commands"]
 )
 @click.option("--skill", "-s", "skills", multiple=True, help="A skill the task requires (repeat).")
 @click.option("--domain", "-d", help="The domain the task belongs to (affinity).")
+@click.option("--label", "-l", "labels", multiple=True, help="A label to find it by (repeat).")
 @click.option("--to", "to", metavar="AGENT", help="Route it to this agent's queue.")
 @click.option("--after", "after", multiple=True, type=int, metavar="ID", help="Wait for task ID.")
 @click.option("--parent", type=int, metavar="ID", help="The task this one was spawned by.")
@@ -83,6 +84,7 @@ def add(
     priority: str,
     skills: tuple[str, ...],
     domain: str | None,
+    labels: tuple[str, ...],
     to: str | None,
     after: tuple[int, ...],
     parent: int | None,
@@ -144,7 +146,8 @@ def add(
                  ("--key", key), ("--in", delay), ("--at", at), ("--body", body),
                  ("--payload", payload), ("--pinned", pinned), ("--retry-delay", retry_delay),
                  ("--expected-duration", expected_duration), ("--lease-ttl", lease_ttl),
-                 ("--max-attempts", max_attempts), ("--group", group)) if value]  # fmt: skip
+                 ("--max-attempts", max_attempts), ("--group", group),
+                 ("--label", labels)) if value]  # fmt: skip
         if priority != "5":
             given.append("--priority")
         if given:
@@ -190,6 +193,7 @@ def add(
         not_before=not_before,
         retry_delay=retry_delay,
         group=group,
+        labels=labels,
     )
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
@@ -235,6 +239,7 @@ def show(app: App, task_id: int) -> None:
 @click.command("list")
 @click.option("--state", type=click.Choice(names(TaskState)), help="Only this state.")
 @agent_option("Only tasks of this agent.", from_env=False)
+@click.option("--label", "-l", help="Only tasks carrying this label.")
 @paging.limit_option(50, "-n")
 @paging.all_option
 @paging.id_option("--before", "Only tasks older than task ID (the next page: the last shown).")
@@ -245,6 +250,7 @@ def list_tasks(
     app: App,
     state: str | None,
     agent: str | None,
+    label: str | None,
     limit: int | None,
     show_all: bool,
     before: int | None,
@@ -253,21 +259,24 @@ def list_tasks(
     """Tasks, newest first, 50 at a time (--limit N, --all); --before ID goes on from the
     last one shown, and a line on stderr says when there are more.
 
-    e.g. `shoal list --state dead`, `shoal list --agent ada`, `shoal list --before 120`.
+    e.g. `shoal list --state dead`, `shoal list --agent ada`, `shoal list --label backend`,
+    `shoal list --before 120`.
     """
     fleet = app.fleet(read_only=True)
     size = paging.page_size(limit, show_all, 50)
     tasks, more = paging.page_of(
-        lambda n, below: fleet.tasks(state=state, agent=agent, limit=n, before=below),
+        lambda n, below: fleet.tasks(state=state, agent=agent, limit=n, before=below, label=label),
         size,
         before,
         lambda t: t.id,
     )
     none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
+    none += f" labelled {output.one_line(label)}" if label else ""
     note = None
     if more:
         command = ["shoal", "list", *(["--state", state] if state else [])]
-        command += [*(["--agent", agent] if agent else []), *(["--json"] if app.json else [])]
+        command += [*(["--agent", agent] if agent else []), *(["--label", label] if label else [])]
+        command += ["--json"] if app.json else []
         command += [*(["--limit", str(limit)] if limit else []), "--before", str(tasks[-1].id)]
         note = paging.more_line(command, more, "tasks", "not shown", f"shows the next {size}")
 
@@ -491,7 +500,9 @@ def set_priority(app: App, task_id: int, priority: str) -> None:
 
 
 def add_task_commands(group: click.Group) -> None:
-    """Register add, list, show, ready, cancel, retry and set-priority on the ``shoal``
-    group."""
-    for command in (add, list_tasks, show, ready, cancel, retry, set_priority):
+    """Register add, list, show, ready, cancel, retry, set-priority and edit on the
+    ``shoal`` group."""
+    from shoal.faces.cli.edits import edit
+
+    for command in (add, list_tasks, show, ready, cancel, retry, set_priority, edit):
         group.add_command(command)

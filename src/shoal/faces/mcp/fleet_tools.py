@@ -87,6 +87,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         group: Annotated[
             str | None, Field(description="Its concurrency group (e.g. deploy).")
         ] = None,
+        labels: Annotated[list[str] | None, Field(description="Names to find it by.")] = None,
     ) -> PostResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
@@ -109,6 +110,7 @@ def add_fleet_tools(box: Toolbox) -> None:
             not_before=not_before,
             retry_delay=retry_delay,
             group=group,
+            labels=labels,
         )
         at = now()
         message = posting.post_message(task, created, key, at)
@@ -170,6 +172,39 @@ def add_fleet_tools(box: Toolbox) -> None:
         take it in its new place."""
         task = desk.fleet.set_priority(task_id, priority)
         return TaskResult.of(task, now(), f"task {task.id} now has priority {task.priority}")
+
+    @box.tool(manager_only=True)
+    def edit_task(
+        ctx: Context,
+        task_id: TaskIdArg,
+        title: Annotated[str | None, Field(description="A new title.")] = None,
+        body: Annotated[str | None, Field(description="A new body.")] = None,
+        priority: Annotated[int | str | None, Field(description="1 to 9, or a name.")] = None,
+        skills: Annotated[list[str] | None, Field(description="Its skills, all of them.")] = None,
+        domain: Annotated[str | None, Field(description="Its domain.")] = None,
+        labels: Annotated[list[str] | None, Field(description="Its labels, all of them.")] = None,
+        expected_duration: DurationArg = None,
+        clear: Annotated[
+            list[Literal["domain", "expected_duration"]] | None,
+            Field(description="Fields to clear."),
+        ] = None,
+    ) -> TaskResult:
+        """Manager: change a task that is not finished -- what it says, its priority, skills,
+        domain, labels, expected duration. Only what you pass changes. A claimed task keeps
+        its skills and domain (they chose its holder)."""
+        given = {
+            "title": title,
+            "body": body,
+            "priority": priority,
+            "skills": skills,
+            "domain": domain,
+            "labels": labels,
+            "expected_duration": expected_duration,
+        }
+        changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        changes |= dict.fromkeys(clear or ())
+        task = desk.fleet.edit(task_id, **changes)
+        return TaskResult.of(task, now(), f"task {task.id} edited")
 
     @box.tool(manager_only=True)
     def pause_agent(

@@ -138,6 +138,7 @@ class TaskInfo(BaseModel):
     payload: Any = None
     skills: list[str]
     domain: str | None
+    labels: list[str] = []
     agent: str | None
     pinned: bool
     parent: int | None

@@ -77,8 +77,9 @@ and what to do next; a refused call changes nothing."""
 _ROLE = {
     True: "You are the manager: read_state shows the fleet; assess_workload says whether to\n"
     "spawn agents or retire idle ones; cancel_task and retry_task clean up; set_task_priority\n"
-    "reorders work; pause_agent and resume_agent hold an agent back and let it go;\n"
-    "set_group_limit caps a concurrency group (one deploy at a time).",
+    "reorders work; edit_task fixes a task's text, skills or labels; pause_agent and\n"
+    "resume_agent hold an agent back and let it go; set_group_limit caps a concurrency\n"
+    "group (one deploy at a time).",
     False: "Others' work and the fleet's settings are a manager's. When told to, an idle "
     "agent should\nset_agent_status terminated.",
 }

@@ -108,6 +108,7 @@ class PostTask(Strict):
     not_before: float | str | None = None
     retry_delay: float | str | None = None
     group: str | None = None
+    labels: list[str] = []
 
 
 class Register(Strict):
@@ -224,13 +225,15 @@ def tasks(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     before: Annotated[int | None, Query(ge=1)] = None,
     key: str | None = None,
+    label: str | None = None,
 ) -> list[dict[str, Any]]:
     """A page of ``limit`` tasks older than task ``before``; when there are more, the
     ``Link`` header's ``rel="next"`` is the next page (``before`` = the last id here).
-    With ``key``: the task posted with that idempotency key, if any (a list of one)."""
+    With ``key``: the task posted with that idempotency key, if any (a list of one).
+    With ``label``: only tasks carrying that label."""
     if key is not None:
         return [t.to_dict() for t in [fleet.by_key(key)] if t is not None]
-    found = fleet.tasks(state=state, agent=agent, limit=limit + 1, before=before)
+    found = fleet.tasks(state=state, agent=agent, limit=limit + 1, before=before, label=label)
     if len(found) > limit:
         found = found[:limit]
         _next_page(request, response, before=found[-1].id)
@@ -490,6 +493,25 @@ class SetPriority(Strict):
 @router.post("/tasks/{task_id}/priority", responses=_REFUSALS, summary="Change a priority")
 def set_priority(task_id: TaskId, body: SetPriority, fleet: FleetDep, _: Admin) -> dict[str, Any]:
     return fleet.set_priority(task_id, body.priority).to_dict()
+
+
+class EditTask(Strict):
+    """``Fleet.edit``'s changes: only the fields given change; null clears a domain or an
+    expected duration."""
+
+    title: str | None = None
+    body: str | None = None
+    priority: int | str | None = None
+    skills: list[str] | None = None
+    domain: str | None = None
+    labels: list[str] | None = None
+    expected_duration: float | str | None = None
+
+
+@router.post("/tasks/{task_id}/edit", responses=_REFUSALS, summary="Edit a task (shoal edit)")
+def edit(task_id: TaskId, body: EditTask, fleet: FleetDep, _: Admin) -> dict[str, Any]:
+    """A held task keeps its skills and domain (409 ``invalid_transition``)."""
+    return fleet.edit(task_id, **body.model_dump(exclude_unset=True)).to_dict()
 
 
 @router.post("/settings", responses=_REFUSALS, summary="Change settings (all or none apply)")

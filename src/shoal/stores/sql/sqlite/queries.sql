@@ -13,7 +13,7 @@
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name
+retry_delay, group_name, labels
 
 -- fragment: listed_task
 -- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
@@ -24,7 +24,7 @@ retry_delay, group_name
 id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name, typeof(payload) <> 'null', typeof(result) <> 'null'
+retry_delay, group_name, labels, typeof(payload) <> 'null', typeof(result) <> 'null'
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
@@ -234,6 +234,7 @@ SELECT {listed_task} FROM tasks
 WHERE (:state IS NULL OR state = :state)
   AND (:agent IS NULL OR agent_id = :agent)
   AND (:before IS NULL OR id < :before)
+  AND (:label IS NULL OR EXISTS (SELECT 1 FROM json_each(labels) WHERE value = :label))
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -417,10 +418,11 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 -- name: insert_task
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
-                   pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name)
+                   pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name,
+                   labels)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay, :group)
+        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay, :group, :labels)
 RETURNING id;
 
 -- name: add_deps
@@ -556,6 +558,13 @@ UPDATE tasks SET stalled_at = :now WHERE id = :id;
 
 -- name: set_priority
 UPDATE tasks SET priority = :priority, pool_key = :pool_key, updated_at = :now WHERE id = :id;
+
+-- name: edit_task
+-- Fleet.edit: what a task says and how it ranks; its place, lease and state stay.
+UPDATE tasks SET title = :title, body = :body, priority = :priority, pool_key = :pool_key,
+    skillset = :skillset, domain = :domain, labels = :labels,
+    expected_duration = :expected_duration, updated_at = :now
+WHERE id = :id;
 
 -- name: keyed_tasks
 -- Unfinished tasks, to recompute pool keys after the aging setting changes.
