@@ -126,3 +126,16 @@ def test_status_shows_the_groups(fleet: Fleet) -> None:
     fleet.claim("ada")
     status = fleet.status()
     assert status.to_dict()["groups"] == [{"name": "deploy", "max": 1, "held": 1, "full": True}]
+
+
+def test_ready_leaves_out_a_full_groups_tasks_as_a_claim_does(fleet: Fleet) -> None:
+    fleet.register("ada")
+    fleet.post("running", group="deploy", priority=1)
+    waiting = fleet.post("waiting", group="deploy", priority=1)
+    plain = fleet.post("plain", priority=5)
+    fleet.set_group("deploy", 1)
+    one(fleet.claim("ada"))
+    assert [t.id for t in fleet.ready()] == [plain.id]
+    assert [t.id for t in fleet.ready("ada")] == [plain.id]
+    fleet.clear_group("deploy")
+    assert [t.id for t in fleet.ready()] == [waiting.id, plain.id]

@@ -271,25 +271,29 @@ def claim_direct(
 def preview_in(tx: StoreTx, now: float, agent_id: str | None, limit: int) -> list[Task]:
     """Pending tasks in the order a claim would take them (``Fleet.ready``): for an agent,
     its own queue head, then the pool tasks it can do by score (steals are not previewed);
-    without one, the pool by score, then every agent's queue."""
+    without one, the pool by score, then every agent's queue. Tasks of a full group are
+    left out."""
     settings = tx.load_settings()
     skillsets = tx.skillsets()
     longest = policy.longest_first(settings)
+    limits = tx.group_limits()  # a full group's tasks are passed over, as a claim does
+    room = policy.group_room(limits, tx.held_by_group() if limits else {})
+    held = policy.Locality((), full_groups=frozenset(g for g, n in room.items() if n <= 0))
+    full = held.full_groups
     if agent_id is not None:
         agent = live_agent(tx, agent_id)
-        own = tx.queue_head(agent.id, limit, longest, now)
+        own = tx.queue_head(agent.id, limit, longest, now, full)
         eligible = policy.eligible_skillsets(skillsets, agent.skills)
-        held = policy.NOTHING_HELD
         pool = pool_candidates(tx, agent.domains, eligible, limit, longest, held, now)
         order = own + policy.rank_pool(pool, agent.domains, settings.aging, limit, longest)
     else:
         every = sorted(skillsets)
-        pool = pool_candidates(tx, (), every, limit, longest, policy.NOTHING_HELD, now)
+        pool = pool_candidates(tx, (), every, limit, longest, held, now)
         order = policy.rank_pool(pool, (), settings.aging, limit, longest)
         for queue in tx.queue_depths():
             if len(order) >= limit:
                 break
-            order += tx.queue_head(queue.agent, limit - len(order), longest, now)
+            order += tx.queue_head(queue.agent, limit - len(order), longest, now, full)
     ids = [c.id for c in order[:limit]]
     found = tx.listed_tasks(ids)  # a listing: no payload or result
     return [found[i] for i in ids]
