@@ -211,3 +211,13 @@ def test_an_occurrence_is_a_task_like_any_other(fleet: Fleet, noon: ManualClock)
     assert (task.body, task.payload, task.state) == ("look", {"n": 1}, TaskState.PENDING)
     assert fleet.cancel_schedule(sensor.id).state is ScheduleState.CANCELLED
     assert fleet.get(task.id).state is TaskState.PENDING  # what was posted stays
+
+
+def test_a_claim_waiting_for_work_takes_the_occurrence_when_it_falls_due(
+    fleet: Fleet, noon: ManualClock
+) -> None:
+    fleet.register("ada")
+    fleet.schedule("sensor", every="10m", start=NOON + 60)
+    claim = fleet.claim("ada", wait=120)
+    task, _ = one(claim)
+    assert task.title == "sensor" and noon.now() == NOON + 60

@@ -10,7 +10,7 @@ every session may do (docs/SECURITY.md, "Who may do what").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
@@ -64,11 +64,10 @@ def add_schedule_tools(box: Toolbox) -> None:
         cron: Annotated[str | None, Field(description='e.g. "0 3 * * *"')] = None,
         tz: Annotated[str | None, Field(description='cron\'s zone ("Europe/Paris"); UTC')] = None,
         start: Annotated[str | None, Field(description="First tick, ISO 8601.")] = None,
-        body: str = "",
-        priority: int | str = 5,
-        skills: list[str] | None = None,
+        body: Annotated[str, Field(description="What to do.")] = "",
+        priority: Annotated[int | str, Field(description="1-9, or high...")] = 5,
+        skills: Annotated[list[str] | None, Field(description="Skills it needs.")] = None,
         to: Annotated[str | None, Field(description="An agent's queue, not the pool.")] = None,
-        payload: Any = None,
     ) -> ScheduleInfo:
         """Manager: post a task again and again, `every` so often or at `cron` times; at
         most one pending at a time, missed ticks not made up."""
@@ -82,20 +81,19 @@ def add_schedule_tools(box: Toolbox) -> None:
             priority=priority,
             skills=skills,
             to=to,
-            payload=payload,
         )
         return ScheduleInfo.of(made)
 
     @box.tool(read_only=True)
     def list_schedules(ctx: Context) -> ScheduleList:
-        """The fleet's schedules of recurring tasks."""
+        """The fleet's schedules of recurring tasks, cancelled ones too."""
         return ScheduleList(schedules=[ScheduleInfo.of(s) for s in desk.fleet.schedules()])
 
     @box.tool(manager_only=True)
     def set_schedule_state(
         ctx: Context,
-        schedule_id: Annotated[int, Field(ge=1)],
-        state: ScheduleStateArg,
+        schedule_id: Annotated[int, Field(ge=1, description="The schedule.")],
+        state: Annotated[ScheduleStateArg, Field(description="Its new state.")],
     ) -> ScheduleInfo:
         """Manager: pause a schedule, make it active again (from the next tick to come), or
         cancel it for good (tasks it posted stay)."""
