@@ -52,6 +52,7 @@ from shoal._claiming import claim_direct, claim_in, preview_in
 from shoal._conflicts import rerun_on_conflict
 from shoal._fleetagents import AgentVerbs
 from shoal._fleetops import OperatorVerbs
+from shoal._fleetwhy import WhyVerbs
 from shoal._liveness import SettleFirst, settle_in
 from shoal._posting import Moment, insert_task
 from shoal._transitions import (
@@ -112,7 +113,7 @@ _POST_DEFAULTS: dict[str, Any] = {
 _Result = TypeVar("_Result")
 
 
-class Fleet(AgentVerbs, OperatorVerbs):
+class Fleet(AgentVerbs, OperatorVerbs, WhyVerbs):
     """A fleet of agents and the tasks they share, on one store.
 
     Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one
