@@ -51,6 +51,7 @@ WORKER_TOOLS = {
     "read_state",
     "list_tasks",
     "get_task",
+    "explain",
 }
 #: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
 MANAGER_TOOLS = {

@@ -161,6 +161,8 @@ def read_fleet(w: McpWorld, key: Key) -> Tries:
         call(w, key, "read_state"),
         call(w, key, "list_tasks"),
         call(w, key, "get_task", task_id=w.seed),
+        call(w, key, "explain", task_id=w.seed),
+        call(w, key, "explain", agent=BOB),
     ]
 
 

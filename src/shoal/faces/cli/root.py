@@ -47,6 +47,7 @@ from shoal.faces.cli.runtime import add_runtime_commands
 from shoal.faces.cli.serve import add_serve_commands
 from shoal.faces.cli.sim import add_sim_commands
 from shoal.faces.cli.tasks import add_task_commands
+from shoal.faces.cli.why import add_why_commands
 
 __all__ = ["cli", "main"]
 
@@ -94,6 +95,7 @@ add_import_commands(cli)  # import beads|github|jsonl
 add_lease_commands(cli)  # claim, done, fail, release, defer, heartbeat
 add_agent_commands(cli)  # register, agents, agent resume|set-status, set-status
 add_hub_commands(cli)  # init, status, assess, rebalance, reap, events, config
+add_why_commands(cli)  # why TASK, why --agent AGENT
 add_prune_commands(cli)  # prune
 add_doctor_commands(cli)  # doctor
 add_prime_commands(cli)  # prime
