@@ -30,6 +30,8 @@ __all__ = ["WhyVerbs", "facts_in", "why_agent_in", "why_task_in"]
 
 #: How many of an agent's nearest misses (skill sets it lacks) ``why_agent`` names.
 NEAREST_MISSES = 3
+#: How many of the pool's best tasks it cannot do ``why_agent`` looks at to name them.
+MISSES_LOOKED_AT = 100
 
 
 class WhyVerbs(FleetBase):
@@ -166,14 +168,19 @@ def _idle_reasons(
     """Why a claim of ``agent``'s found nothing: the tasks its skills do not fit (nearest
     misses first), the work kept for other domains, the work not ready yet."""
     reasons: list[Reason] = []
+    # The nearest misses: the best ready pool tasks of the skill sets it cannot do -- a
+    # bounded, indexed look-up (the pool step's own), not a count of every pending task.
+    lacking_sets = sorted(set(facts.skillsets) - set(eligible))
     misses: dict[tuple[str, ...], int] = {}
-    for need, count in tx.pending_demand().items():
+    seen = tx.pool_best(lacking_sets, None, MISSES_LOOKED_AT, policy.NOTHING_HELD, facts.now)
+    for candidate in seen if lacking_sets else []:
+        need = facts.skillsets.get(candidate.skillset, ())
         lacking = tuple(sorted(set(need) - set(agent.skills)))
-        if lacking:
-            misses[lacking] = misses.get(lacking, 0) + count
+        misses[lacking] = misses.get(lacking, 0) + 1
     nearest = sorted(misses.items(), key=lambda mc: (len(mc[0]), -mc[1], mc[0]))
+    some = "at least " if len(seen) >= MISSES_LOOKED_AT else ""
     for lacking, count in nearest[:NEAREST_MISSES]:
-        text = f"{count} pending task(s) need {' and '.join(lacking)}, which it lacks"
+        text = f"{some}{count} task(s) in the pool need {' and '.join(lacking)}, which it lacks"
         reasons.append(Reason("no_skill_fit", text, skills=lacking))
     if holds.retry_at is not None:
         text = (

@@ -211,17 +211,41 @@ class Facts:
     depths: Sequence[QueueDepth] = ()
     window: Sequence[str] = ()
     _idle: list[Agent] = field(default_factory=list)
+    _pairs: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
+    _victims: list[str] = field(default_factory=list)
+    _status: dict[str, AgentStatus] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._idle.extend(a for a in self.agents if a.status is AgentStatus.IDLE)
+        # Every queue a steal may rob (its thief aside: a thief never robs itself). Who is
+        # a victim does not depend on how ties are shuffled, only who comes first does.
+        everyone = policy.claim_victims(self.depths, "", self.settings, random.Random(0))
+        self._victims.extend(everyone)
 
-    def locality(self, agent: Agent) -> policy.Locality:
-        """The locality rules of a claim by ``agent`` now (as ``_claiming.Holds`` makes
-        them: the idle agents' domains are reserved only while ``domain_wait`` is on)."""
+    def locality(self, agent: Agent, domain: str | None, skillset: int) -> policy.Locality:
+        """The locality rules of a claim by ``agent`` now, as ``_claiming.Holds`` makes
+        them, for a task of ``domain`` and ``skillset``. ``policy.reserved_for`` is the union
+        of what each idle agent but the claimer could take; only this task's pair of it
+        matters to the rules, so it is worked out once per idle agent, not per claimer."""
         reserved = frozenset[tuple[str, int]]()
-        if self.settings.domain_wait > 0:
-            reserved = policy.reserved_for(self._idle, agent.id, self.skillsets)
+        if self.settings.domain_wait > 0 and domain is not None:
+            if not self._pairs:  # what each idle agent could take, once
+                for a in self._idle:
+                    self._pairs[a.id] = policy.reserved_for([a], "", self.skillsets)
+            pair = (domain, skillset)
+            if any(pair in pairs for who, pairs in self._pairs.items() if who != agent.id):
+                reserved = frozenset({pair})
         return policy.locality(agent, self.settings, self.now, reserved)
+
+    def status(self, agent_id: str | None) -> AgentStatus | None:
+        """An agent's status at ``now`` (None: not in the fleet, or terminated)."""
+        if not self._status:
+            self._status.update((a.id, a.status) for a in self.agents)
+        return self._status.get(agent_id or "")
+
+    def robbed(self, victim: str | None, thief: str) -> bool:
+        """Whether ``thief``'s claim may steal from ``victim``'s queue (``claim_victims``)."""
+        return victim is not None and victim != thief and victim in self._victims
 
 
 def skillset_of(task: Task, skillsets: Mapping[int, tuple[str, ...]]) -> int:
@@ -264,10 +288,13 @@ def verdict(agent: Agent, task: Task, facts: Facts) -> _Verdict:
         step = ClaimSource.QUEUE
     elif task.agent is None:
         step = ClaimSource.POOL
-        if sid not in policy.eligible_skillsets(facts.skillsets, agent.skills):
-            return _Verdict(agent, code="skills")
+        if not policy.can_do(agent.skills, facts.skillsets.get(sid, task.skills)):
+            return _Verdict(agent, code="skills")  # its skill set is not one it can do
     else:
         step = ClaimSource.STEAL
+        if not facts.robbed(task.agent, agent.id):  # the steal step asks this first
+            working = facts.status(task.agent) is AgentStatus.WORKING
+            return _Verdict(agent, code="steal_threshold" if working else "owner_not_working")
         refused = policy.steal_filter(agent, settings, facts.skillsets).refusal(task)
         if refused is not None:
             return _Verdict(agent, code=refused)
@@ -279,19 +306,14 @@ def verdict(agent: Agent, task: Task, facts: Facts) -> _Verdict:
         return _Verdict(agent, code="busy", until=ends)
     if step is not ClaimSource.QUEUE:
         ready = policy.ready_time(task.ready_at, task.created_at)
-        holding = facts.locality(agent).holding(task.domain, sid, ready)
+        holding: dict[str, float] = {}
+        if policy.might_hold(task.domain, ready, agent, settings, now):  # as Holds.pick
+            holding = facts.locality(agent, task.domain, sid).holding(task.domain, sid, ready)
         if holding:
             code = max(holding, key=lambda rule: holding[rule])
             return _Verdict(agent, code=code, until=holding[code])
-    if step is ClaimSource.STEAL:
-        # who is a victim does not depend on how ties are shuffled, only who comes first
-        victims = policy.claim_victims(facts.depths, agent.id, settings, random.Random(0))
-        if task.agent not in victims:
-            owner = next((a for a in facts.agents if a.id == task.agent), None)
-            working = owner is not None and owner.status is AgentStatus.WORKING
-            return _Verdict(agent, code="steal_threshold" if working else "owner_not_working")
-        if policy.steal_budget(facts.window, agent.id, settings) <= 0:
-            return _Verdict(agent, code="steal_caps")
+    if step is ClaimSource.STEAL and policy.steal_budget(facts.window, agent.id, settings) <= 0:
+        return _Verdict(agent, code="steal_caps")
     return _Verdict(agent, step=step)
 
 

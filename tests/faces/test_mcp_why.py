@@ -34,14 +34,14 @@ async def test_explain_says_why_on_every_case(tmp_path: Path) -> None:
         go = await call(session, "explain", task_id=cases.tasks["go"])
         assert HOSTILE in go["summary"] and go["why"]["title"] == HOSTILE
         for agent, expected in cases.agent_codes.items():
-            got = await call(session, "explain", agent=agent)
+            got = await call(session, "explain", agent_id=agent)
             assert [r["code"] for r in got["why"]["reasons"]] == expected, agent
-        iris = await call(session, "explain", agent="iris")
+        iris = await call(session, "explain", agent_id="iris")
         assert (iris["why"]["next"], iris["why"]["step"]) == (cases.tasks["paper"], "pool")
         with Fleet.open(url) as fleet:
             before = snapshot(fleet)
             assert "unknown_task" in await refused(session, "explain", task_id=999)
-            assert "unknown_agent" in await refused(session, "explain", agent="nobody")
+            assert "unknown_agent" in await refused(session, "explain", agent_id="nobody")
             assert "bad_input" in await refused(session, "explain")  # no agent of its own
             assert snapshot(fleet) == before
 
@@ -53,5 +53,5 @@ async def test_a_pinned_agent_explains_itself(tmp_path: Path) -> None:
     async with stdio_session(url, "--agent", "loom") as session:
         got = await call(session, "explain")  # the server registered loom anew, no skills
         assert got["why"]["agent"] == "loom" and "need research" in got["summary"]
-        other = await call(session, "explain", agent="ada")  # a read: any agent
+        other = await call(session, "explain", agent_id="ada")  # a read: any agent
         assert [r["code"] for r in other["why"]["reasons"]] == ["capacity"]

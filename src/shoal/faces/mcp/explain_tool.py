@@ -2,8 +2,8 @@
 nothing (``Fleet.why_task``/``why_agent``, the same answer as ``shoal why``).
 
 A read, so every session has it (docs/SECURITY.md, "Who may do what": reading the fleet):
-explaining another agent acts as no one. Its ``agent`` argument names whom to explain, not
-whom to act as, so a pinned server keeps it.
+explaining another agent acts as no one. Its ``agent_id`` names whom to explain (as
+``pause_agent``'s does), not whom to act as: a pinned server keeps it.
 """
 
 from __future__ import annotations
@@ -37,21 +37,21 @@ def add_explain_tool(box: Toolbox) -> None:
     def explain(
         ctx: Context,
         task_id: Annotated[int | None, Field(description="A task: why it waits.")] = None,
-        agent: Annotated[
+        agent_id: Annotated[
             str | None, Field(description="An agent: why it gets nothing (default: you).")
         ] = None,
     ) -> ExplainResult:
         """Why a task is not running (what holds it, until when, who takes it next), or
         why an agent gets no work. Call it when a claim comes back empty."""
-        if task_id is not None and agent is not None:
-            raise BadInput("explain takes task_id or agent, not both")
+        if task_id is not None and agent_id is not None:
+            raise BadInput("explain takes task_id or agent_id, not both")
         if task_id is not None:
             told = desk.fleet.why_task(task_id)
             return ExplainResult(summary="\n".join(words.task_lines(told)), why=told.to_dict())
-        who = agent or desk.you(session_of(ctx, desk))
+        who = agent_id or desk.you(session_of(ctx, desk))
         if who is None:
             raise BadInput(
-                "explain needs task_id or agent",
+                "explain needs task_id or agent_id",
                 hint="or call register_agent first, to explain yourself",
             )
         said = desk.fleet.why_agent(who)
