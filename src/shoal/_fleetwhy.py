@@ -7,7 +7,7 @@ claim's own rules about them. For an agent it runs the cascade's own candidate l
 (``_claiming``: the queue head, ``pool_candidates`` under ``Holds``, ``steal_tails``) in
 the read transaction, so what it says the agent would take next is what its claim takes.
 
-Every read is bounded and indexed (docs/benchmarks.md, "Why"): one task and its
+Every read is bounded and indexed (docs/benchmarks.md, "Why at scale"): one task and its
 dependencies, the agents, the claimed tasks, the queue depths -- never every pending task.
 """
 

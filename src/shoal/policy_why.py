@@ -15,7 +15,8 @@ random fleets: an agent said to be able to take a task takes it or something bef
 the cascade; a task no one can take is taken by no claim.
 
 The facts come from one read transaction (``_fleetwhy``), as the liveness rules make the
-agents at ``now``: nothing here reads a store or a clock.
+agents at ``now``: nothing here reads a store or a clock (docs/ARCHITECTURE.md, "Why a
+task waits").
 
 Codes, in the order they apply (each ``Reason`` also says whom and until when):
 
