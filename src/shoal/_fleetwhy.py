@@ -7,6 +7,10 @@ claim's own rules about them. For an agent it runs the cascade's own candidate l
 (``_claiming``: the queue head, ``pool_candidates`` under ``Holds``, ``steal_tails``) in
 the read transaction, so what it says the agent would take next is what its claim takes.
 
+One limit, said where it shows: an agent silent past heartbeat_timeout but not yet written
+down offline is offline here, as in every read; its queue goes back to the pool only when
+the next claim settles it, and until then ``why`` shows its tasks in its queue.
+
 Every read is bounded and indexed (docs/benchmarks.md, "Why at scale"): one task and its
 dependencies, the agents, the claimed tasks, the queue depths -- never every pending task.
 """
@@ -52,12 +56,21 @@ class WhyVerbs(FleetBase):
             return why_agent_in(tx, self.clock.now(), agent_id, self.rng)
 
 
-def facts_in(tx: StoreTx, now: float, *, agents: bool = True) -> Facts:
+def facts_in(tx: StoreTx, now: float, *, agents: bool = True, about: str | None = None) -> Facts:
     """What the claim reads, as of ``now`` (``policy_why.Facts``); without ``agents``, only
-    the settings (enough for a running or finished task)."""
+    the settings (enough for a running or finished task). ``about``: only what that agent's
+    claim reads of the agents -- itself, not all of them."""
     settings = tx.load_settings()
     if not agents:
         return Facts(now, settings, (), {}, {})
+    window = tx.window_thieves(now - settings.rebalance_interval)
+    if about is not None:
+        found = tx.get_agent(about)
+        assert found is not None  # checked by the caller, in this transaction
+        mine = [t for t, _ in tx.held_leases(about) if not policy.lease_due(t, now)]
+        me = policy.agent_as_of(found, now, settings, holding=bool(mine))
+        depths = tx.queue_depths()  # as the claim reads them
+        return Facts(now, settings, [me], {about: mine}, tx.skillsets(), depths, window)
     held: dict[str, list[Task]] = {}
     for task in tx.claimed_tasks():
         if not policy.lease_due(task, now):  # the claim's expire step ends the others
@@ -67,11 +80,13 @@ def facts_in(tx: StoreTx, now: float, *, agents: bool = True) -> Facts:
         for a in tx.list_agents()
         if a.status is not AgentStatus.TERMINATED
     ]
-    status = {a.id: a.status for a in seen}
+    # The claim reads the queue depths as stored, once silent agents are settled offline
+    # (a pause run out is still "paused" there: no victim until it claims again).
+    gone = {a.id for a in seen if a.status is AgentStatus.OFFLINE}
     depths = [
-        QueueDepth(q.agent, q.depth, status.get(q.agent, q.status)) for q in tx.queue_depths()
+        QueueDepth(q.agent, q.depth, AgentStatus.OFFLINE if q.agent in gone else q.status)
+        for q in tx.queue_depths()
     ]
-    window = tx.window_thieves(now - settings.rebalance_interval)
     return Facts(now, settings, seen, held, tx.skillsets(), depths, window)
 
 
@@ -87,7 +102,7 @@ def why_task_in(tx: StoreTx, now: float, task_id: int) -> TaskWhy:
 def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> AgentWhy:
     """``Fleet.why_agent`` inside the caller's transaction: the claim's steps, read only."""
     live_agent(tx, agent_id)  # unknown or terminated: the usual refusal
-    facts = facts_in(tx, now)
+    facts = facts_in(tx, now, about=agent_id)
     agent = next(a for a in facts.agents if a.id == agent_id)
     settings = facts.settings
 
