@@ -278,8 +278,9 @@ class _Verdict:
 
 def verdict(agent: Agent, task: Task, facts: Facts) -> _Verdict:
     """Could ``agent``'s claim take the pending ``task`` now, and by which step? Asked in
-    the claim's order: who may have it at all (its queue, its skills, the steal rules),
-    then the agent's pause and capacity, then the locality rules, then the steal caps.
+    the claim's order: who may have it at all (its own queue; the pool and its skills; a
+    steal: a victim at work past steal_threshold, then the steal rules), then the agent's
+    pause and capacity, then the locality rules, then the steal caps.
     Readiness (``ready_at``) is the task's own and is left to the caller."""
     now, settings = facts.now, facts.settings
     if agent.status is AgentStatus.OFFLINE:
