@@ -43,6 +43,8 @@ def test_the_words(shoal: Shoal, cases: Cases) -> None:  # noqa: F811
     assert "missing_skills" in go.out and ": go;" in go.out
     loom = shoal("why", "--agent", "loom")
     assert "kept_for_domains" in loom.out and "need go" in loom.out
+    empty = shoal("claim", "--agent", "loom")  # an empty claim points at why
+    assert empty.code == 1 and "shoal why --agent" in empty.text
 
 
 def test_refusals_change_nothing(shoal: Shoal, cases: Cases, url: str) -> None:  # noqa: F811

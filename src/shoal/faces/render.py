@@ -328,6 +328,7 @@ def claim_text(claim: Claim, now: float) -> Text:
                 f"is free to take {ago(claim.retry_at, now)}",
                 style="yellow",
             )
+        text.append(" (`shoal why --agent AGENT` says why)", style="yellow")
         return text
     out = Text()
     for grant in claim.grants:
