@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from shoal.errors import BadInput
-from shoal.faces import explain
 from shoal.faces.cli.app import App, json_option, pass_app
 
 __all__ = ["add_why_commands"]
@@ -30,6 +29,8 @@ def why(app: App, task_id: int | None, agent: str | None) -> None:
             "give a task id or --agent, not both and not neither",
             hint="e.g. `shoal why 12` or `shoal why --agent ada`",
         )
+    from shoal.faces import explain  # only when asked: the CLI starts light
+
     fleet = app.fleet(read_only=True)
     if agent is not None:
         said = fleet.why_agent(agent)
