@@ -15,6 +15,7 @@ For one agent A, after a random history on a manual clock:
 from __future__ import annotations
 
 import random
+import tempfile
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -68,10 +69,13 @@ knobs = st.fixed_dictionaries(
 
 
 def _build(
-    knob: dict[str, float], agents: list[tuple[list[str], list[str], int]], tasks: list[dict]
+    knob: dict[str, float],
+    agents: list[tuple[list[str], list[str], int]],
+    tasks: list[dict],
+    url: str = "memory://",
 ) -> tuple[Fleet, ManualClock]:
     clock = ManualClock()
-    fleet = Fleet.open("memory://", clock=clock, rng=random.Random(7))
+    fleet = Fleet.open(url, create=True, clock=clock, rng=random.Random(7))
     fleet.configure(heartbeat_timeout=86400, lease_ttl=86400, failure_streak=2, **knob)
     names = AGENTS[: len(agents)]
     for name, (sk, dom, most) in zip(names, agents, strict=False):
@@ -122,21 +126,41 @@ def _act(fleet: Fleet, clock: ManualClock, n: int, steps: list[tuple[str, object
             pass
 
 
+fleets = {
+    "knob": knobs,
+    "agents": st.lists(agent_spec, min_size=2, max_size=4),
+    "tasks": st.lists(task_spec, max_size=10),
+    "steps": st.lists(action, max_size=12),
+    "who": st.integers(0, 3),
+    "others_first": st.booleans(),
+}
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    knob=knobs,
-    agents=st.lists(agent_spec, min_size=2, max_size=4),
-    tasks=st.lists(task_spec, max_size=10),
-    steps=st.lists(action, max_size=12),
-    who=st.integers(0, 3),
-    others_first=st.booleans(),
-)
+@given(**fleets)
 def test_why_and_the_claim_agree(knob, agents, tasks, steps, who, others_first) -> None:
-    fleet, clock = _build(knob, agents, tasks)
-    _act(fleet, clock, len(agents), steps)
-    agent = AGENTS[who % len(agents)]
+    _agree("memory://", knob, agents, tasks, steps, who, others_first)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**fleets)
+def test_why_and_the_claim_agree_on_sqlite(knob, agents, tasks, steps, who, others_first) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite://{folder}/fleet.db"
+        _agree(url, knob, agents, tasks, steps, who, others_first)
+
+
+def _agree(url, knob, agents, tasks, steps, who, others_first) -> None:  # type: ignore[no-untyped-def]
+    fleet, clock = _build(knob, agents, tasks, url)
+    with fleet:
+        _check(fleet, clock, len(agents), steps, who, others_first)
+
+
+def _check(fleet, clock, n, steps, who, others_first) -> None:  # type: ignore[no-untyped-def]
+    _act(fleet, clock, n, steps)
+    agent = AGENTS[who % n]
     if others_first:  # the others at work before this one asks: victims for a steal
-        for other in AGENTS[: len(agents)]:
+        for other in AGENTS[:n]:
             if other != agent:
                 fleet.claim(other)
     whys = {t.id: fleet.why_task(t.id) for t in fleet.tasks(limit=100)}
