@@ -321,15 +321,26 @@ class StealFilter:
     longest: bool = False  # the order setting: longest expected first among equals
 
     def matches(self, task: Task) -> bool:
+        return self.refusal(task) is None
+
+    def refusal(self, task: Task) -> str | None:
+        """The first rule that keeps the thief from ``task`` (None: it may steal it) --
+        the one reading of the rules for the steal and for ``shoal why``."""
         if task.state is not TaskState.PENDING or task.agent is None:
-            return False
-        if task.stolen or task.pinned or task.priority < self.min_priority:
-            return False
+            return "not_queued"
+        if task.pinned:
+            return "pinned"
+        if task.stolen:
+            return "stolen_before"
+        if task.priority < self.min_priority:
+            return "steal_min_priority"
         if not self.thief_skills.issuperset(task.skills):
-            return False
+            return "skills"
         if task.domain is None or task.domain in self.domains:
-            return True
-        return task.priority >= self.cross_domain_priority and not task.skills
+            return None
+        if task.priority >= self.cross_domain_priority and not task.skills:
+            return None
+        return "domain"
 
 
 def steal_filter(
@@ -403,14 +414,19 @@ class Locality:
 
     def free_at(self, domain: str | None, skillset: int, ready_at: float) -> float | None:
         """When a held task stops being held (None: it is not held)."""
+        return max(self.holding(domain, skillset, ready_at).values(), default=None)
+
+    def holding(self, domain: str | None, skillset: int, ready_at: float) -> dict[str, float]:
+        """Which rule holds a task back (``locality_wait``, ``domain_wait``) and until when;
+        empty when neither does."""
+        ends: dict[str, float] = {}
         if domain is None or domain in self.domains:
-            return None
-        ends = []
+            return ends
         if ready_at > self.local_since:
-            ends.append(ready_at + self.locality_wait)
+            ends["locality_wait"] = ready_at + self.locality_wait
         if ready_at > self.domain_since and (domain, skillset) in self.reserved:
-            ends.append(ready_at + self.domain_wait)
-        return max(ends, default=None)
+            ends["domain_wait"] = ready_at + self.domain_wait
+        return ends
 
 
 def ready_time(ready_at: float | None, created_at: float) -> float:

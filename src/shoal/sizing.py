@@ -11,7 +11,7 @@ flap. Like ``policy``: no I/O, no clock, no store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shoal import policy
@@ -19,7 +19,15 @@ from shoal.model import Agent, AgentStatus, Assessment
 from shoal.settings import Settings
 from shoal.vocabulary import Recommendation, Workload
 
-__all__ = ["ScaleDecision", "assess", "restart_delay", "scale_decision"]
+__all__ = [
+    "ScaleDecision",
+    "able_agents",
+    "assess",
+    "restart_delay",
+    "scale_decision",
+    "skills_missing",
+    "spawn_room",
+]
 
 
 # --- the workload assessment ------------------------------------------------------------
@@ -55,20 +63,19 @@ def assess(
     max_agents. ``stuck`` blocked tasks (waiting on dead or cancelled ones) are named in the
     reason: no agent can help them, only a retry.
     """
-    present = [a for a in agents if a.status.live and a.status is not AgentStatus.PAUSED]
+    present = able_agents(agents)
     paused = sum(1 for a in agents if a.status is AgentStatus.PAUSED)
     workers = [a for a in agents if a.status.live and not a.manager]  # the seats taken
     # Managers never auto-terminate, so only idle workers make a fleet underutilized.
     idle = sum(1 for a in present if a.status is AgentStatus.IDLE and not a.manager)
     working = sum(1 for a in present if a.status is AgentStatus.WORKING)
-    have: set[str] = set().union(*(a.skills for a in present))
-    missing = sorted({s for need in demand for s in need} - have)
+    missing = skills_missing(demand, present)
     unservable = sum(
         count
         for need, count in demand.items()
         if not any(policy.can_do(a.skills, need) for a in present)
     )
-    room = len(workers) < settings.max_agents
+    room = spawn_room(agents, settings)
 
     def verdict(workload: Workload, recommendation: Recommendation, reason: str) -> Assessment:
         return Assessment(
@@ -133,6 +140,23 @@ def assess(
         Recommendation.MAINTAIN,
         why(f"{pending} pending, {in_progress} in progress, {len(workers)} agents"),
     )
+
+
+def able_agents(agents: Iterable[Agent]) -> list[Agent]:
+    """The agents that count as able to take work: neither offline, paused nor terminated."""
+    return [a for a in agents if a.status.live and a.status is not AgentStatus.PAUSED]
+
+
+def skills_missing(needs: Iterable[Iterable[str]], able: Sequence[Agent]) -> list[str]:
+    """The skills ``needs`` require that no agent of ``able`` has (``assess``'s skill gap,
+    which ``shoal why`` names for one task)."""
+    have: set[str] = set().union(*(a.skills for a in able))
+    return sorted({s for need in needs for s in need} - have)
+
+
+def spawn_room(agents: Iterable[Agent], settings: Settings) -> bool:
+    """Whether a worker may be added under ``max_agents`` (managers take no seat)."""
+    return sum(1 for a in agents if a.status.live and not a.manager) < settings.max_agents
 
 
 # --- running agents: the supervisor's decisions ------------------------------------------

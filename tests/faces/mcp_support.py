@@ -52,6 +52,7 @@ WORKER_TOOLS = {
     "list_tasks",
     "get_task",
     "list_schedules",
+    "explain",
 }
 #: What only a manager's server (--agent ID --manager) offers: others' work, the fleet.
 MANAGER_TOOLS = {

@@ -181,11 +181,12 @@ def read_fleet(w: HttpWorld, who: str, face: str) -> Tries:
     if face == "api":
         paths = ("/status", "/tasks", f"/tasks/{t}", "/agents", f"/agents/{ADA}", "/events")
         paths += ("/schedules",)
+        paths += (f"/tasks/{t}/why", f"/agents/{ADA}/why")
         return [now(f"GET {p}", lambda p=p: api(w, who, "GET", p)) for p in paths]
     if face == "dashboard":
         paths = ("/", "/tasks", f"/tasks/{t}", "/health")
         return [now(f"page {p}", lambda p=p: page(w, who, p)) for p in paths]
-    commands = (["status"], ["list"], ["show", str(t)], ["agents"], ["events"])
+    commands = (["status"], ["list"], ["show", str(t)], ["agents"], ["events"], ["why", str(t)])
     commands += (["schedule", "list"],)
     return [now(" ".join(c), lambda c=c: cli(w, who, *c)) for c in commands]
 

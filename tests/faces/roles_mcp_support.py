@@ -162,6 +162,8 @@ def read_fleet(w: McpWorld, key: Key) -> Tries:
         call(w, key, "list_tasks"),
         call(w, key, "get_task", task_id=w.seed),
         call(w, key, "list_schedules"),
+        call(w, key, "explain", task_id=w.seed),
+        call(w, key, "explain", agent_id=BOB),
     ]
 
 

@@ -62,4 +62,4 @@ def nothing_claimed(claim: Claim, now: float) -> str:
             f"; work it passed over (left to its domain's agents, or not ready yet) "
             f"is free to take {ago(claim.retry_at, now)}"
         )
-    return text
+    return text + " (`shoal why --agent AGENT` says why)"

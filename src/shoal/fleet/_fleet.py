@@ -70,6 +70,7 @@ from shoal.fleet._transitions import (
     refuse_ended,
     release_dependents,
 )
+from shoal.fleet._whyverbs import WhyVerbs
 from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
 from shoal.model import (
     BatchCompletion,
@@ -126,7 +127,7 @@ _POST_DEFAULTS: dict[str, Any] = {
 _Result = TypeVar("_Result")
 
 
-class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs):
+class Fleet(AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
     """A fleet of agents and the tasks they share, on one store.
 
     Open one with ``Fleet.open(url)``; a ``Fleet`` may be shared by the threads of one

@@ -51,6 +51,7 @@ from shoal.model import (
     Task,
     TaskDetail,
 )
+from shoal.policy_why import AgentWhy, TaskWhy
 from shoal.remote import decode
 from shoal.remote.client import TOKEN_ENV, ApiClient, NotOverHTTP
 from shoal.settings import Settings
@@ -264,6 +265,14 @@ class RemoteFleet(Fleet):
             "ephemeral": ephemeral,
         }
         return self._decode(decode.registration, self._api.post("/agents", body), "register")
+
+    def why_task(self, task_id: int) -> TaskWhy:
+        found = self._api.get(_path("tasks", task_id, "why"))
+        return self._decode(TaskWhy.from_dict, found, "why_task")
+
+    def why_agent(self, agent_id: str) -> AgentWhy:
+        found = self._api.get(_path("agents", agent_id, "why"))
+        return self._decode(AgentWhy.from_dict, found, "why_agent")
 
     def agent(self, agent_id: str) -> Agent:
         return self._decode(decode.agent, self._api.get(_path("agents", agent_id)), "agent")

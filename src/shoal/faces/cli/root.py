@@ -126,7 +126,8 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
 #: Each module of commands (``shoal.faces.cli.<module>``) and its function that puts its
 #: commands on a group.
 REGISTRARS: Mapping[str, str] = {
-    "tasks": "add_task_commands",  # add, list, show, ready, cancel, retry, set-priority
+    "tasks": "add_task_commands",  # add, list, show, ready, cancel, retry, set-priority, edit
+    "why": "add_why_commands",  # why TASK, why --agent AGENT
     "groups": "add_group_commands",  # group set|list|clear
     "schedules": "add_schedule_commands",  # schedule list|pause|resume|cancel
     "imports": "add_import_commands",  # import beads|github|jsonl
@@ -186,6 +187,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "status": ("hub", "The fleet at a glance."),
     "supervise": ("runtime", "Run local workers, as many as the work calls for."),
     "token": ("serve", "Make, list and revoke access tokens for `shoal serve`."),
+    "why": ("why", "Why a task is not running, or why an agent gets nothing."),
     "worker": ("runtime", "Be an agent: run a command for every task claimed."),
 }  # fmt: skip
 

@@ -184,7 +184,8 @@ _PAUSED = (
     "(or until an operator resumes you). Fix what makes your tasks fail meanwhile."
 )
 _EMPTY = (
-    "Nothing you can do is waiting. Call wait_for_task to be woken when work arrives, or "
+    "Nothing you can do is waiting (explain says why). Call wait_for_task to be woken when "
+    "work arrives, or "
     "(if you are not a manager) set_agent_status terminated when assess_workload says "
     "terminate_idle."
 )

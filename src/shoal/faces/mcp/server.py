@@ -37,6 +37,7 @@ from mcp.server.mcpserver import MCPServer
 
 from shoal import __version__
 from shoal.faces.mcp.agent_tools import MAX_WAIT, add_agent_tools
+from shoal.faces.mcp.explain_tool import add_explain_tool
 from shoal.faces.mcp.fleet_tools import add_fleet_tools, add_resources
 from shoal.faces.mcp.http_serving import Exposure, auth_settings, run_http
 from shoal.faces.mcp.schedule_tools import add_schedule_tools
@@ -65,7 +66,8 @@ _STEPS = """\
 2. claim_best_task gives you the best task you can do and its lease. Do the work, then
    complete_task (or fail_task if it cannot be done; release_task to hand it back untouched).
 3. For long work, call heartbeat before the lease expires, or the task goes back to others.
-4. When nothing is waiting, wait_for_task blocks until work arrives (up to a timeout).
+4. When nothing is waiting, wait_for_task blocks until work arrives (up to a timeout);
+   explain says why you get nothing, or why a task waits, and until when.
 5. add_task posts new work (subtasks with parent=, ordering with after=).
 {role}
 When this session ends, your agent leaves the fleet and the tasks you hold go back to the
@@ -110,6 +112,7 @@ def build_server(desk: FleetDesk, exposure: Exposure | None = None) -> MCPServer
     add_agent_tools(box)
     add_fleet_tools(box)
     add_schedule_tools(box)
+    add_explain_tool(box)
     add_resources(server, desk)
     return server
 

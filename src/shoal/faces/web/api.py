@@ -250,6 +250,11 @@ def show(
     return fleet.show(task_id, events=events).to_dict()
 
 
+@router.get("/tasks/{task_id}/why", responses=_REFUSALS, summary="Why a task waits (shoal why)")
+def why_task(task_id: TaskId, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.why_task(task_id).to_dict()
+
+
 @router.get("/ready", responses=_REFUSALS, summary="Pending tasks in claim order")
 def ready(
     fleet: FleetDep,
@@ -289,6 +294,15 @@ def leases(agent_id: AgentId, fleet: FleetDep, who: AgentRole) -> list[dict[str,
     _acts_as(who, agent_id)
     now = fleet.clock.now()
     return [lease.to_dict(now) for lease in fleet.leases(agent_id)]
+
+
+@router.get(
+    "/agents/{agent_id:path}/why",
+    responses=_REFUSALS,
+    summary="Why an agent gets nothing, or what its claim would take (shoal why --agent)",
+)
+def why_agent(agent_id: AgentId, fleet: FleetDep, _: Viewer) -> dict[str, Any]:
+    return fleet.why_agent(agent_id).to_dict()
 
 
 @router.get("/agents/{agent_id:path}", responses=_REFUSALS, summary="One agent")

@@ -247,6 +247,7 @@ def task_page(request: Request, task_id: TaskId, fleet: FleetDep, _: Viewer) -> 
         "history": HISTORY,
         "trouble": trouble,
         "waiting": task.waiting(now),
+        "why": fleet.why_task(task_id),
         "lease_live": task.state is TaskState.CLAIMED,
         "lease_expired": task.state is TaskState.CLAIMED and (task.lease_expires or 0) < now,
     }
