@@ -149,9 +149,12 @@ REGISTRARS: Mapping[str, str] = {
 #: (tests/faces/test_cli_startup.py) holds this to the commands themselves.
 COMMANDS: Mapping[str, tuple[str, str]] = {
     "add": ("tasks", "Post a task to the pool (or to an agent's queue with --to); or many "
-            "from JSON Lines with --file."),
+            "from JSON Lines with --file; or again and again with --every or --cron (see "
+            "`shoal schedule`)."),
     "agent": ("agents", "Act on an agent: pause or resume it, set its status."),
-    "agents": ("agents", "Every agent the fleet knows."),
+    "agents": ("agents", "The agents the fleet knows, by id, 100 at a time (--limit N, --all); "
+               "--after ID goes on from the last one shown, and a line on stderr says when "
+               "there are more."),
     "assess": ("hub", "Recommend spawning or retiring agents."),
     "cancel": ("tasks", "Cancel tasks that have not finished."),
     "claim": ("leases", "Claim the best task(s) an agent can do."),
@@ -167,7 +170,8 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "heartbeat": ("leases", "Say an agent is alive and extend its leases."),
     "import": ("imports", "Add tasks from beads, GitHub issues or JSON Lines."),
     "init": ("hub", "Create (or upgrade) a fleet."),
-    "list": ("tasks", "Tasks, newest first."),
+    "list": ("tasks", "Tasks, newest first, 50 at a time (--limit N, --all); --before ID goes "
+             "on from the last one shown, and a line on stderr says when there are more."),
     "mcp": ("mcp", "Serve the fleet to LLM agents over MCP."),
     "monitor": ("runtime", "The hub: reap, rebalance and assess on an interval."),
     "prime": ("prime", "A briefing for a coding agent joining the fleet."),
