@@ -19,7 +19,7 @@ from shoal.faces import output
 from shoal.faces.cli.app import App, json_option
 from shoal.validation import EDIT_FIELDS
 
-__all__ = ["edit"]
+__all__ = ["add_edit_commands", "edit"]
 
 
 @click.command(short_help="Change a task that has not finished.")
@@ -95,3 +95,8 @@ def edit(
     changed = [n for n in EDIT_FIELDS if n in changes and getattr(before, n) != getattr(task, n)]
     said = f"task {task.id} edited: {', '.join(changed)}" if changed else "nothing changed"
     app.emit({**task.to_dict(), "changed": changed}, f"{said} ({output.one_line(task.title)})")
+
+
+def add_edit_commands(group: click.Group) -> None:
+    """Register ``edit`` on the ``shoal`` group."""
+    group.add_command(edit)

@@ -126,7 +126,8 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
 #: Each module of commands (``shoal.faces.cli.<module>``) and its function that puts its
 #: commands on a group.
 REGISTRARS: Mapping[str, str] = {
-    "tasks": "add_task_commands",  # add, list, show, ready, cancel, retry, set-priority, edit
+    "tasks": "add_task_commands",  # add, list, show, ready, cancel, retry, set-priority
+    "edits": "add_edit_commands",  # edit
     "why": "add_why_commands",  # why TASK, why --agent AGENT
     "groups": "add_group_commands",  # group set|list|clear
     "schedules": "add_schedule_commands",  # schedule list|pause|resume|cancel
@@ -163,7 +164,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "demo": ("demo", "Watch a small fleet work, steal and finish."),
     "doctor": ("doctor", "Check the fleet's health and say how to fix what is wrong."),
     "done": ("leases", "Complete a task you hold."),
-    "edit": ("tasks", "Change a task that has not finished."),
+    "edit": ("edits", "Change a task that has not finished."),
     "events": ("hub", "The event log (one event per state change)."),
     "fail": ("leases", "Report that a task you hold failed."),
     "group": ("groups", "Concurrency groups: at most N tasks of a group held at once, fleet-wide."),

@@ -500,9 +500,7 @@ def set_priority(app: App, task_id: int, priority: str) -> None:
 
 
 def add_task_commands(group: click.Group) -> None:
-    """Register add, list, show, ready, cancel, retry, set-priority and edit on the
-    ``shoal`` group."""
-    from shoal.faces.cli.edits import edit
-
-    for command in (add, list_tasks, show, ready, cancel, retry, set_priority, edit):
+    """Register add, list, show, ready, cancel, retry and set-priority on the ``shoal``
+    group (``edit`` is in edits.py)."""
+    for command in (add, list_tasks, show, ready, cancel, retry, set_priority):
         group.add_command(command)
