@@ -3,9 +3,10 @@
 Only ``Fleet`` is public (``from shoal import Fleet``, or from here); every module of this
 package is the Fleet's own and may change with it. Read them top-down, as a call runs:
 
-- ``_fleet``: ``Fleet`` itself -- opening a fleet, posting, reading, the claim and
-  finishing work -- with its other verbs in ``_agentverbs`` (the agent registry) and
-  ``_operatorverbs`` (the operator's and the hub's verbs), over ``_verbbase``;
+- ``_fleet``: ``Fleet`` itself -- opening a fleet, posting, reading -- with its other
+  verbs in ``_leaseverbs`` (an agent at work: leases, heartbeat, the claim and finishing
+  work), ``_agentverbs`` (the agent registry), ``_operatorverbs`` (the operator's and the
+  hub's verbs) and ``_scheduleverbs`` (recurring tasks), over ``_verbbase``;
 - ``_claiming``: the claim cascade (expire, capacity, own queue, pool, steal, idle) and the
   hub's rebalance; ``_agents``, ``_hub``, ``_posting``, ``_pruning``, ``_tokens``: the
   bodies of the other verbs, each inside the transaction its verb opens;

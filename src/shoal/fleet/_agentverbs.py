@@ -2,7 +2,7 @@
 
 ``Fleet`` inherits them (``_verbbase`` says why it is built of parts); their bodies run in
 ``_agents`` and ``_transitions``, inside the one transaction each verb opens. The verbs an
-agent uses while it works -- ``leases``, ``heartbeat``, the claim -- stay in ``_fleet.py``.
+agent uses while it works -- ``leases``, ``heartbeat``, the claim -- are in ``_leaseverbs``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """What the parts of ``Fleet`` share: its store, its clock and its randomness.
 
 ``Fleet`` is one class built from parts, as redis-py builds its client from command
-mixins: the agent registry (``_agentverbs``) and the operator's and hub's verbs
-(``_operatorverbs``) are classes of verbs that ``Fleet`` inherits, so the API stays one class
-while no module grows past a reading. Each part inherits this base, which declares once
-the attributes ``Fleet.__init__`` sets; mypy then checks every part's use of them. It
-holds no behaviour of its own: a verb that needs more than these belongs in ``Fleet``.
+mixins: an agent's verbs at work (``_leaseverbs``), the agent registry (``_agentverbs``),
+the operator's and hub's verbs (``_operatorverbs``) and the schedules (``_scheduleverbs``)
+are classes of verbs that ``Fleet`` inherits, so the API stays one class while no module
+grows past a reading. Each part inherits this base, which declares once the attributes
+``Fleet.__init__`` sets; mypy then checks every part's use of them. It holds no behaviour
+of its own: a verb that needs more than these lives in the part that has it (the claim's
+helpers with ``LeaseVerbs``, which builds on ``ScheduleVerbs`` for the claim's look).
 """
 
 from __future__ import annotations
