@@ -36,8 +36,9 @@ test: lint
 	$(BIN)/python -m pytest -n auto --durations=20
 
 ## The in-process tiers only (unit, contract, stores), for the edit-test loop: the tests
-## marked slow -- tests/faces and tests/processes, which start real processes -- and the
-## lint are left to `make test`, the one that counts.
+## marked slow -- tests/faces and tests/processes, which start real processes, and the
+## contract suite on the git store, whose every write runs git -- and the lint are left to
+## `make test`, the one that counts.
 test-fast: $(VENV)/.dev
 	$(BIN)/python -m pytest -n auto -m "not slow" tests/unit tests/contract tests/stores
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -85,10 +86,59 @@ def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def postgres_spares(postgres_server: str) -> Iterator[list[str]]:
+    """Fleets of this worker's tests, emptied after use, for the next test to take: making
+    a schema and running every migration cost each PostgreSQL test of the contract suite
+    more than the test itself. Dropped at the end of the session."""
+    spares: list[str] = []
+    yield spares
+    for url in spares:
+        pg.drop_fleet(url)
+
+
+@pytest.fixture
+def recycled_postgres_url(postgres_spares: list[str], postgres_server: str) -> Iterator[str]:
+    """A fleet (a schema) on the session's PostgreSQL as a new one is: migrated, every table
+    empty, every sequence at its start -- a spare emptied after an earlier test, or a new
+    schema. Emptied again afterwards (dropped if it cannot be)."""
+    url = postgres_spares.pop() if postgres_spares else pg.fleet_url(postgres_server)
+    yield url
+    if pg.empty_fleet(url):
+        postgres_spares.append(url)
+    else:
+        pg.drop_fleet(url)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite fleet's file, made once per worker: a test's fleet starts as a copy of
+    it, instead of creating the schema again."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "fleet.db"
+    Fleet.open(f"sqlite://{path}", create=True).close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def git_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new git store's board (a bare repository), made once per worker, for the same."""
+    url = git_board(tmp_path_factory.mktemp("git-template"))
+    Fleet.open(url, create=True).close()
+    return Path(url.removeprefix("git+file://"))
+
+
 @pytest.fixture
 def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new, empty fleet on the store under test (the contract suite's fleets)."""
     if store_kind == "postgres":
-        return str(request.getfixturevalue("postgres_url"))
+        return str(request.getfixturevalue("recycled_postgres_url"))
+    if store_kind == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        shutil.copy2(template, tmp_path / "fleet.db")  # mode bits too: the file is private
+    if store_kind == "git":  # a copy of a board made once: its first commit already pushed
+        board = request.getfixturevalue("git_template")
+        shutil.copytree(board, tmp_path / "board.git", symlinks=True)
+        return f"git+file://{tmp_path / 'board.git'}"
     return make_url(store_kind, tmp_path)
 
 
@@ -133,9 +183,17 @@ PROCESS_TIERS = (Path(__file__).parent / "processes", Path(__file__).parent / "f
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test of the process tiers ``slow``: `make test-fast` (``-m "not slow"``)
-    runs the in-process tiers -- unit, contract, stores -- in about a minute, and leaves the
-    process tiers to `make test`, the README's test command."""
+    """Mark every test of the process tiers ``slow``, and every test run on the git store:
+    each git store write is a commit and a push by real ``git`` processes, so the contract
+    suite on git alone took longer than every other in-process test together. `make
+    test-fast` (``-m "not slow"``) runs the in-process tiers -- unit, contract, stores -- on
+    the memory, SQLite and PostgreSQL stores in about a minute; `make test`, the README's
+    test command, runs everything, the contract suite on every store."""
     for item in items:
-        if any(tier in item.path.parents for tier in PROCESS_TIERS):
+        callspec = getattr(item, "callspec", None)
+        on_git = callspec is not None and "git" in (
+            callspec.params.get("store_kind"),
+            callspec.params.get("kind"),
+        )
+        if on_git or any(tier in item.path.parents for tier in PROCESS_TIERS):
             item.add_marker(pytest.mark.slow)

@@ -133,3 +133,37 @@ def drop_fleet(fleet_url: str) -> None:
     schema = postgres_target(fleet_url)[1]
     with schema_conn(fleet_url) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def empty_fleet(fleet_url: str) -> bool:
+    """Make a used test fleet as a new one is -- every table but the migrations' emptied,
+    every sequence restarted -- for another test to take; False (and nothing promised)
+    when it cannot be done in a moment: a connection still holds a lock, or the schema is
+    not at this shoal's version (a test changed it)."""
+    from shoal.stores._sql import migration_count
+
+    schema = postgres_target(fleet_url)[1]
+    try:
+        with schema_conn(fleet_url) as conn:
+            conn.execute("SET lock_timeout = '2s'")
+            version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            if version is None or version[0] != migration_count("postgres"):
+                return False
+            listed = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s "
+                "AND tablename <> 'schema_migrations'",
+                (schema,),
+            )
+            tables = [row[0] for row in listed]
+            listed = conn.execute(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
+            )
+            sequences = [row[0] for row in listed]
+            with conn.transaction():
+                names = ", ".join(f'"{schema}"."{t}"' for t in tables)
+                conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+                for sequence in sequences:
+                    conn.execute(f'ALTER SEQUENCE "{schema}"."{sequence}" RESTART')
+    except psycopg.Error:
+        return False
+    return True

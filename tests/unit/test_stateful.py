@@ -6,6 +6,7 @@ made."""
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import tempfile
@@ -29,10 +30,20 @@ skill_lists = st.lists(st.sampled_from(SKILLS), max_size=2, unique=True)
 domain_or_none = st.none() | st.sampled_from(DOMAINS)
 
 
+@functools.cache
+def sqlite_template() -> str:
+    """A new SQLite fleet's file, made once: each example's fleet starts as a copy of it
+    (creating the schema for each of the 120 examples cost more than their steps)."""
+    folder = tempfile.mkdtemp(prefix="shoal-stateful-template-")
+    Fleet.open(f"sqlite://{folder}/fleet.db", create=True).close()
+    return f"{folder}/fleet.db"
+
+
 class MemoryAndSqliteAgree(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.folder = tempfile.mkdtemp(prefix="shoal-stateful-")
+        shutil.copy2(sqlite_template(), f"{self.folder}/fleet.db")
         self.clock = ManualClock()
         self.fleets = [
             Fleet.open("memory://", clock=self.clock, rng=random.Random(7)),
