@@ -13,7 +13,9 @@ Each page is bounded whatever the fleet's size: the lanes read one status and at
 on the page); the health and agent pages' charts are counted by the store over a bounded
 window (``charts``), and an agent's page reads its events from the last ``AGENT_SCAN`` of
 the log. The tasks, health and agent pages reload their live part on the live stream's
-``fleet`` event, at most every few seconds (htmx's throttle; and every 30 s regardless).
+``fleet`` event (which the stream sends at most twice a second), one request at a time with
+the newest change queued behind it -- never dropped, as a throttle would drop the last
+change of a burst -- and every 30 s regardless.
 The people's actions (retry, cancel, release, pause, resume, settings, assess) are in
 ``actions``, retrying or cancelling a filtered selection in ``bulk``; the live stream is
 ``live``.
