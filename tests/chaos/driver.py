@@ -369,8 +369,13 @@ class Run:
         end = time.monotonic() + limit
         while time.monotonic() < end:
             with contextlib.suppress(ShoalError):
-                counts = self.fleet.status().counts
-                if not any(counts.get(s, 0) for s in ("pending", "claimed", "blocked")):
+                status = self.fleet.status()
+                counts = status.counts
+                # A lease past its end is not counted as claimed (it is shown as expired)
+                # but its task is not done: it waits for the claim that takes it back.
+                if not status.expired and not any(
+                    counts.get(s, 0) for s in ("pending", "claimed", "blocked")
+                ):
                     return True
             self.pause.wait(0.2)
         return False
