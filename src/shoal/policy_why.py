@@ -258,6 +258,10 @@ def skillset_of(task: Task, skillsets: Mapping[int, tuple[str, ...]]) -> int:
     return next((sid for sid, have in skillsets.items() if frozenset(have) == need), -1)
 
 
+#: How many of a full group's held tasks ``group_full`` names (soonest lease expiry first).
+GROUP_HOLDERS_SHOWN = 5
+
+
 def group_reasons(task: Task, facts: Facts) -> list[Reason]:
     """A pending task whose concurrency group holds its limit: the claim passes over it
     (``Holds`` leaves a full group's tasks out of every step) until one of the group's held
@@ -282,10 +286,6 @@ def group_reasons(task: Task, facts: Facts) -> list[Reason]:
     ends = min((t.lease_expires for t in holders if t.lease_expires is not None), default=None)
     agents = tuple(sorted({t.agent for t in shown if t.agent is not None}))
     return [Reason("group_full", text, ends, agents=agents, tasks=tuple(t.id for t in shown))]
-
-
-#: How many of a full group's held tasks ``group_full`` names (soonest lease expiry first).
-GROUP_HOLDERS_SHOWN = 5
 
 
 # --- one agent against one task -----------------------------------------------------------

@@ -231,3 +231,36 @@ def test_a_steal_is_foretold() -> None:
     assert "steal_caps" in [r.code for r in fleet.why_agent("a1").reasons]
     assert "steal_caps" in [r.code for r in fleet.why_task(2).reasons]
     assert not fleet.claim("a1").grants
+
+
+def test_a_full_group_names_a_few_holders_and_the_soonest_expiry() -> None:
+    """Seven held of group g's seven places, on two agents with different lease lengths:
+    the waiting task names five holders, soonest expiry first, and the rest by count; a
+    blocked task of the group says only what it waits on; once a holder finishes, the
+    waiting task is taken."""
+    clock = ManualClock()
+    fleet = Fleet.open("memory://", create=True, clock=clock)
+    fleet.configure(heartbeat_timeout=86400, lease_ttl=600)
+    start = clock.now()
+    fleet.register("a0", max_concurrent=4)
+    fleet.register("a1", max_concurrent=4)
+    fleet.set_group("g", 7)
+    first = [fleet.post(f"t{i}", group="g", lease_ttl=900).id for i in range(4)]
+    fleet.claim("a0", 4)
+    clock.advance(1)
+    soon = [fleet.post(f"s{i}", group="g").id for i in range(3)]
+    fleet.claim("a1", 3)
+    waiting = fleet.post("waits", group="g").id
+    blocked = fleet.post("after", group="g", after=[waiting]).id
+    why = fleet.why_task(waiting)
+    reason = why.reasons[0]
+    assert [r.code for r in why.reasons] == ["group_full", "agents_busy"]  # a0 has no room
+    assert not why.takers
+    assert reason.tasks == (*soon, *first[:2]) and reason.agents == ("a0", "a1")
+    assert "7 held of max 7" in reason.text and "and 2 more" in reason.text
+    assert reason.until == start + 1 + 600  # a1's leases, taken a second later, end first
+    assert [r.code for r in fleet.why_task(blocked).reasons] == ["dependencies"]
+    assert [r.code for r in fleet.why_agent("a1").reasons] == ["group_full"]
+    fleet.complete(fleet.leases("a0")[0])
+    assert fleet.why_task(waiting).next is not None
+    assert [g.task.id for g in fleet.claim("a0").grants] == [waiting]
