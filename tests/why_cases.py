@@ -62,3 +62,24 @@ def build(fleet: Fleet, clock: ManualClock) -> Cases:
             "iris": [],
         },
     )
+
+
+@dataclass(frozen=True)
+class GroupCase:
+    """A task its full concurrency group holds back, the task that holds the group, and
+    the agent (room to spare) whose only candidate the group holds back."""
+
+    waiting: int
+    holder: int
+    agent: str
+
+
+def build_group(fleet: Fleet, clock: ManualClock) -> GroupCase:
+    """gus (deploy, two seats) holds the one place of group prod; a second prod task waits."""
+    fleet.register("gus", skills="deploy", max_concurrent=2)
+    fleet.set_group("prod", 1)
+    holder = fleet.post("first deploy", skills=["deploy"], group="prod").id
+    assert fleet.claim("gus").grants
+    waiting = fleet.post("second deploy", skills=["deploy"], group="prod").id
+    clock.advance(2)
+    return GroupCase(waiting, holder, "gus")

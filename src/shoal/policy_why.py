@@ -24,7 +24,8 @@ Codes, in the order they apply (each ``Reason`` also says whom and until when):
   ``done``, ``dead``, ``cancelled``;
 * ``dependencies`` -- blocked on tasks not done (``stuck`` when one is dead or cancelled);
 * ``not_before``, ``retry_backoff`` -- pending, not ready until then;
-* ``group_full`` -- reserved for concurrency groups (see ``group_reasons``);
+* ``group_full`` -- its concurrency group holds its limit: which tasks hold it, on which
+  agents, and the soonest of their leases' expiries (see ``group_reasons``);
 * ``pinned`` -- only its agent may take it, and that agent cannot now; ``owner`` -- the
   agent whose queue holds it cannot take it now;
 * ``not_stealable`` -- no other agent may steal it (pinned, stolen before, priority,
@@ -202,7 +203,8 @@ class AgentWhy:
 class Facts:
     """What the claim would read, read once: agents as the liveness rules make them at
     ``now``, the live (not yet due) leases each holds, the skill sets, the queues a steal
-    could rob (with the agents' statuses at ``now``) and the thieves of the steal window."""
+    could rob (with the agents' statuses at ``now``) and the thieves of the steal window --
+    and, for a task of a concurrency group with a limit, that limit (``limits``)."""
 
     now: float
     settings: Settings
@@ -211,6 +213,7 @@ class Facts:
     skillsets: Mapping[int, tuple[str, ...]]
     depths: Sequence[QueueDepth] = ()
     window: Sequence[str] = ()
+    limits: Mapping[str, int] = field(default_factory=dict)
     _idle: list[Agent] = field(default_factory=list)
     _pairs: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
     _victims: list[str] = field(default_factory=list)
@@ -255,11 +258,34 @@ def skillset_of(task: Task, skillsets: Mapping[int, tuple[str, ...]]) -> int:
     return next((sid for sid, have in skillsets.items() if frozenset(have) == need), -1)
 
 
+#: How many of a full group's held tasks ``group_full`` names (soonest lease expiry first).
+GROUP_HOLDERS_SHOWN = 5
+
+
 def group_reasons(task: Task, facts: Facts) -> list[Reason]:
-    """The hook for concurrency groups: a task whose group is full waits for a member to
-    finish. Groups are not in this fleet's rules yet, so nothing holds a task here; when
-    they are, the claim's own group check answers this (``group_full``, who holds it)."""
-    return []
+    """A pending task whose concurrency group holds its limit: the claim passes over it
+    (``Holds`` leaves a full group's tasks out of every step) until one of the group's held
+    tasks ends. The count is the claim's: ``policy.group_room`` over the leases not yet due
+    (the claim's expire step ends the others). The holders are named, a few of them, and
+    the soonest lease expiry bounds the wait unless its holder heartbeats or finishes."""
+    group = task.group
+    if group is None or group not in facts.limits:
+        return []
+    holders = [t for held in facts.held.values() for t in held if t.group == group]
+    if policy.group_room(facts.limits, {group: len(holders)})[group] > 0:
+        return []
+    holders.sort(key=lambda t: (t.lease_expires or facts.now, t.id))
+    shown = holders[:GROUP_HOLDERS_SHOWN]
+    who = ", ".join(f"#{t.id} on {t.agent}" for t in shown)
+    if len(holders) > len(shown):
+        who += f" and {len(holders) - len(shown)} more"
+    text = (
+        f"its concurrency group {group} is full: {len(holders)} held of max "
+        f"{facts.limits[group]} ({who}); it waits until one of them finishes"
+    )
+    ends = min((t.lease_expires for t in holders if t.lease_expires is not None), default=None)
+    agents = tuple(sorted({t.agent for t in shown if t.agent is not None}))
+    return [Reason("group_full", text, ends, agents=agents, tasks=tuple(t.id for t in shown))]
 
 
 # --- one agent against one task -----------------------------------------------------------
@@ -345,7 +371,8 @@ def explain_task(task: Task, facts: Facts, deps: Mapping[int, Task] | None = Non
             reasons.append(Reason("retry_backoff", text, task.ready_at))
         else:
             reasons.append(Reason("not_before", "not to start before then", task.ready_at))
-    reasons += group_reasons(task, facts)
+    if task.state is TaskState.PENDING:  # a blocked task meets its group once freed
+        reasons += group_reasons(task, facts)
     verdicts = [verdict(a, task, facts) for a in facts.agents]
     able = [v for v in verdicts if v.step is not None]
     takers: list[Taker] = []

@@ -10,7 +10,7 @@ import pytest
 
 from shoal import Fleet, ManualClock
 from tests.faces.cli_support import Shoal, shoal, url  # noqa: F401  (fixtures)
-from tests.why_cases import HOSTILE, Cases, build
+from tests.why_cases import HOSTILE, Cases, build, build_group
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +48,22 @@ def test_the_words(shoal: Shoal, cases: Cases) -> None:  # noqa: F811
     assert "kept_for_domains" in loom.out and "need go" in loom.out
     empty = shoal("claim", "--agent", "loom")  # an empty claim points at why
     assert empty.code == 1 and "shoal why --agent" in empty.text
+
+
+def test_a_full_group(shoal: Shoal, url: str) -> None:  # noqa: F811
+    with Fleet.open(url, clock=ManualClock(time.time())) as fleet:
+        case = build_group(fleet, fleet.clock)  # type: ignore[arg-type]
+    task = shoal("why", str(case.waiting), "--json")
+    assert task.code == 0, task
+    (reason,) = task.data["reasons"]
+    assert reason["code"] == "group_full" and task.data["takers"] == []
+    assert (reason["agents"], reason["tasks"]) == ([case.agent], [case.holder])
+    assert reason["until"] is not None  # the holder's lease expiry bounds it
+    assert "prod is full: 1 held of max 1" in reason["text"]
+    agent = shoal("why", "--agent", case.agent, "--json").data
+    assert [r["code"] for r in agent["reasons"]] == ["group_full"] and agent["next"] is None
+    words = shoal("why", str(case.waiting), "--format", "table")
+    assert "group_full" in words.out and f"#{case.holder} on {case.agent}" in words.out
 
 
 def test_refusals_change_nothing(shoal: Shoal, cases: Cases, url: str) -> None:  # noqa: F811

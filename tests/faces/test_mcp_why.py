@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 from shoal import Fleet, ManualClock
 from tests.faces.mcp_support import call, refused, stdio_session
 from tests.helpers import snapshot
-from tests.why_cases import HOSTILE, build
+from tests.why_cases import HOSTILE, build, build_group
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -55,3 +55,16 @@ async def test_a_pinned_agent_explains_itself(tmp_path: Path) -> None:
         assert got["why"]["agent"] == "loom" and "need research" in got["summary"]
         other = await call(session, "explain", agent_id="ada")  # a read: any agent
         assert [r["code"] for r in other["why"]["reasons"]] == ["capacity"]
+
+
+async def test_explain_a_full_group(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'fleet.db'}"
+    with Fleet.open(url, create=True, clock=ManualClock(time.time())) as fleet:
+        case = build_group(fleet, fleet.clock)  # type: ignore[arg-type]
+    async with stdio_session(url) as session:
+        got = await call(session, "explain", task_id=case.waiting)
+        (reason,) = got["why"]["reasons"]
+        assert reason["code"] == "group_full" and reason["tasks"] == [case.holder]
+        assert reason["agents"] == [case.agent] and "group prod is full" in got["summary"]
+        agent = await call(session, "explain", agent_id=case.agent)
+        assert [r["code"] for r in agent["why"]["reasons"]] == ["group_full"]

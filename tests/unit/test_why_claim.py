@@ -45,6 +45,7 @@ task_spec = st.fixed_dictionaries(
         "pinned": st.sampled_from([False, False, True]),
         "not_before": st.sampled_from([None, None, 5.0, 40.0]),
         "after": st.sampled_from([False, False, False, True]),
+        "group": st.sampled_from([None, "g", "g"]),
     }
 )
 action = st.one_of(
@@ -64,6 +65,7 @@ knobs = st.fixed_dictionaries(
         "steal_min_priority": st.sampled_from([1, 5]),
         "max_steals_per_agent": st.sampled_from([0, 1, 5]),
         "retry_delay": st.sampled_from([0.0, 8.0]),
+        "group_max": st.sampled_from([0, 1, 1, 2]),  # 0: group g has no limit
     }
 )
 
@@ -76,7 +78,11 @@ def _build(
 ) -> tuple[Fleet, ManualClock]:
     clock = ManualClock()
     fleet = Fleet.open(url, create=True, clock=clock, rng=random.Random(7))
+    knob = dict(knob)
+    group_max = int(knob.pop("group_max", 0))
     fleet.configure(heartbeat_timeout=86400, lease_ttl=86400, failure_streak=2, **knob)
+    if group_max:
+        fleet.set_group("g", group_max)
     names = AGENTS[: len(agents)]
     for name, (sk, dom, most) in zip(names, agents, strict=False):
         fleet.register(name, skills=sk, domains=dom, max_concurrent=most)
@@ -90,6 +96,7 @@ def _build(
             "domain": spec["domain"],
             "not_before": nb,
             "after": posted[-1:] if spec["after"] and posted else None,
+            "group": spec.get("group"),
         }
         try:
             task = fleet.post("t", to=to, pinned=bool(to) and spec["pinned"], **fields)
@@ -194,12 +201,17 @@ def _check(fleet, clock, n, steps, who, others_first) -> None:  # type: ignore[n
             r.code in ("not_before", "retry_backoff") for r in w.reasons
         ):
             assert all(g.task.id != tid for g in claim.grants)
+        if any(r.code == "group_full" for r in w.reasons):  # nor one its group holds back
+            assert all(g.task.id != tid for g in claim.grants), (w, claim)
+            assert not w.takers, w
+    if said.next is None and any(r.code == "group_full" for r in said.reasons):
+        assert not claim.grants, (said, claim)
 
 
 def test_a_steal_is_foretold() -> None:
     """The steal step, which random fleets reach seldom: a busy peer's tail, by steal."""
     queued = {"priority": 5, "skills": [], "domain": None, "to": "a0", "pinned": False}
-    queued |= {"not_before": None, "after": False}
+    queued |= {"not_before": None, "after": False, "group": None}
     knob = {"steal_threshold": 0, "max_steals_per_agent": 5}
     fleet, _ = _build(knob, [([], [], 1), ([], [], 1)], [queued] * 3)
     fleet.claim("a0")
@@ -219,3 +231,36 @@ def test_a_steal_is_foretold() -> None:
     assert "steal_caps" in [r.code for r in fleet.why_agent("a1").reasons]
     assert "steal_caps" in [r.code for r in fleet.why_task(2).reasons]
     assert not fleet.claim("a1").grants
+
+
+def test_a_full_group_names_a_few_holders_and_the_soonest_expiry() -> None:
+    """Seven held of group g's seven places, on two agents with different lease lengths:
+    the waiting task names five holders, soonest expiry first, and the rest by count; a
+    blocked task of the group says only what it waits on; once a holder finishes, the
+    waiting task is taken."""
+    clock = ManualClock()
+    fleet = Fleet.open("memory://", create=True, clock=clock)
+    fleet.configure(heartbeat_timeout=86400, lease_ttl=600)
+    start = clock.now()
+    fleet.register("a0", max_concurrent=4)
+    fleet.register("a1", max_concurrent=4)
+    fleet.set_group("g", 7)
+    first = [fleet.post(f"t{i}", group="g", lease_ttl=900).id for i in range(4)]
+    fleet.claim("a0", 4)
+    clock.advance(1)
+    soon = [fleet.post(f"s{i}", group="g").id for i in range(3)]
+    fleet.claim("a1", 3)
+    waiting = fleet.post("waits", group="g").id
+    blocked = fleet.post("after", group="g", after=[waiting]).id
+    why = fleet.why_task(waiting)
+    reason = why.reasons[0]
+    assert [r.code for r in why.reasons] == ["group_full", "agents_busy"]  # a0 has no room
+    assert not why.takers
+    assert reason.tasks == (*soon, *first[:2]) and reason.agents == ("a0", "a1")
+    assert "7 held of max 7" in reason.text and "and 2 more" in reason.text
+    assert reason.until == start + 1 + 600  # a1's leases, taken a second later, end first
+    assert [r.code for r in fleet.why_task(blocked).reasons] == ["dependencies"]
+    assert [r.code for r in fleet.why_agent("a1").reasons] == ["group_full"]
+    fleet.complete(fleet.leases("a0")[0])
+    assert fleet.why_task(waiting).next is not None
+    assert [g.task.id for g in fleet.claim("a0").grants] == [waiting]

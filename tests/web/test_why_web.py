@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from shoal import Fleet, ManualClock
 from shoal.policy_why import AgentWhy, TaskWhy
-from tests.why_cases import HOSTILE, build
+from tests.why_cases import HOSTILE, build, build_group
 
 
 def test_the_api_says_why_for_every_case(
@@ -51,3 +51,19 @@ def test_the_task_page_says_why_it_waits_escaped(
     assert 'data-code="domain_wait"' in paper and "could take it from the pool" in paper
     running = client.get(f"/tasks/{cases.tasks['run']}").text
     assert "Why running" in running and 'data-code="running"' in running
+
+
+def test_the_api_says_a_group_is_full(
+    web_fleet: Fleet, clock: ManualClock, make_client: Callable[..., TestClient]
+) -> None:
+    case = build_group(web_fleet, clock)
+    client = make_client()
+    answer = client.get(f"/api/v1/tasks/{case.waiting}/why").json()
+    (reason,) = answer["reasons"]
+    assert reason["code"] == "group_full" and answer["takers"] == []
+    assert (reason["agents"], reason["tasks"]) == ([case.agent], [case.holder])
+    assert TaskWhy.from_dict(answer) == web_fleet.why_task(case.waiting)
+    agent = client.get(f"/api/v1/agents/{case.agent}/why").json()
+    assert [r["code"] for r in agent["reasons"]] == ["group_full"] and agent["next"] is None
+    page = client.get(f"/tasks/{case.waiting}").text
+    assert 'data-code="group_full"' in page and "group prod is full" in page

@@ -18,7 +18,7 @@ dependencies, the agents, the claimed tasks, the queue depths -- never every pen
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from shoal import policy
 from shoal.fleet._claiming import Holds, pool_candidates, steal_tails
@@ -56,10 +56,18 @@ class WhyVerbs(FleetBase):
             return why_agent_in(tx, self.clock.now(), agent_id, self.rng)
 
 
-def facts_in(tx: StoreTx, now: float, *, agents: bool = True, about: str | None = None) -> Facts:
+def facts_in(
+    tx: StoreTx,
+    now: float,
+    *,
+    agents: bool = True,
+    about: str | None = None,
+    group: str | None = None,
+) -> Facts:
     """What the claim reads, as of ``now`` (``policy_why.Facts``); without ``agents``, only
     the settings (enough for a running or finished task). ``about``: only what that agent's
-    claim reads of the agents -- itself, not all of them."""
+    claim reads of the agents -- itself, not all of them. ``group``: a task's concurrency
+    group, whose limit is read -- as the claim reads the groups only for grouped work."""
     settings = tx.load_settings()
     if not agents:
         return Facts(now, settings, (), {}, {})
@@ -87,14 +95,17 @@ def facts_in(tx: StoreTx, now: float, *, agents: bool = True, about: str | None 
         QueueDepth(q.agent, q.depth, AgentStatus.OFFLINE if q.agent in gone else q.status)
         for q in tx.queue_depths()
     ]
-    return Facts(now, settings, seen, held, tx.skillsets(), depths, window)
+    limits = tx.group_limits() if group is not None else {}
+    limit = {group: limits[group]} if group in limits else {}
+    return Facts(now, settings, seen, held, tx.skillsets(), depths, window, limit)
 
 
 def why_task_in(tx: StoreTx, now: float, task_id: int) -> TaskWhy:
     """``Fleet.why_task`` inside the caller's transaction."""
     task = need_task(tx, task_id)
     live = task.state in (TaskState.PENDING, TaskState.BLOCKED)
-    facts = facts_in(tx, now, agents=live)
+    group = task.group if task.state is TaskState.PENDING else None
+    facts = facts_in(tx, now, agents=live, group=group)
     deps = tx.get_tasks(tx.deps_of(task.id)) if task.state is TaskState.BLOCKED else None
     return explain_task(task, facts, deps)
 
@@ -128,9 +139,8 @@ def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> 
     longest = policy.longest_first(settings)
     holds = Holds(tx, agent, settings, now, facts.skillsets)
     # own queue, from the head
-    picked: list[tuple[Candidate, ClaimSource]] = [
-        (c, ClaimSource.QUEUE) for c in tx.queue_head(agent.id, 1, longest, now)
-    ]
+    own = holds.unfull(lambda full: tx.queue_head(agent.id, 1, longest, now, full), agent)
+    picked: list[tuple[Candidate, ClaimSource]] = [(c, ClaimSource.QUEUE) for c in own]
     eligible = policy.eligible_skillsets(facts.skillsets, agent.skills)
     if not picked and eligible:  # the pool, best score
 
@@ -143,9 +153,11 @@ def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> 
     if not picked:  # steal
         stolen, reasons = _steal_preview(tx, agent, facts, holds, rng)
         picked = [(c, ClaimSource.STEAL) for c in stolen]
+    picked = holds.fit(picked)  # a concurrency group's room, as the claim
     if picked:
         chosen, step = picked[0]
         return AgentWhy(agent.id, agent.status, now, (), chosen.id, step)
+    reasons = _full_groups(tx, agent, facts, eligible) + reasons
     return answer(*_idle_reasons(tx, agent, facts, holds, eligible, reasons))
 
 
@@ -159,6 +171,7 @@ def _steal_preview(
     victims = policy.claim_victims(facts.depths, agent.id, settings, rng)
     if not rules.skillsets or not victims:
         return [], []
+    holds.before_steal()  # as the claim: the groups read before the steal
     if policy.steal_budget(facts.window, agent.id, settings) <= 0:
         text = (
             f"steal caps reached: max_steals_per_agent {settings.max_steals_per_agent}, "
@@ -170,6 +183,49 @@ def _steal_preview(
         return [c for c, _ in taken], []
     text = "the queues of agents at work hold nothing it may steal (the steal rules)"
     return [], [Reason("nothing_to_steal", text, agents=tuple(victims))]
+
+
+def _full_groups(tx: StoreTx, agent: Agent, facts: Facts, eligible: Sequence[int]) -> list[Reason]:
+    """Which full concurrency groups hold back work the claim would otherwise take: the
+    steps' look-ups again, a few candidates each, with no group passed over and no
+    locality rule, and the groups of what they find that ``policy.group_room`` says are
+    full. Nothing is read unless some group has a limit."""
+    limits = tx.group_limits()
+    if not limits:
+        return []
+    held = tx.held_by_group()
+    full = {name for name, left in policy.group_room(limits, held).items() if left <= 0}
+    if not full:
+        return []
+    now, settings = facts.now, facts.settings
+    longest = policy.longest_first(settings)
+    found = tx.queue_head(agent.id, GROUP_LOOK, longest, now)
+    if eligible:
+        nothing = policy.NOTHING_HELD
+        found += pool_candidates(tx, agent.domains, eligible, GROUP_LOOK, longest, nothing, now)
+    rules = policy.steal_filter(agent, settings, facts.skillsets)
+    victims = policy.claim_victims(facts.depths, agent.id, settings, random.Random(0))
+    if rules.skillsets and victims:
+        tails = steal_tails(tx, rules, ((v, GROUP_LOOK) for v in victims), GROUP_LOOK, now)
+        found += [c for c, _ in tails]
+    kept: dict[str, list[int]] = {}
+    for candidate in found:
+        group = candidate.group
+        if group is not None and group in full and candidate.id not in kept.get(group, []):
+            kept.setdefault(group, []).append(candidate.id)
+    reasons = []
+    for name, ids in sorted(kept.items())[:NEAREST_MISSES]:
+        text = (
+            f"concurrency group {name} is full ({held.get(name, 0)} held of max "
+            f"{limits[name]}): its claim passes over {', '.join(f'#{i}' for i in ids)} "
+            "until one of the group's held tasks finishes (`shoal why TASK` names them)"
+        )
+        reasons.append(Reason("group_full", text, tasks=tuple(ids)))
+    return reasons
+
+
+#: How many candidates of each step ``why_agent`` looks at to name the full groups.
+GROUP_LOOK = 5
 
 
 def _idle_reasons(
