@@ -527,7 +527,7 @@ class EditTask(Strict):
 @router.post("/tasks/{task_id}/edit", responses=_REFUSALS, summary="Edit a task (shoal edit)")
 def edit(task_id: TaskId, body: EditTask, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
     """An admin edits any task; an agent token only the tasks its agent posted (403
-    ``not_yours`` otherwise, nothing changed). A held task keeps its skills and domain
+    ``forbidden`` otherwise, saying so; nothing changed). A held task keeps its skills and domain
     (409 ``invalid_transition``)."""
     if who.role is not Role.ADMIN and (
         who.agent is None or fleet.get(task_id).posted_by != who.agent
@@ -535,7 +535,7 @@ def edit(task_id: TaskId, body: EditTask, fleet: FleetDep, who: AgentRole) -> di
         raise HTTPException(
             403,
             detail={
-                "code": "not_yours",
+                "code": "forbidden",
                 "message": f"task {task_id} was not posted by agent {who.agent}, whose token "
                 "this is",
                 "hint": "an agent token edits only the tasks its agent posted; an admin any",
