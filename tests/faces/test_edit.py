@@ -25,6 +25,15 @@ def test_labels_are_posted_listed_and_shown(shoal: Shoal, fleet: Fleet) -> None:
     assert "labels" in shown.text and "backend, good first issue" in shown.text
 
 
+def test_show_says_which_agent_posted_a_task(shoal: Shoal, fleet: Fleet) -> None:
+    theirs = fleet.post("an agent's", posted_by="ada").id
+    mine = shoal("add", "a person's", "--json").data["id"]
+    assert fleet.get(mine).posted_by is None  # the owner's CLI is a person
+    assert "posted by" in shoal("show", str(theirs)).text
+    assert "ada" in shoal("show", str(theirs)).text
+    assert shoal("show", str(theirs), "--json").data["posted_by"] == "ada"
+
+
 def test_edit_changes_what_it_is_given_and_says_what_changed(shoal: Shoal, fleet: Fleet) -> None:
     task = fleet.post("fix the parsr", skills=["py"], domain="web", labels=["x"]).id
     result = shoal("edit", str(task), "--title", "fix the parser", "-p", "high", "--no-domain")
