@@ -96,6 +96,9 @@ class Task:
     group: str | None = None
     #: Free names people sort and find work by (``shoal list --label``): never routing.
     labels: tuple[str, ...] = ()
+    #: The agent that posted it through an agent's face (an MCP session acting as that
+    #: agent, an agent's API token); None for a person's post. That agent may edit it.
+    posted_by: str | None = None
     #: None for a task read whole. A listing (``Fleet.tasks``, ``Fleet.ready``, the tasks
     #: ``status`` shows held) reads neither a task's payload nor its result, however large:
     #: both are None in its value, and this names the ones the task holds (``"payload"``,
@@ -161,6 +164,7 @@ class Task:
             "ready_at": iso_time(self.ready_at),
             "retry_delay": self.retry_delay,
             "labels": list(self.labels),
+            "posted_by": self.posted_by,
             "stalled": self.stalled_at is not None,
             "group": self.group,
         }
@@ -225,6 +229,7 @@ class NewTask:
     retry_delay: float | None = None
     group: str | None = None
     labels: tuple[str, ...] = ()
+    posted_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -406,6 +406,7 @@ def check_post(
     retry_delay: float | str | None = None,
     group: str | None = None,
     labels: Iterable[str] | str | None = None,
+    posted_by: str | None = None,
 ) -> NewTask:
     """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
     title_text = check_text(title, "title", 1000, line=True).strip()
@@ -415,6 +416,8 @@ def check_post(
     domains = normalize_names([domain] if domain is not None else None, "domain")
     if to is not None:
         check_agent_id(to)
+    if posted_by is not None:
+        check_agent_id(posted_by)
     if pinned and to is None:
         raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
     if parent is not None:
@@ -455,6 +458,7 @@ def check_post(
         retry_delay=delay,
         group=None if group is None else check_group(group),
         labels=check_labels(labels),
+        posted_by=posted_by,
     )
 
 

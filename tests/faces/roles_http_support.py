@@ -359,6 +359,18 @@ def edit_tasks(w: HttpWorld, who: str, face: str) -> Tries:
     return [] if face == "dashboard" else [Try("edit a task", setup)]
 
 
+def edit_own_tasks(w: HttpWorld, who: str, face: str) -> Tries:
+    """A task the agent token's agent (ada) posted, edited by each face."""
+
+    def setup() -> Callable[[], Outcome]:
+        task = w.fleet.post("ada's", skills=NOBODY, posted_by=ADA).id
+        if face == "api":
+            return lambda: api(w, who, "POST", f"/tasks/{task}/edit", {"title": "retitled"})
+        return lambda: cli(w, who, "edit", str(task), "--title", "retitled")
+
+    return [] if face == "dashboard" else [Try("edit a task its agent posted", setup)]
+
+
 def pause_resume(w: HttpWorld, who: str, face: str) -> Tries:
     def on(verb: str, agent: str, ready: bool) -> Try:
         def setup() -> Callable[[], Outcome]:
@@ -486,6 +498,7 @@ POWERS: dict[str, Callable[[HttpWorld, str, str], Tries]] = {
     "Release another agent's task without its token": release_another_without_token,
     "Cancel, retry or reprioritise a task": change_tasks,
     "Edit a task": edit_tasks,
+    "Edit a task its agent posted": edit_own_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
     "Set or lift a group's limit": set_groups,

@@ -278,6 +278,16 @@ def edit_tasks(w: McpWorld, key: Key) -> Tries:
     return [Try("edit_task", setup)]
 
 
+def edit_own_tasks(w: McpWorld, key: Key) -> Tries:
+    """A task the face's own agent posted (as add_task records it)."""
+
+    def setup() -> AsyncAct:
+        task = w.fleet.post("its own", skills=NOBODY, posted_by=AGENTS.get(key, BOB)).id
+        return lambda: tool(w, key, "edit_task", task_id=task, title="retitled")
+
+    return [Try("edit_task on its own", setup)]
+
+
 def pause_resume(w: McpWorld, key: Key) -> Tries:
     def resume() -> AsyncAct:
         w.fleet.pause(DEE, for_="1h")
@@ -344,6 +354,7 @@ POWERS: dict[str, Callable[[McpWorld, Key], Tries]] = {
     "Release another agent's task without its token": release_another_without_token,
     "Cancel, retry or reprioritise a task": change_tasks,
     "Edit a task": edit_tasks,
+    "Edit a task its agent posted": edit_own_tasks,
     "Pause or resume an agent": pause_resume,
     "Change the settings": configure,
     "Set or lift a group's limit": set_groups,

@@ -25,6 +25,15 @@ def test_labels_are_posted_listed_and_shown(shoal: Shoal, fleet: Fleet) -> None:
     assert "labels" in shown.text and "backend, good first issue" in shown.text
 
 
+def test_show_says_which_agent_posted_a_task(shoal: Shoal, fleet: Fleet) -> None:
+    theirs = fleet.post("an agent's", posted_by="ada").id
+    mine = shoal("add", "a person's", "--json").data["id"]
+    assert fleet.get(mine).posted_by is None  # the owner's CLI is a person
+    assert "posted by" in shoal("show", str(theirs)).text
+    assert "ada" in shoal("show", str(theirs)).text
+    assert shoal("show", str(theirs), "--json").data["posted_by"] == "ada"
+
+
 def test_edit_changes_what_it_is_given_and_says_what_changed(shoal: Shoal, fleet: Fleet) -> None:
     task = fleet.post("fix the parsr", skills=["py"], domain="web", labels=["x"]).id
     result = shoal("edit", str(task), "--title", "fix the parser", "-p", "high", "--no-domain")
@@ -73,7 +82,7 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-async def test_a_manager_edits_over_mcp_and_a_worker_may_not(url: str) -> None:
+async def test_a_manager_edits_over_mcp_and_a_worker_only_what_it_posted(url: str) -> None:
     from tests.faces.mcp_support import call, refused, stdio_session
 
     with Fleet.open(url) as fleet:
@@ -81,22 +90,28 @@ async def test_a_manager_edits_over_mcp_and_a_worker_may_not(url: str) -> None:
     async with (
         stdio_session(url, "--agent", "boss", "--manager") as boss,
         stdio_session(url, "--agent", "ada") as ada,
+        stdio_session(url, "--agent", "bob") as bob,
     ):
+        posted = await call(ada, "add_task", title="labelled", labels=["y"])
+        assert posted["task"]["id"] == 2
+        assert (await call(ada, "get_task", task_id=2))["task"]["posted_by"] == "ada"
         with Fleet.open(url) as fleet:
             before = snapshot(fleet)
-        text = await refused(ada, "edit_task", task_id=task, title="mine")
-        assert text.startswith("not_a_manager:")
+        for who, target in ((ada, task), (bob, 2)):  # a person's task; another agent's
+            text = await refused(who, "edit_task", task_id=target, title="mine")
+            assert text.startswith("not_yours:") and "nothing was changed" in text
         with Fleet.open(url) as fleet:
             assert snapshot(fleet) == before
+        mine = await call(ada, "edit_task", task_id=2, title="relabelled", labels=["z"])
+        assert mine["task"]["title"] == "relabelled" and mine["message"] == "task 2 edited"
         done = await call(
             boss, "edit_task", task_id=task, title="parser", labels=["x"], clear=["domain"]
         )
         assert done["task"]["title"] == "parser" and done["message"] == "task 1 edited"
         got = await call(boss, "get_task", task_id=task)
         assert got["task"]["labels"] == ["x"] and got["task"]["domain"] is None
+        assert got["task"]["posted_by"] is None
         text = await refused(boss, "edit_task", task_id=task)
         assert text.startswith("bad_input:") and "nothing to change" in text
-        posted = await call(ada, "add_task", title="labelled", labels=["y"])
-        assert posted["task"]["id"] == 2
     with Fleet.open(url) as fleet:
-        assert fleet.get(2).labels == ("y",)
+        assert fleet.get(2).labels == ("z",) and fleet.get(2).posted_by == "ada"

@@ -239,9 +239,23 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
 # ---------------------------------------------------------------- concurrency groups (11)
 
 
+def without_poster(kind: str, url: str) -> None:
+    """Take away what schema 12 added: the tasks' poster."""
+    if kind == "sqlite":
+        raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
+        raw.execute("ALTER TABLE tasks DROP COLUMN posted_by")
+        raw.execute("PRAGMA user_version = 11")
+        raw.close()
+        return
+    with pg.schema_conn(url) as conn:
+        conn.execute("ALTER TABLE tasks DROP COLUMN posted_by")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 12")
+
+
 def without_groups(kind: str, url: str) -> None:
-    """Take away what schema 11 added: the groups, the tasks' group, and on PostgreSQL
-    the direct claim's refusal of a task of a group with a limit."""
+    """Take away what schema 12 and 11 added: the tasks' poster, the groups, the tasks'
+    group, and on PostgreSQL the direct claim's refusal of a task of a group with a limit."""
+    without_poster(kind, url)
     undo = [
         "DROP TABLE groups",
         "DROP INDEX tasks_group_held",
@@ -407,7 +421,7 @@ def test_a_schema_8_fleet_gets_labels_and_its_tasks_none(shared_store: tuple[str
     fleet.register("ada")
     old = fleet.post("posted before labels").id
     fleet.close()
-    without_groups(kind, url)  # schema 11, then 10: back to 9
+    without_groups(kind, url)  # schema 12 and 11, then 10: back to 9
     if kind == "sqlite":
         raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
         raw.execute("DROP TABLE schedules")
@@ -426,4 +440,31 @@ def test_a_schema_8_fleet_gets_labels_and_its_tasks_none(shared_store: tuple[str
     assert fleet.edit(old, labels=["triaged"]).labels == ("triaged",)
     assert [t.id for t in fleet.tasks(label="triaged")] == [old]
     assert one(fleet.claim("ada"))[0].labels == ("triaged",)
+    fleet.close()
+
+
+# ---------------------------------------------------------------- schema 12: posted_by
+
+
+def test_a_schema_11_fleet_records_posters_and_its_tasks_none(
+    shared_store: tuple[str, str],
+) -> None:
+    """Schema 12 adds who posted a task: one posted before has no poster, is claimed as
+    before (on PostgreSQL the direct claim reads the new column too), and a new post
+    records its poster."""
+    kind, url = shared_store
+    fleet = Fleet.init(url)
+    fleet.register("ada", max_concurrent=2)
+    old = fleet.post("posted before posters").id
+    fleet.close()
+    without_poster(kind, url)
+    with pytest.raises(SchemaMismatch, match="schema version 11"):
+        Fleet.open(url, create=False)
+    fleet = Fleet.init(url)
+    assert fleet.get(old).posted_by is None
+    new = fleet.post("posted by ada", posted_by="ada").id
+    assert {g.task.id: g.task.posted_by for g in fleet.claim("ada", 2).grants} == {
+        old: None,
+        new: "ada",
+    }
     fleet.close()

@@ -122,6 +122,7 @@ def task_panel(detail: TaskDetail, now: float) -> Panel:
         ("domain", t.domain or "-"),
         ("group", t.group or "-"),
         ("labels", Text(one_line(", ".join(t.labels))) if t.labels else "-"),
+        ("posted by", Text(one_line(t.posted_by)) if t.posted_by else "-"),
         ("attempts", f"{t.attempts}" + (f" of {t.max_attempts}" if t.max_attempts else "")),
         ("created", ago(t.created_at, now)),
     ]

@@ -99,6 +99,7 @@ _POST_DEFAULTS: dict[str, Any] = {
     "retry_delay": None,
     "group": None,
     "labels": None,
+    "posted_by": None,
 }
 
 
@@ -194,6 +195,7 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
         retry_delay: float | str | None = None,
         group: str | None = None,
         labels: Iterable[str] | str | None = None,
+        posted_by: str | None = None,
     ) -> Task:
         """Add a task to the fleet and return it.
 
@@ -206,6 +208,8 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
         being claimed before then; ``retry_delay`` is its own first retry backoff.
         ``group`` names its concurrency group (``set_group`` caps how many are held).
         ``labels`` are free names to find it by (``tasks(label=...)``); they route nothing.
+        ``posted_by`` is the agent posting it through an agent's face (the faces set it,
+        never the caller's text); that agent may edit it (``edit``).
         A payload or body larger than the fleet takes (``max_payload_bytes``,
         ``max_body_bytes``) is refused with ``TooLarge`` and adds nothing.
         """
@@ -228,6 +232,7 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
             retry_delay,
             group,
             labels,
+            posted_by,
         )
         return self._post_draft(draft)[0]
 

@@ -115,6 +115,7 @@ def task(data: Data) -> Task:
         retry_delay=_float(data.get("retry_delay")),
         group=data.get("group"),
         labels=tuple(data.get("labels", ())),
+        posted_by=data.get("posted_by"),
         left_out=_left_out(data),
     )
 

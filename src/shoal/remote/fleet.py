@@ -177,7 +177,10 @@ class RemoteFleet(Fleet):
         retry_delay: float | str | None = None,
         group: str | None = None,
         labels: Iterable[str] | str | None = None,
+        posted_by: str | None = None,
     ) -> Task:
+        """``Fleet.post`` through the API. ``posted_by`` is not sent: the server records
+        the agent of the token it was given, and no other."""
         moment = not_before.isoformat() if isinstance(not_before, datetime) else not_before
         fields = {
             "title": title,

@@ -32,9 +32,9 @@ __all__ = ["SqlReads"]
 
 _STATES = {s.value: s for s in TaskState}
 #: Where a lease's token is in a row of the task columns and then the token.
-_TOKEN = 30
+_TOKEN = 31
 #: Where a ``listed_task`` row says whether the task holds a payload (then a result).
-_LISTED = 30
+_LISTED = 31
 #: How many columns the ``agent`` fragment has.
 _AGENT_COLUMNS = 15
 #: The heartbeat_timeout a fleet that never changed it has (claim_context reads the stored
@@ -167,6 +167,7 @@ class SqlReads(SqlTxBase):
             row[27],  # retry_delay
             row[28],  # group
             tuple(json.loads(row[29])),  # labels
+            row[30],  # posted_by
         )
 
     def _listed(self, row: Sequence[Any]) -> Task:

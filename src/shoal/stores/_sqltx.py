@@ -98,6 +98,7 @@ class SqlTx(SqlReads, SqlSchedules):
                 "retry_delay": task.retry_delay,
                 "group": task.group,
                 "labels": json.dumps(task.labels),
+                "posted_by": task.posted_by,
             },
         )
         if task.state is TaskState.PENDING:

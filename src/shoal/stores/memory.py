@@ -175,6 +175,7 @@ class _MemoryTx(MemoryReads, MemorySchedules):
             retry_delay=task.retry_delay,
             group=task.group,
             labels=task.labels,
+            posted_by=task.posted_by,
         )
         row = Row(public, self._skillset_id(task.skills), task.pool_key, task.seq)
         self._set_row(task_id, row)

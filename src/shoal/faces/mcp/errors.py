@@ -41,6 +41,7 @@ __all__ = [
     "NoAgent",
     "NoToken",
     "NotAManager",
+    "NotYours",
     "UnknownTool",
     "code_of",
     "describe",
@@ -69,6 +70,12 @@ class NotAManager(BadInput):
     """Only a manager may do this: it acts on others' work or on the fleet itself."""
 
     code = "not_a_manager"
+
+
+class NotYours(NotAManager):
+    """A session that is no manager edits only the tasks its own agent posted."""
+
+    code = "not_yours"
 
 
 class AlreadyDone(Conflict):
@@ -109,6 +116,8 @@ ADVICE: dict[type[ShoalError], str] = {
     NotAManager: "Leave it to a manager: work on your own tasks, and tell the operator if "
     "something needs one (a manager's server is `shoal mcp --agent ID --manager`); nothing "
     "was changed.",
+    NotYours: "Edit only tasks you posted (get_task shows posted_by); leave others' tasks to "
+    "a manager, or tell the operator; nothing was changed.",
     Conflict: "Read the task with get_task to see its state, then decide; nothing was changed.",
     LeaseLost: "Your lease ended (it expired, or the task was taken over): stop working on this "
     "task, drop its result, and call claim_best_task for new work.",

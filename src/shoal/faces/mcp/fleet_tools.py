@@ -4,7 +4,9 @@ the state, assess the workload, change settings -- and the resources that show t
 None of these act as an agent, so a server pinned to an agent that could not be registered
 (a full fleet) still answers them: a model can read why it is not working. Posting and
 reading are every session's; the rest acts on others' work or the fleet itself, so only a
-manager's server offers it (``manager_only``; ``sessions`` says who is one).
+manager's server offers it (``manager_only``; ``sessions`` says who is one). Editing is
+between: a post records the session's agent (``FleetDesk.poster``), and that agent may edit
+what it posted -- a manager, anything (``not_yours`` otherwise, nothing changed).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import Field
 
 from shoal.errors import BadInput, ShoalError, UnknownTask
 from shoal.faces import posting
-from shoal.faces.mcp.errors import describe
+from shoal.faces.mcp.errors import NotYours, describe
 from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
@@ -111,6 +113,7 @@ def add_fleet_tools(box: Toolbox) -> None:
             retry_delay=retry_delay,
             group=group,
             labels=labels,
+            posted_by=desk.poster(session_of(ctx, desk)),
         )
         at = now()
         message = posting.post_message(task, created, key, at)
@@ -173,7 +176,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         task = desk.fleet.set_priority(task_id, priority)
         return TaskResult.of(task, now(), f"task {task.id} now has priority {task.priority}")
 
-    @box.tool(manager_only=True)
+    @box.tool()
     def edit_task(
         ctx: Context,
         task_id: TaskIdArg,
@@ -189,9 +192,13 @@ def add_fleet_tools(box: Toolbox) -> None:
             Field(description="Fields to clear."),
         ] = None,
     ) -> TaskResult:
-        """Manager: change a task that is not finished -- what it says, its priority, skills,
-        domain, labels, expected duration. Only what you pass changes. A claimed task keeps
-        its skills and domain (they chose its holder)."""
+        """Change a task you posted (a manager: any) that is not finished: text, priority,
+        skills, domain, labels, expected duration. Only what you pass changes; a claimed
+        task keeps its skills and domain."""
+        if not desk.manager:
+            you = desk.poster(session_of(ctx, desk))
+            if you is None or desk.fleet.get(task_id).posted_by != you:
+                raise NotYours(f"task {task_id} was not posted by this session's agent")
         given = {
             "title": title,
             "body": body,

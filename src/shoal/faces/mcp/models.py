@@ -151,6 +151,7 @@ class TaskInfo(BaseModel):
     ready_at: MaybeTime
     finished_at: MaybeTime
     group: str | None = None  # its concurrency group
+    posted_by: str | None = None  # the agent that posted it (it may edit it)
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:

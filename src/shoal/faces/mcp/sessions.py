@@ -368,6 +368,16 @@ class FleetDesk:
             )
         return known
 
+    def poster(self, session: Session | None) -> str | None:
+        """The agent a post through ``session`` is recorded as posted by (``Task.posted_by``),
+        and the one whose posts it may edit: the pinned agent, else the agent the session
+        registered and still holds; None for a session that is no agent (yet). Never an id
+        the caller names: a post cannot be put on another agent's name."""
+        if self.fixed is not None:
+            return self.fixed
+        known = session.default if session is not None else None
+        return known if self.holds(session, known) else None
+
     def you(self, session: Session | None) -> str | None:
         """Who the session is, for read-only views (registers nothing)."""
         if self.fixed is not None:

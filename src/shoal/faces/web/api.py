@@ -8,12 +8,13 @@ judge of what is valid on every face.
 
 Who may call what (``guard``, and docs/SECURITY.md's table "Who may do what"): a viewer
 reads; an agent token also registers its own agent (but cannot make it a manager), claims,
-heartbeats and settles the leases that agent holds, and posts tasks -- its own work and no
-more, since an agent may be steered by the text it reads; an admin does all that as any
-agent, plus what acts on others' work or on the fleet (cancel, retry, priority, pause,
-resume, settings, assess, rebalance, reap). No listing shows a lease token: only the claim
-that makes a lease returns it, to the agent that claimed (and ``/agents/{id}/leases`` to
-that agent or an admin).
+heartbeats and settles the leases that agent holds, posts tasks and edits the ones its
+agent posted (``Task.posted_by``, set from the token, never the body) -- its own work and
+no more, since an agent may be steered by the text it reads; an admin does all that as any
+agent, plus what acts on others' work or on the fleet (edit any task, cancel, retry,
+priority, pause, resume, settings, assess, rebalance, reap). No listing shows a lease
+token: only the claim that makes a lease returns it, to the agent that claimed (and
+``/agents/{id}/leases`` to that agent or an admin).
 
 Long-poll: ``POST /agents/{id}/claim`` with ``wait`` holds the request until work comes or
 ``wait`` seconds pass, as ``shoal claim --wait`` does; the server runs it on a thread of its
@@ -452,7 +453,7 @@ def post(
     body: PostTask,
     fleet: FleetDep,
     response: Response,
-    _: AgentRole,
+    who: AgentRole,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
     """A repeated ``key`` (or ``Idempotency-Key`` header) returns the task first posted
@@ -460,7 +461,8 @@ def post(
     whose transaction made the task answers 201."""
     fields = body.model_dump()
     key = fields.pop("key") or idempotency_key
-    task, made = fleet.post_new(**fields, key=key)
+    posted_by = who.agent if who.role is Role.AGENT else None  # the token's, never the body's
+    task, made = fleet.post_new(**fields, key=key, posted_by=posted_by)
     if not made:
         response.status_code = 200
     return task.to_dict()
@@ -523,8 +525,22 @@ class EditTask(Strict):
 
 
 @router.post("/tasks/{task_id}/edit", responses=_REFUSALS, summary="Edit a task (shoal edit)")
-def edit(task_id: TaskId, body: EditTask, fleet: FleetDep, _: Admin) -> dict[str, Any]:
-    """A held task keeps its skills and domain (409 ``invalid_transition``)."""
+def edit(task_id: TaskId, body: EditTask, fleet: FleetDep, who: AgentRole) -> dict[str, Any]:
+    """An admin edits any task; an agent token only the tasks its agent posted (403
+    ``forbidden`` otherwise, saying so; nothing changed). A held task keeps its skills and domain
+    (409 ``invalid_transition``)."""
+    if who.role is not Role.ADMIN and (
+        who.agent is None or fleet.get(task_id).posted_by != who.agent
+    ):
+        raise HTTPException(
+            403,
+            detail={
+                "code": "forbidden",
+                "message": f"task {task_id} was not posted by agent {who.agent}, whose token "
+                "this is",
+                "hint": "an agent token edits only the tasks its agent posted; an admin any",
+            },
+        )
     return fleet.edit(task_id, **body.model_dump(exclude_unset=True)).to_dict()
 
 

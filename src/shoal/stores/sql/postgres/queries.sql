@@ -31,7 +31,7 @@ FOR UPDATE SKIP LOCKED
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name, labels
+retry_delay, group_name, labels, posted_by
 
 -- fragment: listed_task
 -- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
@@ -41,7 +41,7 @@ retry_delay, group_name, labels
 id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name, labels, payload IS NOT NULL, result IS NOT NULL
+retry_delay, group_name, labels, posted_by, payload IS NOT NULL, result IS NOT NULL
 
 -- fragment: t_task
 -- The same, of a table aliased t.
@@ -49,7 +49,7 @@ t.id, t.title, t.body, t.payload, t.priority, t.skillset, t.domain, t.state, t.a
 t.pinned, t.stolen, t.parent_id, t.key, t.attempts, t.max_attempts, t.lease_ttl,
 t.expected_duration, t.lease_expires, t.result, t.error, t.waiting_on, t.created_at,
 t.updated_at, t.claimed_at, t.finished_at, t.stalled_at, t.ready_at, t.retry_delay,
-t.group_name, t.labels
+t.group_name, t.labels, t.posted_by
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
@@ -193,9 +193,10 @@ SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 -- in its own transaction: the function of migrations/0004_direct_claim.sql, which says what
 -- it does and when it refuses (SQLSTATE SH001, having changed nothing), behind the refusal
 -- migrations/0007 puts in front of it (a claim while an agent is silent). Each row gets
--- its task's labels (migration 9), which no claim changes, read beside the function's
--- columns so that the function stays as it is.
-SELECT d.*, (SELECT t.labels FROM tasks AS t WHERE t.id = d.o_id)
+-- its task's labels (migration 9) and poster (migration 12), which no claim changes, read
+-- beside the function's columns so that the function stays as it is.
+SELECT d.*, (SELECT t.labels FROM tasks AS t WHERE t.id = d.o_id),
+       (SELECT t.posted_by FROM tasks AS t WHERE t.id = d.o_id)
 FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
                   %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
                   %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
@@ -488,11 +489,12 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > %(since)s ORDER BY at
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
                    pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name,
-                   labels)
+                   labels, posted_by)
 VALUES (%(title)s, %(body)s, %(payload)s, %(priority)s, %(skillset)s, %(domain)s, %(state)s,
         %(agent)s, %(pinned)s, %(parent)s, %(key)s, %(max_attempts)s, %(lease_ttl)s,
         %(expected_duration)s, %(waiting_on)s, %(pool_key)s, %(seq)s, %(created_at)s,
-        %(created_at)s, %(ready_at)s, %(retry_delay)s, %(group)s, %(labels)s)
+        %(created_at)s, %(ready_at)s, %(retry_delay)s, %(group)s, %(labels)s,
+        %(posted_by)s)
 RETURNING id;
 
 -- name: add_deps

@@ -13,7 +13,7 @@
 id, title, body, payload, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, result,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name, labels
+retry_delay, group_name, labels, posted_by
 
 -- fragment: listed_task
 -- A task as a listing reads it (Task.left_out): the task columns with NULL in place of the
@@ -24,7 +24,7 @@ retry_delay, group_name, labels
 id, title, body, NULL, priority, skillset, domain, state, agent_id, pinned, stolen,
 parent_id, key, attempts, max_attempts, lease_ttl, expected_duration, lease_expires, NULL,
 error, waiting_on, created_at, updated_at, claimed_at, finished_at, stalled_at, ready_at,
-retry_delay, group_name, labels, typeof(payload) <> 'null', typeof(result) <> 'null'
+retry_delay, group_name, labels, posted_by, typeof(payload) <> 'null', typeof(result) <> 'null'
 
 -- fragment: candidate
 -- A pending task as the claim weighs it, in the order of model.Candidate.
@@ -419,10 +419,11 @@ SELECT agent_id FROM events WHERE kind = 'stolen' AND at > :since ORDER BY at;
 INSERT INTO tasks (title, body, payload, priority, skillset, domain, state, agent_id, pinned,
                    parent_id, key, max_attempts, lease_ttl, expected_duration, waiting_on,
                    pool_key, seq, created_at, updated_at, ready_at, retry_delay, group_name,
-                   labels)
+                   labels, posted_by)
 VALUES (:title, :body, :payload, :priority, :skillset, :domain, :state, :agent, :pinned,
         :parent, :key, :max_attempts, :lease_ttl, :expected_duration, :waiting_on,
-        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay, :group, :labels)
+        :pool_key, :seq, :created_at, :created_at, :ready_at, :retry_delay, :group, :labels,
+        :posted_by)
 RETURNING id;
 
 -- name: add_deps
