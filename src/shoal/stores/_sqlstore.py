@@ -37,6 +37,7 @@ rollback clears them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -46,6 +47,7 @@ from typing import Any
 
 from shoal import policy
 from shoal.errors import SchemaMismatch, StoreError
+from shoal.model import Task
 from shoal.settings import Settings
 from shoal.stores._sql import load_migrations, migration_count
 from shoal.stores._sqldialect import Dialect
@@ -210,10 +212,14 @@ class SqlStore:
                 if rows is None:
                     return None
                 reader = SqlTx(self, conn, False)
+                rows, unseen = _seen_by_the_statement(rows)
                 finished = tuple(reader.task_of(r[4:]) for r in rows if r[0] == "finished")
                 granted = tuple(
                     (reader.task_of(r[4:]), r[3], r[1], r[2]) for r in rows if r[0] == "granted"
                 )
+                if unseen:  # their later columns, read again now that they are visible
+                    finished = tuple(_read_again(reader, t, unseen) for t in finished)
+                    granted = tuple((_read_again(reader, t, unseen), *rest) for t, *rest in granted)
             except d.errors as exc:
                 d.failed(conn)
                 raise d.translate(exc) from exc
@@ -302,3 +308,39 @@ class _Transaction:
                 self._store._rollback(self._conn)
             finally:
                 self._hold.__exit__(None, None, None)
+
+
+#: Where a direct claim's row holds the task's labels: after role, source, origin and token,
+#: the task's columns (``_sqlreads``), labels the 30th of them.
+_DIRECT_LABELS = 4 + 29
+
+
+def _seen_by_the_statement(rows: list[Any]) -> tuple[list[Any], set[int]]:
+    """A direct claim's rows, and the ids of tasks its outer statement could not see.
+
+    The claim function reads the fleet afresh, statement by statement, so it may take a task
+    posted after the outer statement began. The columns the statement reads beside the
+    function's (a task's labels and poster; its group) come from the statement's own view,
+    in which such a task does not exist yet: they come back NULL. Labels are never NULL in
+    the table, so a NULL there marks the task; its row is given empty columns so it decodes,
+    and the caller reads those columns again (``_read_again``)."""
+    unseen = {r[4] for r in rows if r[_DIRECT_LABELS] is None}
+    if not unseen:
+        return rows, unseen
+    fixed = [
+        (*r[:_DIRECT_LABELS], "[]", *r[_DIRECT_LABELS + 1 :]) if r[4] in unseen else r for r in rows
+    ]
+    return fixed, unseen
+
+
+def _read_again(reader: SqlTx, task: Task, unseen: set[int]) -> Task:
+    """``task`` with the columns its claim's statement could not see, read now (a statement
+    of its own: the connection is in autocommit, and the claim has committed)."""
+    if task.id not in unseen:
+        return task
+    fresh = reader.get_task(task.id)
+    if fresh is None:
+        return task
+    return dataclasses.replace(
+        task, labels=fresh.labels, posted_by=fresh.posted_by, group=fresh.group
+    )
