@@ -28,6 +28,7 @@ __all__ = [
     "MAX_GROUP_LIMIT",
     "MAX_ID",
     "NEW_AGENT_ID",
+    "POST_DEFAULTS",
     "POST_FIELDS",
     "PRIORITY_NAMES",
     "as_task_ids",
@@ -460,6 +461,30 @@ def check_post(
         labels=check_labels(labels),
         posted_by=posted_by,
     )
+
+
+#: ``post``'s defaults (``check_post``'s arguments but the title), for the callers that
+#: hold a task's fields in a mapping: ``Fleet.post_new`` and a schedule's template.
+POST_DEFAULTS: dict[str, Any] = {
+    "body": "",
+    "payload": None,
+    "priority": 5,
+    "skills": None,
+    "domain": None,
+    "to": None,
+    "after": None,
+    "parent": None,
+    "pinned": False,
+    "expected_duration": None,
+    "lease_ttl": None,
+    "max_attempts": None,
+    "key": None,
+    "not_before": None,
+    "retry_delay": None,
+    "group": None,
+    "labels": None,
+    "posted_by": None,
+}
 
 
 POST_FIELDS = frozenset(

@@ -66,6 +66,7 @@ from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Store
 from shoal.text import shown_url
 from shoal.validation import (
+    POST_DEFAULTS,
     as_task_ids,
     check_agent_id,
     check_count,
@@ -79,28 +80,6 @@ from shoal.validation import (
 from shoal.vocabulary import TaskState
 
 __all__ = ["Fleet"]
-
-#: ``post``'s defaults, for ``post_new``'s keywords.
-_POST_DEFAULTS: dict[str, Any] = {
-    "body": "",
-    "payload": None,
-    "priority": 5,
-    "skills": None,
-    "domain": None,
-    "to": None,
-    "after": None,
-    "parent": None,
-    "pinned": False,
-    "expected_duration": None,
-    "lease_ttl": None,
-    "max_attempts": None,
-    "key": None,
-    "not_before": None,
-    "retry_delay": None,
-    "group": None,
-    "labels": None,
-    "posted_by": None,
-}
 
 
 class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
@@ -241,7 +220,7 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
         ``key`` named a task posted before, which is returned instead. The answer comes
         from the transaction that wrote (or found) the task, so of many posts racing with
         one key exactly one is told it made it (the HTTP API's one ``201 Created``)."""
-        given = {**_POST_DEFAULTS, **fields}
+        given = {**POST_DEFAULTS, **fields}
         return self._post_draft(check_post(title, **given))
 
     @rerun_on_conflict

@@ -32,7 +32,7 @@ from shoal.model import NewTask, Schedule
 from shoal.settings import Settings
 from shoal.stores.base import StoreTx
 from shoal.times import iso_time
-from shoal.validation import check_post, check_sizes
+from shoal.validation import POST_DEFAULTS, check_post, check_sizes
 from shoal.vocabulary import EventKind, ScheduleState
 
 __all__ = [
@@ -52,22 +52,7 @@ def draft_of_template(template: dict[str, Any]) -> NewTask:
     """The task an occurrence posts, checked as ``post`` checks its arguments."""
     fields = dict(template)
     title = fields.pop("title", "")
-    defaults: dict[str, Any] = {
-        "body": "",
-        "payload": None,
-        "priority": 5,
-        "skills": None,
-        "domain": None,
-        "to": None,
-        "after": None,
-        "parent": None,
-        "pinned": False,
-        "expected_duration": None,
-        "lease_ttl": None,
-        "max_attempts": None,
-        "key": None,
-    }
-    return check_post(title, **{**defaults, **fields})
+    return check_post(title, **{**POST_DEFAULTS, **fields})
 
 
 def add_schedule_in(
