@@ -32,6 +32,13 @@ def test_add_every_makes_a_schedule_and_posts_its_first_task(shoal: Shoal, fleet
     assert "every 30m" in table.text and "check the sensors" in table.text
 
 
+def test_every_occurrence_carries_the_labels_and_group_given(shoal: Shoal, fleet: Fleet) -> None:
+    made = shoal("add", "sweep", "--every", "1h", "--label", "ops", "--group", "sweeps")
+    assert made.code == 0, made
+    task = fleet.get(1)
+    assert (task.labels, task.group) == (("ops",), "sweeps")
+
+
 def test_add_cron_reads_its_time_zone(shoal: Shoal, fleet: Fleet) -> None:
     made = shoal("add", "backup", "--cron", "0 3 * * *", "--tz", "Europe/Paris", "--json")
     assert made.code == 0, made

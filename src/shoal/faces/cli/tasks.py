@@ -107,6 +107,28 @@ def add(
     e.g. `shoal add "fix the parser" --skill python -p high`,
     `shoal add "check the sensors" --every 30m`.
     """
+
+    def task_fields() -> dict[str, Any]:
+        """The task's fields as given, for one task or a schedule's every occurrence."""
+        return {
+            "body": sys.stdin.read() if body == "-" else body,
+            "payload": json_arg(payload, "payload", text_ok=False),
+            "priority": priority,
+            "skills": skills,
+            "domain": domain,
+            "to": to,
+            "after": after,
+            "parent": parent,
+            "pinned": pinned,
+            "expected_duration": expected_duration,
+            "lease_ttl": lease_ttl,
+            "max_attempts": max_attempts,
+            "key": key,
+            "retry_delay": retry_delay,
+            "group": group,
+            "labels": labels,
+        }
+
     if every is not None or cron is not None or tz is not None:
         if from_file is not None or title is None:
             raise BadInput(
@@ -123,21 +145,7 @@ def add(
             tz=tz,
             delay=delay,
             at=at,
-            body=sys.stdin.read() if body == "-" else body,
-            payload=json_arg(payload, "payload", text_ok=False),
-            priority=priority,
-            skills=skills,
-            domain=domain,
-            to=to,
-            after=after,
-            parent=parent,
-            pinned=pinned,
-            expected_duration=expected_duration,
-            lease_ttl=lease_ttl,
-            max_attempts=max_attempts,
-            key=key,
-            retry_delay=retry_delay,
-            group=group,
+            **task_fields(),
         )
         return
     if from_file is not None:
@@ -174,27 +182,7 @@ def add(
         if wait > MAX_DURATION:
             raise BadInput(f"--in {delay} is more than ten years", hint="give a nearer time")
         not_before = fleet.clock.now() + wait
-    task, created = posting.post(
-        fleet,
-        title,
-        body=sys.stdin.read() if body == "-" else body,
-        payload=json_arg(payload, "payload", text_ok=False),
-        priority=priority,
-        skills=skills,
-        domain=domain,
-        to=to,
-        after=after,
-        parent=parent,
-        pinned=pinned,
-        expected_duration=expected_duration,
-        lease_ttl=lease_ttl,
-        max_attempts=max_attempts,
-        key=key,
-        not_before=not_before,
-        retry_delay=retry_delay,
-        group=group,
-        labels=labels,
-    )
+    task, created = posting.post(fleet, title, not_before=not_before, **task_fields())
     message = posting.post_message(task, created, key, fleet.clock.now())
     app.emit(
         {**task.to_dict(), "created": created},
