@@ -48,6 +48,20 @@ def test_an_admin_makes_lists_and_steers_schedules(
     _error(client.post("/api/v1/schedules/99/pause"), 404, "unknown_schedule")
 
 
+def test_a_schedule_s_occurrences_carry_the_labels_and_group_given(
+    client: TestClient, web_fleet: Fleet
+) -> None:
+    made = client.post(
+        "/api/v1/schedules",
+        json={"title": "sweep", "every": "1h", "labels": ["ops", "nightly"], "group": "sweeps"},
+    )
+    assert made.status_code == 201, made.text
+    template = made.json()["task"]
+    assert (sorted(template["labels"]), template["group"]) == (["nightly", "ops"], "sweeps")
+    (task,) = web_fleet.tasks()
+    assert (sorted(task.labels), task.group) == (["nightly", "ops"], "sweeps")
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -87,8 +101,16 @@ def test_a_remote_fleet_has_the_schedule_verbs(store_url: str) -> None:
     with Fleet.open(store_url) as local:
         tokens, _ = make_tokens(local)
         with hub_thread(local) as url, RemoteFleet.open(url, token=tokens.admin) as remote:
-            made = remote.schedule("sensor", every="10m", skills=("probe",), priority="high")
+            made = remote.schedule(
+                "sensor",
+                every="10m",
+                skills=("probe",),
+                priority="high",
+                labels=("ops",),
+                group="g",
+            )
             assert made.to_dict() == local.get_schedule(made.id).to_dict()  # to the ms
+            assert (made.task["labels"], made.task["group"]) == (["ops"], "g")
             assert [s.to_dict() for s in remote.schedules()] == [
                 s.to_dict() for s in local.schedules()
             ]

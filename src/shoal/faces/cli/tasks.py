@@ -126,7 +126,7 @@ def add(
             "key": key,
             "retry_delay": retry_delay,
             "group": group,
-            **({"labels": labels} if labels else {}),  # a hub's schedule route takes none yet
+            "labels": labels,
         }
 
     if every is not None or cron is not None or tz is not None:

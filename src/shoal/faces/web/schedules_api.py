@@ -42,6 +42,8 @@ class AddSchedule(Strict):
     lease_ttl: float | str | None = None
     max_attempts: int | None = None
     retry_delay: float | str | None = None
+    group: str | None = None
+    labels: list[str] = Field(default_factory=list)
 
 
 @router.get("/schedules", responses=_REFUSALS, summary="Every schedule (shoal schedule list)")
