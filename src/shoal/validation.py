@@ -12,14 +12,11 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
 
-from shoal.errors import BadInput, InvalidPriority, TooLarge
-from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_LEASE_TTL, MAX_SIZE
-from shoal.model import Agent, Lease, NewTask
+from shoal.errors import BadInput, InvalidPriority
+from shoal.limits import MAX_BATCH, MAX_DURATION
+from shoal.model import Agent, Lease
 from shoal.text import check_block, check_line, check_storable
-from shoal.times import parse_moment
 from shoal.vocabulary import AgentStatus, TaskState
 
 __all__ = [
@@ -28,8 +25,6 @@ __all__ = [
     "MAX_GROUP_LIMIT",
     "MAX_ID",
     "NEW_AGENT_ID",
-    "POST_DEFAULTS",
-    "POST_FIELDS",
     "PRIORITY_NAMES",
     "as_task_ids",
     "check_agent_id",
@@ -42,13 +37,10 @@ __all__ = [
     "check_max_concurrent",
     "check_n",
     "check_new_agent_id",
-    "check_post",
     "check_result",
-    "check_sizes",
     "check_text",
     "check_wait",
     "check_worker_times",
-    "draft_of",
     "json_size",
     "normalize_names",
     "parse_agent_status",
@@ -156,76 +148,6 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
     return tuple(sorted(names))
 
 
-#: How many labels a task may carry, and how long each may be.
-MAX_LABELS, MAX_LABEL = 32, 64
-
-
-def check_labels(values: Iterable[str] | str | None) -> tuple[str, ...]:
-    """Labels as a sorted, de-duplicated tuple. Looser than skill names (a GitHub label
-    like "good first issue" holds spaces): each is one line of 1-64 characters."""
-    if values is None:
-        return ()
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, Iterable):
-        raise BadInput(f"labels must be a list of text, not {values!r}")
-    names: set[str] = set()
-    for raw in values:
-        name = check_text(raw, "label", MAX_LABEL, line=True).strip()
-        if not name:
-            raise BadInput("a label is empty", hint="name the label, or leave it out")
-        names.add(name)
-    if len(names) > MAX_LABELS:
-        raise BadInput(f"a task carries at most {MAX_LABELS} labels, not {len(names)}")
-    return tuple(sorted(names))
-
-
-#: What ``Fleet.edit`` may change: what a task says and how it is ranked, never where it is
-#: or how it runs (its queue, lease, attempts, dependencies, payload).
-EDIT_FIELDS = (
-    "title",
-    "body",
-    "priority",
-    "skills",
-    "domain",
-    "labels",
-    "expected_duration",
-)
-
-
-def check_edit(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """``Fleet.edit``'s changes, checked as ``post`` checks them: each name one of
-    ``EDIT_FIELDS``, at least one given. None clears a domain or an expected duration."""
-    unknown = sorted(set(changes) - set(EDIT_FIELDS))
-    if unknown:
-        raise BadInput(
-            f"a task's {', '.join(unknown)} cannot be edited",
-            hint=f"edit any of: {', '.join(EDIT_FIELDS)}",
-        )
-    if not changes:
-        raise BadInput("nothing to change", hint=f"give one or more of: {', '.join(EDIT_FIELDS)}")
-    checked: dict[str, Any] = {}
-    for name, value in changes.items():
-        if name == "title":
-            checked[name] = check_text(value, "title", 1000, line=True).strip()
-            if not checked[name]:
-                raise BadInput("a task needs a title", hint="say in a few words what is to be done")
-        elif name == "body":
-            checked[name] = check_text(value, "body", MAX_SIZE)
-        elif name == "priority":
-            checked[name] = parse_priority(value)
-        elif name == "skills":
-            checked[name] = normalize_names(value, "skill")
-        elif name == "domain":
-            domains = normalize_names(None if value in (None, "") else [value], "domain")
-            checked[name] = domains[0] if domains else None
-        elif name == "labels":
-            checked[name] = check_labels(value)
-        else:
-            checked[name] = positive_duration(value, "expected_duration")
-    return checked
-
-
 def parse_duration(value: object, what: str = "duration") -> float:
     """Seconds from 90, 1.5, "90", "90s", "5m", "2h", "1d", "250ms", or units together:
     "1h30m", "2d 4h"."""
@@ -280,30 +202,6 @@ def json_size(value: object) -> int:
         return 0
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-def check_sizes(draft: NewTask, max_payload: int, max_body: int, where: str = "") -> NewTask:
-    """``TooLarge`` unless the task's payload (as JSON) and body (UTF-8) fit the fleet's
-    caps (the settings ``max_payload_bytes`` and ``max_body_bytes``). ``where`` names the
-    task in a batch ("task 3 of the batch: ")."""
-    body = len(draft.body.encode("utf-8", "surrogatepass"))
-    if body > max_body:
-        raise TooLarge(
-            f"{where}body is {body:,} bytes; this fleet takes at most {max_body:,} "
-            "(max_body_bytes)",
-            hint="put the text in a file and name it in the body, or raise the cap "
-            "(`shoal config set max_body_bytes 4MiB`)",
-        )
-    if draft.payload is not None:
-        payload = json_size(draft.payload)
-        if payload > max_payload:
-            raise TooLarge(
-                f"{where}payload is {payload:,} bytes as JSON; this fleet takes at most "
-                f"{max_payload:,} (max_payload_bytes)",
-                hint="keep large data elsewhere (a file, a URL) and put where it is in the "
-                "payload, or raise the cap (`shoal config set max_payload_bytes 4MiB`)",
-            )
-    return draft
 
 
 def check_json(value: object, what: str) -> object:
@@ -386,161 +284,6 @@ def check_group_limit(value: object) -> int:
             hint="e.g. --max 1 for one at a time; `shoal group clear NAME` lifts the limit",
         )
     return value
-
-
-def check_post(
-    title: object,
-    body: object,
-    payload: Any,
-    priority: int | str,
-    skills: Iterable[str] | str | None,
-    domain: str | None,
-    to: str | None,
-    after: Sequence[int] | None,
-    parent: int | None,
-    pinned: bool,
-    expected_duration: float | str | None,
-    lease_ttl: float | str | None,
-    max_attempts: int | None,
-    key: str | None,
-    not_before: float | str | datetime | None = None,
-    retry_delay: float | str | None = None,
-    group: str | None = None,
-    labels: Iterable[str] | str | None = None,
-    posted_by: str | None = None,
-) -> NewTask:
-    """Every check of ``post`` that needs no store, so bad input fails before any I/O."""
-    title_text = check_text(title, "title", 1000, line=True).strip()
-    if not title_text:
-        raise BadInput("a task needs a title", hint="say in a few words what is to be done")
-    check_json(payload, "payload")
-    domains = normalize_names([domain] if domain is not None else None, "domain")
-    if to is not None:
-        check_agent_id(to)
-    if posted_by is not None:
-        check_agent_id(posted_by)
-    if pinned and to is None:
-        raise BadInput("a pinned task needs an agent", hint="pass to=AGENT with pinned=True")
-    if parent is not None:
-        (parent,) = as_task_ids([parent], "parent")
-    ttl = positive_duration(lease_ttl, "lease_ttl", MAX_LEASE_TTL)
-    expected = positive_duration(expected_duration, "expected_duration")
-    if max_attempts is not None:
-        check_count(max_attempts, "max_attempts", 1, 1_000_000)
-    if key is not None:
-        key = check_text(key, "key", 256, line=True)
-    ready = parse_moment(not_before, "not_before") if not_before is not None else None
-    delay = None
-    if retry_delay is not None:
-        delay = parse_duration(retry_delay, "retry_delay")
-        if delay > YEAR:
-            raise BadInput(f"retry_delay must be at most a year, not {retry_delay!r}")
-    return NewTask(
-        title=title_text,
-        body=check_text(body, "body", MAX_SIZE),
-        payload=payload,
-        priority=parse_priority(priority),
-        skills=normalize_names(skills, "skill"),
-        domain=domains[0] if domains else None,
-        state=TaskState.PENDING,
-        agent=to,
-        pinned=bool(pinned),
-        parent=parent,
-        key=key,
-        max_attempts=max_attempts,
-        lease_ttl=ttl,
-        expected_duration=expected,
-        waiting_on=0,
-        created_at=0.0,
-        pool_key=0.0,
-        seq=0,
-        after=as_task_ids(after, "after"),
-        ready_at=ready,
-        retry_delay=delay,
-        group=None if group is None else check_group(group),
-        labels=check_labels(labels),
-        posted_by=posted_by,
-    )
-
-
-#: ``post``'s defaults (``check_post``'s arguments but the title), for the callers that
-#: hold a task's fields in a mapping: ``Fleet.post_new`` and a schedule's template.
-POST_DEFAULTS: dict[str, Any] = {
-    "body": "",
-    "payload": None,
-    "priority": 5,
-    "skills": None,
-    "domain": None,
-    "to": None,
-    "after": None,
-    "parent": None,
-    "pinned": False,
-    "expected_duration": None,
-    "lease_ttl": None,
-    "max_attempts": None,
-    "key": None,
-    "not_before": None,
-    "retry_delay": None,
-    "group": None,
-    "labels": None,
-    "posted_by": None,
-}
-
-
-POST_FIELDS = frozenset(
-    [
-        "title",
-        "body",
-        "payload",
-        "priority",
-        "skills",
-        "domain",
-        "to",
-        "after",
-        "parent",
-        "pinned",
-        "expected_duration",
-        "lease_ttl",
-        "max_attempts",
-        "key",
-        "not_before",
-        "retry_delay",
-        "group",
-        "labels",
-    ]
-)
-
-
-def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
-    """One ``post_many`` entry, checked like ``post``'s arguments."""
-    if not isinstance(spec, Mapping) or "title" not in spec:
-        raise BadInput(f"task {index} of the batch needs at least a title")
-    unknown = sorted(set(spec) - POST_FIELDS)
-    if unknown:
-        raise BadInput(
-            f"task {index} of the batch has unknown fields: {', '.join(unknown)}",
-            hint=f"use post's arguments: {', '.join(sorted(POST_FIELDS))}",
-        )
-    return check_post(
-        spec["title"],
-        spec.get("body", ""),
-        spec.get("payload"),
-        spec.get("priority", 5),
-        spec.get("skills"),
-        spec.get("domain"),
-        spec.get("to"),
-        spec.get("after"),
-        spec.get("parent"),
-        spec.get("pinned", False),
-        spec.get("expected_duration"),
-        spec.get("lease_ttl"),
-        spec.get("max_attempts"),
-        spec.get("key"),
-        spec.get("not_before"),
-        spec.get("retry_delay"),
-        spec.get("group"),
-        spec.get("labels"),
-    )
 
 
 YEAR = 365 * 86400.0

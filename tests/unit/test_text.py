@@ -8,8 +8,8 @@ import pytest
 from shoal.errors import BadInput, InvalidSetting
 from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL
 from shoal.settings import Settings, parse_setting
+from shoal.task_checks import check_post
 from shoal.text import check_block, check_line, check_storable, safe
-from shoal.validation import check_post
 
 
 @pytest.mark.parametrize(

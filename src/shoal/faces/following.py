@@ -30,7 +30,7 @@ from shoal.faces.importing import Batch, Closing, Entry, levels, nothing_added, 
 from shoal.fleet import Fleet
 from shoal.model import Task, TaskState
 from shoal.settings import Settings
-from shoal.validation import EDIT_FIELDS, check_edit, check_sizes, draft_of
+from shoal.task_checks import EDIT_FIELDS, check_edit, check_sizes, draft_of
 
 __all__ = ["ImportReport", "import_jsonl", "post_entries"]
 

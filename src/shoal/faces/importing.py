@@ -72,7 +72,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from shoal.errors import BadInput
-from shoal.validation import PRIORITY_NAMES, draft_of
+from shoal.task_checks import draft_of
+from shoal.validation import PRIORITY_NAMES
 
 __all__ = [
     "BEADS_PRIORITY",

@@ -64,19 +64,9 @@ from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
 from shoal.model import EventCount, NewTask, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Store
+from shoal.task_checks import POST_DEFAULTS, check_labels, check_post, check_sizes, draft_of
 from shoal.text import shown_url
-from shoal.validation import (
-    POST_DEFAULTS,
-    as_task_ids,
-    check_agent_id,
-    check_count,
-    check_labels,
-    check_post,
-    check_sizes,
-    check_text,
-    draft_of,
-    parse_state,
-)
+from shoal.validation import as_task_ids, check_agent_id, check_count, check_text, parse_state
 from shoal.vocabulary import TaskState
 
 __all__ = ["Fleet"]

@@ -36,13 +36,13 @@ from shoal.model import (
 )
 from shoal.settings import Settings
 from shoal.stores.base import StoreTx, TaskEdit
+from shoal.task_checks import check_edit
 from shoal.validation import (
     MAX_ID,
     NEW_AGENT_ID,
     as_task_ids,
     check_agent_id,
     check_count,
-    check_edit,
     check_group,
     check_group_limit,
     check_joining_agent_id,

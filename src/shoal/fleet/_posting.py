@@ -1,6 +1,6 @@
 """Posting work: where a new task goes, and whether it waits.
 
-``Fleet.post`` and ``Fleet.post_many`` check their input first (``validation.check_post``);
+``Fleet.post`` and ``Fleet.post_many`` check their input first (``task_checks.check_post``);
 ``insert_task`` then routes the checked draft inside the transaction: to the queue it was
 sent to (if that agent is there to work it), to the queue of the agent that holds its parent
 (work-first: an agent finishes what it spawns), or to the pool; ``blocked`` while any task

@@ -31,8 +31,8 @@ from shoal.fleet._posting import insert_task
 from shoal.model import NewTask, Schedule
 from shoal.settings import Settings
 from shoal.stores.base import StoreTx
+from shoal.task_checks import POST_DEFAULTS, check_post, check_sizes
 from shoal.times import iso_time
-from shoal.validation import POST_DEFAULTS, check_post, check_sizes
 from shoal.vocabulary import EventKind, ScheduleState
 
 __all__ = [

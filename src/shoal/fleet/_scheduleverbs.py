@@ -28,8 +28,9 @@ from shoal.fleet._schedules import (
 )
 from shoal.fleet._verbbase import FleetBase
 from shoal.model import Schedule
+from shoal.task_checks import POST_FIELDS
 from shoal.times import parse_moment
-from shoal.validation import POST_FIELDS, as_task_ids
+from shoal.validation import as_task_ids
 from shoal.vocabulary import ScheduleState
 
 __all__ = ["SCHEDULE_LOOK", "TEMPLATE_FIELDS", "ScheduleVerbs"]

@@ -17,7 +17,7 @@ import click
 from shoal.errors import BadInput
 from shoal.faces import output
 from shoal.faces.cli.app import App, json_option
-from shoal.validation import EDIT_FIELDS
+from shoal.task_checks import EDIT_FIELDS
 
 __all__ = ["add_edit_commands", "edit"]
 
