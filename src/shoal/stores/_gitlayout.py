@@ -30,19 +30,14 @@ trusts everyone with access to it (SECURITY.md).
 from __future__ import annotations
 
 import json
-import math
-import typing
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
-from enum import Enum
-from types import UnionType
 from typing import Any
 from urllib.parse import quote, unquote
 
-from shoal.errors import InvalidSetting
 from shoal.model import Agent, AgentStatus, Event, Schedule, Task, TaskState
 from shoal.settings import Settings
+from shoal.stores._gitcheck import Malformed, check_kinds, finite, parse, reading
 from shoal.stores._memdata import Data, Row
 from shoal.text import safe
 from shoal.validation import AGENT_ID
@@ -51,7 +46,6 @@ from shoal.vocabulary import ScheduleState
 __all__ = [
     "EVENTS_PER_FILE",
     "FORMAT",
-    "Malformed",
     "agent_file",
     "agent_path",
     "apply_changes",
@@ -223,89 +217,11 @@ def initial_files() -> dict[str, bytes]:
 # -- files back to a fleet ---------------------------------------------------------------
 
 
-class Malformed(ValueError):
-    """A file of the board that shoal cannot read back; ``path`` names it."""
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-@contextmanager
-def _reading(path: str) -> Iterator[None]:
-    """Any failure to read the board's file ``path`` as a ``Malformed`` that names it: a
-    hand edit is found by the file it broke."""
-    try:
-        yield
-    except Malformed as exc:
-        exc.path = exc.path or path
-        raise
-    except InvalidSetting as exc:  # not the caller's input: a hand edit of the board
-        raise Malformed(f"{path}: {exc.message}", path) from exc
-    except KeyError as exc:
-        raise Malformed(f"{path} has no {exc.args[0]!r}", path) from exc
-    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise Malformed(f"{path} cannot be read: {exc}", path) from exc
-
-
-def _parse(content: bytes | str, where: str) -> Any:
-    """The JSON value of one file (or line), refusing numbers no store keeps: ``NaN``,
-    ``Infinity`` and ones too large for a float (``1e999``), which Python's json reads
-    and shoal then cannot compare, sort or show -- a lease until ``Infinity`` never
-    expires, and ``shoal list`` failed on it with an internal error."""
-    unfit: list[str] = []
-
-    def constant(text: str) -> float:
-        unfit.append(text)
-        return math.nan
-
-    def number(text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
-            unfit.append(text)
-        return value
-
-    value = json.loads(content, parse_constant=constant, parse_float=number)
-    if unfit:
-        field = _unfit_field(value) or "a value"
-        raise Malformed(
-            f"{where}: {field} is {unfit[0]}, not a finite number; shoal never writes one",
-            where.partition(" ")[0],
-        )
-    return value
-
-
-def _unfit_field(value: Any, at: str = "") -> str | None:
-    """Where in ``value`` the first number that is not finite is (``store.pool_key``)."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else at
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
-    for key, item in items:
-        inner = f"{at}[{key}]" if isinstance(key, int) else f"{at}.{key}" if at else str(key)
-        found = _unfit_field(item, inner)
-        if found is not None:
-            return found
-    return None
-
-
-def _finite(value: Any, name: str) -> float:
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{name} is {value!r}, not a finite number")
-    return number
-
-
 def load(files: Mapping[str, bytes]) -> Data:
     """The fleet these files hold (``files``: path -> content)."""
     data = Data()
-    with _reading("fleet.json"):
-        fleet = _parse(files["fleet.json"], "fleet.json")
+    with reading("fleet.json"):
+        fleet = parse(files["fleet.json"], "fleet.json")
         if int(fleet.get("format", 0)) > FORMAT:
             raise Malformed(
                 f"the board was written by a newer shoal (layout {fleet['format']}, "
@@ -315,24 +231,24 @@ def load(files: Mapping[str, bytes]) -> Data:
         data.last_event_id = int(fleet["last_event_id"])
         data.seq = int(fleet["seq"])
         data.skillsets = {int(k): tuple(v) for k, v in fleet["skillsets"].items()}
-    with _reading("settings.json"):
+    with reading("settings.json"):
         data.settings = Settings.from_mapping(
-            _parse(files.get("settings.json", b"{}"), "settings.json")
+            parse(files.get("settings.json", b"{}"), "settings.json")
         )
-    with _reading("meta.json"):
-        meta = _parse(files.get("meta.json", b"{}"), "meta.json")
+    with reading("meta.json"):
+        meta = parse(files.get("meta.json", b"{}"), "meta.json")
         data.meta = {str(k): str(v) for k, v in meta.items()}
-    with _reading("schedules.json"):
-        kept = _parse(files.get("schedules.json", b"{}"), "schedules.json")
+    with reading("schedules.json"):
+        kept = parse(files.get("schedules.json", b"{}"), "schedules.json")
         data.schedules = {int(k): _schedule(v) for k, v in kept.items()}
     tasks: list[tuple[Row, list[int], bool]] = []
     for path, content in files.items():
-        with _reading(path):
+        with reading(path):
             kind = board_kind(path)
             if kind == "task":
-                tasks.append(_task_row(_parse(content, path), path))
+                tasks.append(_task_row(parse(content, path), path))
             elif kind == "agent":
-                agent = _agent(_parse(content, path), path)
+                agent = _agent(parse(content, path), path)
                 data.agents[agent.id] = agent
             elif kind == "events":
                 data.events.extend(_events_at(path, content)[1])
@@ -369,41 +285,6 @@ def _keep_counters_ahead(data: Data, task_ids: Iterable[int]) -> None:
         data.last_event_id = max(data.last_event_id, data.events[-1].id)
 
 
-def _kinds(cls: type) -> dict[str, tuple[type, ...] | None]:
-    """The JSON types each field of ``cls`` may hold (None: any; enums and tuples are
-    converted before the check, their items checked as strings)."""
-    kinds: dict[str, tuple[type, ...] | None] = {}
-    for name, hint in typing.get_type_hints(cls).items():
-        if hint is Any or (isinstance(hint, type) and issubclass(hint, Enum)):
-            kinds[name] = None
-            continue
-        allowed: set[type] = set()
-        for arg in typing.get_args(hint) if isinstance(hint, UnionType) else (hint,):
-            one = typing.get_origin(arg) or arg
-            allowed |= {int, float} if one is float else {one}
-        kinds[name] = tuple(allowed)
-    return kinds
-
-
-_KINDS = {Task: _kinds(Task), Agent: _kinds(Agent)}
-
-
-def _check_kinds(cls: type, values: dict[str, Any], path: str) -> None:
-    """Each field of a task or agent file holds a value of its type. A person's edit that
-    wrote ``"priority": "high"`` parsed, and every later claim or ``ready`` failed on it
-    with an internal error (exit 70): it is refused here, naming the file and field."""
-    for name, value in values.items():
-        allowed = _KINDS[cls].get(name)
-        if allowed is None:
-            continue
-        wrong = isinstance(value, bool) and bool not in allowed
-        wrong = wrong or not isinstance(value, allowed)
-        if not wrong and isinstance(value, tuple):
-            wrong = not all(isinstance(item, str) for item in value)
-        if wrong:
-            raise Malformed(f"{path}: {name} holds {value!r}, not a value of its kind")
-
-
 def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
     """The row of a task file, what it waits on, and whether its place is signed."""
     known = {f.name for f in fields(Task)}
@@ -411,12 +292,12 @@ def _task_row(raw: dict[str, Any], path: str) -> tuple[Row, list[int], bool]:
     values["state"] = TaskState(values["state"])
     values["skills"] = tuple(values.get("skills") or ())
     values["labels"] = tuple(values.get("labels") or ())
-    _check_kinds(Task, values, path)
+    check_kinds(Task, values, path)
     task = Task(**values)
     if task_path(task.id) != path:
         raise Malformed(f"{path} holds task {task.id}")
     store = raw["store"]
-    pool_key = _finite(store["pool_key"], "store.pool_key")
+    pool_key = finite(store["pool_key"], "store.pool_key")
     row = Row(task, int(store["skillset"]), pool_key, int(store["seq"]))
     row.token = raw.get("lease_token")
     return row, [int(i) for i in raw.get("after") or ()], store.get("signed") is True
@@ -433,7 +314,7 @@ def _agent(raw: dict[str, Any], path: str) -> Agent:
     values["status"] = _OLD_STATUSES.get(values["status"]) or AgentStatus(values["status"])
     values["skills"] = tuple(values.get("skills") or ())
     values["domains"] = tuple(values.get("domains") or ())
-    _check_kinds(Agent, values, path)
+    check_kinds(Agent, values, path)
     agent = Agent(**values)
     if agent_path(agent.id) != path:
         raise Malformed(f"{path} holds agent {agent.id!r}")
@@ -451,7 +332,7 @@ def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
     if event_path(segment) != path:
         raise Malformed(f"{path} is not where the event log keeps a file")
     lines = enumerate(content.splitlines(), 1)
-    log = [_event(_parse(line, f"{path} line {n}")) for n, line in lines if line.strip()]
+    log = [_event(parse(line, f"{path} line {n}")) for n, line in lines if line.strip()]
     ids = [e.id for e in log]
     if any(event_segment(i) != segment for i in ids) or len(set(ids)) != len(ids):
         raise Malformed(f"{path} holds events that are not its own, or one twice")
@@ -461,7 +342,7 @@ def _events_at(path: str, content: bytes) -> tuple[int, list[Event]]:
 def _event(raw: dict[str, Any]) -> Event:
     return Event(
         int(raw["id"]),
-        _finite(raw["at"], "at"),
+        finite(raw["at"], "at"),
         str(raw["kind"]),
         raw["task_id"],
         raw["agent"],
@@ -553,13 +434,13 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
     added: list[int] = []
     unsigned: list[Row] = []
     for path, content in changed.items():
-        with _reading(path):
+        with reading(path):
             kind = board_kind(path)
             if kind == "task":
                 task_id = _first_number(path, ".json")
                 _drop_task(data, task_id)
                 if content is not None:
-                    row, after, signed = _task_row(_parse(content, path), path)
+                    row, after, signed = _task_row(parse(content, path), path)
                     _add_task(data, row, after)
                     added.append(task_id)
                     if not signed:
@@ -568,7 +449,7 @@ def apply_changes(data: Data, changed: Mapping[str, bytes | None]) -> None:
                 agent_id = unquote(path[len("agents/") : -len(".json")])
                 data.agents.pop(agent_id, None)
                 if content is not None:
-                    agent = _agent(_parse(content, path), path)
+                    agent = _agent(parse(content, path), path)
                     data.agents[agent.id] = agent
             elif kind == "events":
                 segment, log = _events_at(path, content or b"")

@@ -58,11 +58,11 @@ from shoal.stores._gitcache import (
     refuse_unsafe_cache,
     refuse_unsafe_clone,
 )
+from shoal.stores._gitcheck import Malformed
 from shoal.stores._gitcli import GitClone, GitFailed, no_repository
 from shoal.stores._gitguard import PROTOCOLS, split_credentials
 from shoal.stores._gitlayout import (
     EVENTS_PER_FILE,
-    Malformed,
     agent_file,
     agent_path,
     apply_changes,
