@@ -210,12 +210,20 @@ def test_jsonl_depends_on_a_task_already_in_the_fleet(url: str, fleet: Fleet) ->
     assert used and after(fleet, used.id) == {schema.id}
 
 
+def test_jsonl_lines_carry_labels_and_a_group(url: str, fleet: Fleet) -> None:
+    line = {"title": "migrate", "key": "m", "labels": ["db"], "group": "migrations"}
+    assert shoal(url, "import", "jsonl", "-", stdin=json.dumps(line) + "\n").code == 0
+    migrate = fleet.by_key("m")
+    assert migrate and (migrate.labels, migrate.group) == (("db",), "migrations")
+
+
 GOOD = '{"title": "first", "key": "one"}'
 BAD_LINES = {
     "bad JSON": ('{"title": "second",', "not valid json"),
     "no title": ('{"priority": 3}', "needs a title"),
     "unknown field": ('{"title": "second", "owner": "ada"}', "unknown field: owner"),
     "bad priority": ('{"title": "second", "priority": "urgent"}', "priority"),
+    "bad group": ('{"title": "second", "group": "a b"}', "group"),
     "unknown dependency": ('{"title": "second", "depends_on": ["nope"]}', "'nope'"),
     "cycle": ('{"title": "second", "key": "two", "depends_on": ["two"]}', "cycle"),
     "repeated key": ('{"title": "second", "key": "one"}', "already used on line 1"),

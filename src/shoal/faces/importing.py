@@ -18,7 +18,8 @@ there"):
 (required), ``priority`` (1-9 or critical/high/medium/low), ``domain``, ``skills``, ``key``,
 ``depends_on`` (keys of tasks in the same file or already in the fleet),
 ``expected_duration``, ``not_before``, ``body``, ``payload``, ``lease_ttl``,
-``max_attempts``, ``retry_delay``, ``labels``. Any other field is a bad line. Blank lines
+``max_attempts``, ``retry_delay``, ``labels``, ``group`` (how many of its kind may run at
+once: ``shoal group set``). Any other field is a bad line. Blank lines
 are ignored.
 
 **beads** (the JSONL of ``bd export``, ``.beads/issues.jsonl``):
@@ -106,6 +107,7 @@ JSONL_FIELDS = frozenset(
         "max_attempts",
         "retry_delay",
         "labels",
+        "group",
     ]
 )
 #: beads priority (0 most urgent .. 4) -> shoal priority (1 most urgent .. 9).
