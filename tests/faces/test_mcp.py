@@ -332,7 +332,9 @@ async def test_claim_then_complete_without_a_token_and_claim_the_next(url: str) 
 async def test_lists_are_compact_and_paged_with_a_cursor(url: str) -> None:
     with Fleet.open(url) as fleet:
         posted = fleet.post_many({"title": f"task {i}", "body": "x" * 500} for i in range(45))
+        labelled = fleet.post_many({"title": f"bug {i}", "labels": ["bug"]} for i in range(3))
     async with stdio_session(url) as session:
+        bugs = await call(session, "list_tasks", label="bug")
         pages, cursor = [], None
         while True:
             args = {"cursor": cursor} if cursor else {}
@@ -342,8 +344,9 @@ async def test_lists_are_compact_and_paged_with_a_cursor(url: str) -> None:
             if cursor is None:
                 break
         small = await call(session, "list_tasks", limit=5, state="pending")
-    assert [len(p) for p in pages] == [20, 20, 5]
-    assert [t["id"] for p in pages for t in p] == sorted(posted, reverse=True)
+    assert [len(p) for p in pages] == [20, 20, 8]
+    assert [t["id"] for p in pages for t in p] == sorted(posted + labelled, reverse=True)
+    assert [t["id"] for t in bugs["tasks"]] == sorted(labelled, reverse=True)
     assert set(pages[0][0]) == {"id", "title", "state", "priority", "domain", "agent", "age_s"}
     assert len(small["tasks"]) == 5 and small["next_cursor"] is not None
 

@@ -124,6 +124,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         ctx: Context,
         state: Annotated[StateFilter | None, Field(description="Only this state.")] = None,
         agent: Annotated[str | None, Field(description="Only this agent's.")] = None,
+        label: Annotated[str | None, Field(description="Only with this label.")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 20,
         cursor: Annotated[str | None, Field(description="next_cursor of the last page.")] = None,
     ) -> TaskList:
@@ -133,7 +134,9 @@ def add_fleet_tools(box: Toolbox) -> None:
             if not cursor.isdigit():
                 raise BadInput(f"cursor {cursor!r} is not one list_tasks gave")
             before = int(cursor)
-        found = desk.fleet.tasks(state=state, agent=agent, limit=limit + 1, before=before)
+        found = desk.fleet.tasks(
+            state=state, agent=agent, label=label, limit=limit + 1, before=before
+        )
         page, more = found[:limit], len(found) > limit
         at = now()
         return TaskList(
