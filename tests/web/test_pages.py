@@ -192,6 +192,17 @@ def test_the_task_detail_has_its_fields_dependencies_and_every_event(
     assert client.get("/tasks/999999").status_code == 404
 
 
+def test_the_task_detail_says_who_posted_it_and_its_group(client: TestClient, fleet: Fleet) -> None:
+    fleet.register("ada")
+    theirs = fleet.post("from ada", posted_by="ada", group="deploys")
+    fields = page(client.get(f"/tasks/{theirs.id}").text).find("dl", class_="fields")
+    shown = {row.find("dt").text: row.find("dd") for row in fields.find_all("div")}
+    assert shown["Posted by"].find("a", href="/agents/ada").text == "ada"
+    assert shown["Group"].text == "deploys"
+    mine = page(client.get(f"/tasks/{fleet.post('by hand').id}").text)
+    assert "Group" not in mine.text and "a person or manager" in mine.text
+
+
 def test_the_task_list_filters_searches_and_pages(client: TestClient, fleet: Fleet) -> None:
     fleet.register("ada")
     ids = fleet.post_many(
