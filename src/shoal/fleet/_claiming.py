@@ -26,7 +26,7 @@ The steps
 docs/ARCHITECTURE.md, "The claim", names the code and queries behind each). It reads as
 the list below: each step is a function of its name under it (``_expire``,
 ``_capacity_paused`` and ``_capacity_busy``, the own queue's one look-up, ``_pool``,
-``_steal_one``, ``_idle``), each asks ``policy`` for its decisions and the store for its
+``_Thief``, ``_joins``, ``_idle``), each asks ``policy`` for its decisions and the store for its
 rows, and ``_lease`` hands out what they found:
 
 * **expire** -- end the leases past their expiry. A lease past its expiry is lost even if
@@ -165,9 +165,10 @@ def claim_in(
     if len(picked) < room:  # the pool, best score
         picked += _pool(tx, agent, room - len(picked), settings, holds, now)
     if not picked:  # steal, only when the own queue and the pool gave nothing
-        picked = [(t, ClaimSource.STEAL) for t in _steal_one(tx, agent, now, settings, holds, rng)]
-    if not picked:  # joins: the agent's own ready joins, then another's -- after all else
-        picked = _joins(tx, agent, room, now, settings, holds, rng)
+        thief = _Thief(tx, agent, now, settings, holds, rng)
+        picked = [(t, ClaimSource.STEAL) for t in thief.steal_one(joins=False)]
+        if not picked:  # joins: the agent's own ready joins, then another's -- after all else
+            picked = _joins(tx, agent, room, now, settings, holds, thief)
     picked = holds.fit(picked)  # a concurrency group's room, across the steps
     if not picked:  # idle: nothing, until the first waiting task is due
         return _idle(tx, agent, holds, now)
@@ -251,18 +252,18 @@ def _joins(
     now: float,
     settings: Settings,
     holds: Holds,
-    rng: random.Random,
+    thief: _Thief,
 ) -> list[tuple[Candidate, ClaimSource]]:
     """The joins step: the agent's own ready joins, the first freed first, else one ready
-    join stolen from the tail of the busiest queue at work -- under the steal step's rules
-    and caps. Last of all, because a join only closes a subtree: the work still to split is
-    what the rest of a tree waits on (``policy``'s ``_order``, *An agent's queue*)."""
+    join stolen from the tail of the busiest queue at work -- by the steal step's thief,
+    under the same rules and caps. Last of all, because a join only closes a subtree: the
+    work still to split is what the rest of a tree waits on (``policy``'s ``_order``, *An
+    agent's queue*)."""
     longest = policy.longest_first(settings)
     own = holds.unfull(lambda full: tx.queue_head(agent.id, room, longest, now, full, True), agent)
     if own:
         return [(t, ClaimSource.QUEUE) for t in own]
-    stolen = _steal_one(tx, agent, now, settings, holds, rng, joins=True)
-    return [(t, ClaimSource.STEAL) for t in stolen]
+    return [(t, ClaimSource.STEAL) for t in thief.steal_one(joins=True)]
 
 
 def _idle(tx: StoreTx, agent: Agent, holds: Holds, now: float) -> Claim:
@@ -365,33 +366,42 @@ def _lease(
     return Claim(tuple(granted))
 
 
-def _steal_one(
-    tx: StoreTx,
-    agent: Agent,
-    now: float,
-    settings: Settings,
-    holds: Holds,
-    rng: random.Random,
-    *,
-    joins: bool = False,
-) -> list[Candidate]:
-    """The steal step: one tail task from the busiest eligible victim, within the caps;
-    the agent is the thief. With ``joins``, of the victims' ready joins only (the joins
-    step); else of everything but them."""
-    rules = policy.steal_filter(agent, settings, holds.skillsets)
-    if joins:
-        rules = dataclasses.replace(rules, joins=True)
-    if not rules.skillsets:
-        return []
-    victims = policy.claim_victims(tx.queue_depths(), agent.id, settings, rng)
-    if not victims:
-        return []
-    holds.before_steal()
-    window = tx.window_thieves(now - settings.rebalance_interval)
-    if policy.steal_budget(window, agent.id, settings) <= 0:
-        return []
-    taken = steal_tails(tx, rules, ((victim, 1) for victim in victims), 1, now, holds)
-    return [candidate for candidate, _ in taken]
+class _Thief:
+    """The steal step for one claim: the victims, the window and the rules are read once --
+    the agent is the thief -- and a steal of other work (``steal_one``) and, in the joins
+    step, of a ready join read them both."""
+
+    def __init__(
+        self,
+        tx: StoreTx,
+        agent: Agent,
+        now: float,
+        settings: Settings,
+        holds: Holds,
+        rng: random.Random,
+    ) -> None:
+        self.tx, self.now, self.holds = tx, now, holds
+        self.rules = policy.steal_filter(agent, settings, holds.skillsets)
+        self.victims: list[str] = []
+        if not self.rules.skillsets:
+            return
+        victims = policy.claim_victims(tx.queue_depths(), agent.id, settings, rng)
+        if not victims:
+            return
+        holds.before_steal()
+        window = tx.window_thieves(now - settings.rebalance_interval)
+        if policy.steal_budget(window, agent.id, settings) > 0:
+            self.victims = victims
+
+    def steal_one(self, *, joins: bool) -> list[Candidate]:
+        """One tail task from the busiest eligible victim, within the caps: of the victims'
+        ready joins with ``joins``, else of everything but them."""
+        if not self.victims:
+            return []
+        rules = dataclasses.replace(self.rules, joins=joins)
+        victims = ((victim, 1) for victim in self.victims)
+        taken = steal_tails(self.tx, rules, victims, 1, self.now, self.holds)
+        return [candidate for candidate, _ in taken]
 
 
 def steal_tails(

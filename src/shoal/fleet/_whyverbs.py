@@ -177,7 +177,7 @@ def _steal_preview(
     *,
     joins: bool = False,
 ) -> tuple[list[Candidate], list[Reason]]:
-    """The claim's steal step (``_claiming._steal_one``), read only, with why it gave
+    """The claim's steal step (``_claiming._Thief``), read only, with why it gave
     nothing; with ``joins``, of the victims' ready joins (the joins step)."""
     settings = facts.settings
     rules = policy.steal_filter(agent, settings, facts.skillsets)
