@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", default=["overnight", "lognormal"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tasks", type=int, help="batch and stream sizes (default 200)")  # fmt: skip
+    parser.add_argument("--tasks", type=int, help="batch and stream sizes (default 200)")
     parser.add_argument("--agents", type=int, help="resize the fleet (not overnight)")
     parser.add_argument("--compress", type=float,
                         help="time compression (default: 300 overnight, 175 the rest)")  # fmt: skip
