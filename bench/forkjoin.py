@@ -6,8 +6,9 @@ eligible idle), so the makespans differ only by the time agents are free because
 is ready -- before every agent first has work (the ramp), and after the last moment every
 agent was busy (the drain). This prints that account from the simulator's trace, and then
 runs the same trees (durations and all) under one shared list of ready tasks ordered five
-ways, outside shoal, to show what the order alone is worth. docs/scheduling.md
-(*Fork-join*) quotes it. Usage::
+ways, outside shoal, to show what the order alone is worth. Between the two it pairs shoal
+with pull+wake over more seeds (``--paired-seeds``), as ``scheduling.paired`` does for
+Pareto. docs/scheduling.md (*The fork-join tree*) quotes it. Usage::
 
     .venv/bin/python bench/forkjoin.py [--seeds 10] [--paired-seeds 40]
 """

@@ -2,7 +2,8 @@
 scheduler taking the oldest ready part is the shared queue the simulator runs as pull+wake
 (the same makespan, run by run), so what it says of other orders is said of that queue;
 and its account of a run places every free agent-minute in the ramp, the middle or the
-drain, so the drain it blames for shoal's gap is all of the gap there is."""
+drain, so the drain it credits with shoal's gain (once blamed for its gap) is all of the
+difference there is, but the middle's few agent-minutes."""
 
 from __future__ import annotations
 
