@@ -6,10 +6,11 @@ eligible idle), so the makespans differ only by the time agents are free because
 is ready -- before every agent first has work (the ramp), and after the last moment every
 agent was busy (the drain). This prints that account from the simulator's trace, and then
 runs the same trees (durations and all) under one shared list of ready tasks ordered five
-ways, outside shoal, to show what the order alone is worth. docs/scheduling.md
-(*Fork-join*) quotes it. Usage::
+ways, outside shoal, to show what the order alone is worth. Between the two it pairs shoal
+with pull+wake over more seeds (``--paired-seeds``), as ``scheduling.paired`` does for
+Pareto. docs/scheduling.md (*The fork-join tree*) quotes it. Usage::
 
-    .venv/bin/python bench/forkjoin.py [--seeds 10]
+    .venv/bin/python bench/forkjoin.py [--seeds 10] [--paired-seeds 40]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from scheduling import paired
 from shoal import sim
 from shoal.sim.metrics import REFERENCE
 from shoal.sim.workloads import Workload, build
@@ -139,6 +141,7 @@ def list_schedule(work: Workload, order: Order) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--paired-seeds", type=int, default=40, help="shoal - pull+wake over")
     args = parser.parse_args()
     seeds = range(args.seeds)
     print(f"fork-join, seeds 0-{seeds[-1]}: agent-minutes free (means)\n")
@@ -158,6 +161,12 @@ def main() -> None:
             f"{m['drain']:6.1f} {m['drain_minutes']:9.1f} "
             f"{m['after_last_leaf']:17.1f} {m['stuck']:23.2%}"
         )
+    more = paired("forkjoin", range(args.paired_seeds))
+    print(
+        f"\nOver {more['seeds']} seeds: pull+wake {more['pull_wake']:.3f}, shoal "
+        f"{more['shoal']:.3f}; shoal - pull+wake {more['difference']:+.4f} ± "
+        f"{more['interval_95']:.4f} (95%), shoal shorter on {more['shoal_won']}"
+    )
     agents = len(build("forkjoin", 0).agents)
     print(f"\nThe same trees, {agents} agents, one shared list of ready parts taken by:\n")
     works = [build("forkjoin", seed) for seed in seeds]

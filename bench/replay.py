@@ -17,10 +17,16 @@ the lower bound, eligible idleness (judged by the simulator's own rules from the
 event log: ``_replay_account``) and idle-to-work p99 (in the workload's time), and each
 task's overhead -- its run from claim to completion beyond its ``sleep`` (real time).
 
-The fork-join workload is not replayed (its tasks spawn children and wait on them, which
-``sleep`` does not), nor a cold start. Usage::
+The fork-join workload's tasks spawn children and wait on them, which ``sleep`` does not:
+its agents are ``bench/_forkjoin_worker.py``, a real process per agent running shoal's
+``Worker`` with a handler that sleeps, posts the children and defers on them as the
+simulated agent does through the same API. It runs under shoal only (a shared queue's join
+is a task posted when the last child is done, which no worker can post without a race),
+and its account is the makespan: eligible idleness and overheads are left out (``-``). No
+cold start is replayed. Usage::
 
     .venv/bin/python bench/replay.py                         # overnight + lognormal, ~4 min
+    .venv/bin/python bench/replay.py forkjoin                # shoal on the tree, ~2.5 min
     .venv/bin/python bench/replay.py pareto --tasks 100 --compress 300 --json out.json
 """
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -58,7 +65,9 @@ SHOAL = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "shoal.face
 #: (about 50 s a policy) ends with its last arrival, so a task's overhead (tens of real ms,
 #: each worth compress x that of workload time) barely moves it; a batch's makespan is the
 #: sum of its tasks, overheads included, so it is compressed less (about 80 s a policy).
-DEFAULT_COMPRESS = {"overnight": 300.0}
+DEFAULT_COMPRESS = {"overnight": 300.0, "forkjoin": 60.0}
+#: The tree's parts last a minute or two, so it is compressed least: a second a part.
+FORKJOIN_WORKER = Path(__file__).with_name("_forkjoin_worker.py")
 BATCH_COMPRESS = 175.0
 #: Seconds: a median task shorter than this, real time, is swamped by its overhead.
 SHORTEST_SLEEP = 0.5
@@ -125,9 +134,12 @@ def workers(url: str, work: Workload) -> Iterator[list[subprocess.Popen[bytes]]]
         for agent in work.agents:
             domains = [arg for d in agent.domains for arg in ("--domain", d)]
             command = [*SHOAL, "worker", "--agent", agent.id, *domains, "--drain", "0"]
+            command += ["--", "sleep", "{payload[s]}"]
+            if _forks(work):
+                command = [sys.executable, str(FORKJOIN_WORKER), url, agent.id]
             procs.append(
                 subprocess.Popen(
-                    [*command, "--", "sleep", "{payload[s]}"],
+                    command,
                     env=env,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
@@ -181,13 +193,17 @@ def replay(
         start = time.time()
         posted, sleeps = _post_all(fleet, work, baseline, compress, start)
         limit = start + DONE_FACTOR * simulated.makespan / compress + 30
-        while len(fleet.tasks(state=TaskState.DONE, limit=100_000)) < len(posted):
+        total = len(work.tasks) if _forks(work) else len(posted)
+        while len(fleet.tasks(state=TaskState.DONE, limit=100_000)) < total:
             if time.time() > limit:
                 raise SystemExit(f"{work.name} under {policy} did not finish in time")
             time.sleep(0.2)
     events = _all_events(fleet)
     agents = fleet.agents()
-    found = account(events, posted, agents, fleet.settings(), start, sleeps)
+    if _forks(work):  # the makespan alone: the account follows posted tasks, not children
+        found = Account(start, max(e.at for e in events if e.kind == "completed"))
+    else:
+        found = account(events, posted, agents, fleet.settings(), start, sleeps)
     fleet.close()
     return _figures(work, policy, seed, compress, found, simulated, began_wall, load_before), notes
 
@@ -207,7 +223,7 @@ def _post_all(
             time.sleep(delay)
         specs = [work.tasks[i] for i in indices]
         batch = []
-        for spec in specs:
+        for spec, index in zip(specs, indices, strict=True):
             to = spec.home if spec.queued and baseline.honours_queues else None
             seconds = round(spec.duration / compress, 4)
             args: dict[str, Any] = {
@@ -215,7 +231,7 @@ def _post_all(
                 "priority": spec.priority,
                 "domain": spec.domain,
                 "to": to,
-                "payload": {"s": seconds},
+                "payload": _tree(work, index, compress) if spec.children else {"s": seconds},
             }
             if spec.estimate is not None:
                 args["expected_duration"] = max(spec.estimate / compress, 0.001)
@@ -225,6 +241,23 @@ def _post_all(
             posted[task_id] = Posted(replace(task, domain=args["domain"]), args["to"])
             sleeps[task_id] = args["payload"]["s"]
     return posted, sleeps
+
+
+def _forks(work: Workload) -> bool:
+    """Whether ``work``'s tasks spawn children (fork-join): its agents run a handler."""
+    return any(t.children for t in work.tasks)
+
+
+def _tree(work: Workload, index: int, compress: float) -> dict[str, Any]:
+    """Task ``index`` and all it spawns, as the payload ``_forkjoin_worker`` reads: its
+    title, first part and join in seconds (compressed), and its children's trees."""
+    spec = work.tasks[index]
+    return {
+        "t": spec.title,
+        "s": round(spec.duration / compress, 4),
+        "j": round(spec.join / compress, 4),
+        "c": [_tree(work, c, compress) for c in spec.children],
+    }
 
 
 def _all_events(fleet: Fleet) -> list[Any]:
@@ -251,6 +284,7 @@ def _figures(
     bound = work.lower_bound()
     agents = len(work.agents)
     makespan = (found.end - found.start) * compress
+    counted = not _forks(work)  # a fork-join replay's account is its makespan alone
     return Replayed(
         workload=work.name,
         policy=policy,
@@ -259,12 +293,12 @@ def _figures(
         compress=compress,
         real_ratio=makespan / bound,
         sim_ratio=simulated.ratio,
-        real_eligible=found.eligible_share(agents),
+        real_eligible=found.eligible_share(agents) if counted else math.nan,
         sim_eligible=simulated.eligible_idle_while_waiting,
-        real_idle_to_work_p99=found.idle_to_work_p99() * compress,
+        real_idle_to_work_p99=found.idle_to_work_p99() * compress if counted else math.nan,
         sim_idle_to_work_p99=simulated.eligible_idle_to_work_p99,
-        overhead_p50_ms=percentile(found.overheads, 50) * 1000,
-        overhead_p99_ms=percentile(found.overheads, 99) * 1000,
+        overhead_p50_ms=percentile(found.overheads, 50) * 1000 if counted else math.nan,
+        overhead_p99_ms=percentile(found.overheads, 99) * 1000 if counted else math.nan,
         wall_seconds=time.monotonic() - began_wall,
         load=(load_before, os.getloadavg()[0]),
     )
@@ -286,6 +320,14 @@ def table(rows: Sequence[Replayed]) -> str:
     )
     lines = [head, "─" * len(head)]
     for r in rows:
+        if math.isnan(r.real_eligible):  # a fork-join replay: its makespan alone
+            lines.append(
+                f"{r.workload:10} {r.policy:10} {r.compress:6.0f} {r.real_ratio:12.3f} "
+                f"{r.sim_ratio:6.3f} {r.real_ratio - r.sim_ratio:+7.3f} {'-':>13} "
+                f"{r.sim_eligible:6.2%} {'-':>18} {r.sim_idle_to_work_p99:5.1f}s "
+                f"{'-':>16} {r.load[0]:4.1f}/{r.load[1]:.1f}"
+            )
+            continue
         lines.append(
             f"{r.workload:10} {r.policy:10} {r.compress:6.0f} {r.real_ratio:12.3f} "
             f"{r.sim_ratio:6.3f} {r.real_ratio - r.sim_ratio:+7.3f} "
@@ -310,8 +352,6 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
     args = parser.parse_args(argv)
     if args.compress is not None and args.compress < 1:
         parser.error("--compress must be at least 1 (1: real time)")
-    if "forkjoin" in args.workloads:
-        parser.error("forkjoin is not replayed: its tasks spawn children, which sleep does not")
     policies = args.policy or list(POLICIES)
     rows: list[Replayed] = []
     folder = Path(tempfile.mkdtemp(prefix="shoal-replay-"))
@@ -319,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
           "scheduling duration divided by it, aging multiplied", flush=True)  # fmt: skip
     try:
         for name in args.workloads:
-            tasks = args.tasks if args.tasks is not None or name == "overnight" else 200
+            whole = name in ("overnight", "forkjoin")  # the night, and the fib(12) tree
+            tasks = args.tasks if args.tasks is not None or whole else 200
             try:
                 work = build(name, args.seed, tasks=tasks, agents=args.agents)
             except BadInput as e:
@@ -330,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> list[Replayed]:
                 print(f"  note: at {compress:g}x the median task sleeps {median * 1000:.0f} ms: "
                       "a task's overhead (tens of ms) is no longer small beside it")  # fmt: skip
             for policy in policies:
+                if _forks(work) and policy != "shoal":
+                    print(f"  note: {name} is replayed under shoal only (see the docstring)")
+                    continue
                 row, notes = replay(work, policy, args.seed, compress, folder)
                 for note in notes:
                     print(f"  note: {note}", flush=True)

@@ -24,33 +24,12 @@ domains. So the best pool task is the better of two indexed look-ups: the top ke
 and the top key among the agent's domains plus the bonus. With ``aging == 0`` W is made so
 large that age only breaks ties (oldest first).
 
-Longest first
--------------
-With ``order = longest_first`` every step ranks tasks of equal priority by their
-``expected_duration``, longest first, and tasks without one after those that have one: the
-owner at its queue's head, a thief at the tail, and the pool (where, within a priority, the
-score -- domain bonus and age -- then breaks ties). On a batch whose lengths are known
-roughly, starting the long tasks first keeps one of them from starting last and holding up
-the end (the longest-processing-time rule); it gives up the owner's newest-first order,
-which fork-join work relies on.
-
-An agent's queue
-----------------
-Each task in an agent's queue has one number, its place: the owner takes the largest place
-of its highest priority first, a thief the smallest of the lowest. Places come from one
-counter that only grows (``next_seq``), and the sign says whose work it is:
-
-* work others send the agent (posted to it, moved to it) gets ``-n``: each later one
-  behind the earlier ones, so the owner takes it in the order it came (FIFO) and a
-  thief takes the one it would reach last, the newest;
-* the agent's own work -- a child it spawned while holding the parent, a task it deferred
-  or started and handed back -- gets ``+n``: in front of everything sent to it, the newest
-  first (LIFO: depth-first, an agent finishes what it spawned, and a thief takes its
-  oldest, the biggest piece of a tree).
-
-A blocked task keeps its place while it waits, and when it is freed, own work comes to the
-front again (a continuation resumes at once) while work sent by others keeps its place in
-the order of posting (``place_when_ready``).
+Orders
+------
+Where a task stands in an agent's queue (its place: own work newest first, work sent to it
+in the order it came, joins after everything else) and the sort keys the owner, a thief and
+the pool read it by, with ``order = longest_first`` too, are decided in ``_order``; this
+module exports them with the rest.
 
 Locality
 --------
@@ -74,6 +53,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from shoal._order import (
+    JOIN_TOP,
+    is_join_place,
+    is_own_place,
+    join_place,
+    length_rank,
+    longest_first,
+    place_band,
+    place_when_ready,
+    pool_order,
+    queue_order,
+    queue_place,
+    tail_order,
+)
 from shoal._timing import (
     BUSY_LATELY,
     HEARD_FROM,
@@ -99,6 +92,7 @@ __all__ = [
     "BUSY_LATELY",
     "DOMAIN_BONUS",
     "HEARD_FROM",
+    "JOIN_TOP",
     "NOTHING_HELD",
     "NO_AGING_SECONDS_PER_POINT",
     "ROUTING_FIELDS",
@@ -121,19 +115,23 @@ __all__ = [
     "idle_expired",
     "idle_long_enough",
     "idle_since_after",
+    "is_join_place",
     "is_own_place",
     "is_present",
     "is_silent",
     "is_stalled",
     "is_zombie",
+    "join_place",
     "lease_due",
     "lease_expiry",
+    "length_rank",
     "locality",
     "longest_first",
     "lost_push_pause",
     "might_hold",
     "order_victims",
     "pause_over",
+    "place_band",
     "place_when_ready",
     "poll_delay",
     "pool_key",
@@ -206,16 +204,6 @@ class Ranked(Protocol):
 R = TypeVar("R", bound=Ranked)
 
 
-def longest_first(settings: Settings) -> bool:
-    """Whether tasks of equal priority go longest expected first (the ``order`` setting)."""
-    return settings.order == "longest_first"
-
-
-def _length_rank(expected: float | None) -> tuple[int, float]:
-    """Longest expected first; tasks without an estimate after every task with one."""
-    return (1, 0.0) if expected is None else (0, -expected)
-
-
 def rank_pool(
     candidates: Iterable[R], domains: Sequence[str], aging: float, n: int, longest: bool = False
 ) -> list[R]:
@@ -233,54 +221,6 @@ def rank_pool(
         seen[task.id] = (rank, task)
     ranked = sorted(seen.values(), key=lambda rt: rt[0])
     return [task for _, task in ranked[:n]]
-
-
-def queue_place(own: bool, number: int) -> int:
-    """A task's place in an agent's queue, from ``number`` (a fresh ``next_seq``): ``+n``
-    for the agent's own work, in front and newest first; ``-n`` for work others send it,
-    behind and in the order it came (the module docstring, *An agent's queue*)."""
-    return number if own else -number
-
-
-def is_own_place(place: int) -> bool:
-    """Whether a place is the agent's own work (in front) rather than work sent to it."""
-    return place > 0
-
-
-def place_when_ready(place: int, number: int) -> int:
-    """The place of a blocked task freed now (``number``: a fresh ``next_seq``): the agent's
-    own work -- a deferred continuation, a child it spawned -- comes to the front; work
-    sent by others keeps the place it was posted at."""
-    return queue_place(True, number) if is_own_place(place) else place
-
-
-def queue_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
-    """Sort key of an owner's queue, head first: highest priority, then largest place
-    (``queue_place``: own work newest first, then work sent to it oldest first) -- or, with
-    ``longest``, longest expected before place."""
-    if longest:
-        return (priority, *_length_rank(expected), -seq)
-    return (priority, -seq)
-
-
-def pool_order(
-    priority: int, expected: float | None, pool_key: float, task_id: int, longest: bool
-) -> tuple[Any, ...]:
-    """Sort key of the pool by its static key (``pool_key``), best first, then oldest id --
-    or, with ``longest``, by priority, then longest expected, then that key. Every store
-    orders (and merges) its pool look-ups by it."""
-    if longest:
-        return (priority, *_length_rank(expected), -pool_key, task_id)
-    return (-pool_key, task_id)
-
-
-def tail_order(priority: int, expected: float | None, seq: int, longest: bool) -> tuple[Any, ...]:
-    """Sort key of a queue seen by a thief, tail first: the end its owner reaches last --
-    lowest priority, then smallest place (the newest work sent to it, else its oldest own
-    work) -- or, with ``longest``, longest expected before place."""
-    if longest:
-        return (-priority, *_length_rank(expected), seq)
-    return (-priority, seq)
 
 
 def can_do(agent_skills: Iterable[str], task_skills: Iterable[str]) -> bool:
@@ -319,6 +259,9 @@ class StealFilter:
     skillsets: tuple[int, ...]
     free_skillset: int | None  # id of the empty skill set, if it exists
     longest: bool = False  # the order setting: longest expected first among equals
+    #: Read the join band (ready joins: the claim's last step) instead of the rest of the
+    #: queue (``_order``, *An agent's queue*).
+    joins: bool = False
 
     def matches(self, task: Task) -> bool:
         return self.refusal(task) is None

@@ -115,18 +115,6 @@ def test_a_thief_takes_the_end_the_owner_reaches_last(fleet: Fleet) -> None:
     assert stolen == ["sent 2", "sent 1", "child 1", "child 2"]
 
 
-def test_a_deferred_task_comes_back_ahead_of_work_posted_meanwhile(fleet: Fleet) -> None:
-    fleet.register("ada")
-    fleet.post("parent", to="ada")
-    fleet.post("sent before", to="ada")
-    parent, lease = one(fleet.claim("ada"))
-    assert parent.title == "parent"
-    child = fleet.post("child", parent=parent.id)
-    fleet.defer(lease, [child.id])
-    fleet.post("sent meanwhile", to="ada")
-    assert claim_all(fleet, "ada") == ["child", "parent", "sent before", "sent meanwhile"]
-
-
 def test_work_sent_after_a_dependency_keeps_its_posting_order(fleet: Fleet) -> None:
     """A task posted to an agent to run after another joins the queue, when it is freed,
     where it was posted -- not in front of what was posted after it."""

@@ -22,6 +22,7 @@ from shoal import (
     StoreUnavailable,
 )
 from shoal.errors import exit_code_for
+from shoal.policy import JOIN_TOP
 from shoal.stores._sql import load_queries
 from tests import pg
 
@@ -287,6 +288,8 @@ PLAN_PARAMS = {
     "reserved_domains": ["e"],
     "reserved_skillsets": [1],
     "full_groups": ["g"],
+    "place_low": JOIN_TOP + 1,  # the queue without its ready joins
+    "place_high": 2**63 - 1,
 }
 
 

@@ -18,6 +18,7 @@ from shoal import (
     UnknownAgent,
 )
 from shoal.errors import exit_code_for
+from shoal.policy import JOIN_TOP
 from shoal.stores import find_fleet, open_store
 from shoal.stores._sql import load_migrations, load_queries
 from shoal.stores.sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteStore
@@ -211,6 +212,8 @@ PARAMS = {
     "reserved_domains": '["e"]',
     "reserved_skillsets": "[1]",
     "full_groups": '["g"]',
+    "place_low": JOIN_TOP + 1,  # the queue without its ready joins
+    "place_high": 2**63 - 1,
 }
 
 

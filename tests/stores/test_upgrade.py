@@ -239,8 +239,20 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
 # ---------------------------------------------------------------- concurrency groups (11)
 
 
+def without_joins_last(kind: str, url: str) -> None:
+    """Take away what schema 13 added (PostgreSQL only: SQLite's queries read the join band
+    with no change to its schema): the direct claim's refusal of a ready join."""
+    if kind == "sqlite":
+        return
+    with pg.schema_conn(url) as conn:
+        conn.execute("DROP FUNCTION direct_claim")
+        conn.execute("ALTER FUNCTION direct_claim_with_joins RENAME TO direct_claim")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
+
+
 def without_poster(kind: str, url: str) -> None:
-    """Take away what schema 12 added: the tasks' poster."""
+    """Take away what schema 13 and 12 added: the tasks' poster."""
+    without_joins_last(kind, url)
     if kind == "sqlite":
         raw = sqlite3.connect(url.removeprefix("sqlite://"), isolation_level=None)
         raw.execute("ALTER TABLE tasks DROP COLUMN posted_by")
@@ -468,3 +480,29 @@ def test_a_schema_11_fleet_records_posters_and_its_tasks_none(
         new: "ada",
     }
     fleet.close()
+
+
+# ---------------------------------------------------------------- schema 13: joins last
+
+
+def test_a_schema_12_fleet_takes_ready_joins_last(shared_store: tuple[str, str]) -> None:
+    """Schema 13 (PostgreSQL): the direct claim no longer hands out a ready join before the
+    pool -- it refuses, and the general path takes the pool's task first."""
+    kind, url = shared_store
+    Fleet.init(url).close()
+    without_joins_last(kind, url)
+    fleet = Fleet.init(url)
+    fleet.register("ada")
+    fleet.post("parent", to="ada")
+    parent, lease = one(fleet.claim("ada"))
+    child = fleet.post("child", parent=parent.id)
+    fleet.defer(lease, [child.id])
+    fleet.complete(one(fleet.claim("ada"))[1])
+    fleet.post("in the pool")
+    titles = []
+    while claim := fleet.claim("ada"):
+        task, held = one(claim)
+        titles.append(task.title)
+        fleet.complete(held)
+    fleet.close()
+    assert titles == ["in the pool", "parent"]

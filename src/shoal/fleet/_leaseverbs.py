@@ -352,8 +352,10 @@ class LeaseVerbs(ScheduleVerbs):
     def defer(self, lease: Lease, after: Sequence[int]) -> Task:
         """Put a held task aside until the tasks in ``after`` are done (a continuation).
 
-        The task is ``blocked`` until then, and comes back to the front of the same agent's
-        queue (its own work, ahead of what others sent it); the attempt is not counted.
+        The task is ``blocked`` until then, and comes back to the same agent's queue as a
+        ready join: the agent takes it when it has nothing else -- nothing in its queue, in
+        the pool or to steal -- the first freed first, and an agent that runs dry may take
+        it if its own agent is busy (the claim's joins step). The attempt is not counted.
         Typical use: post children with ``parent=``, then defer on them (fork-join).
         """
         check_lease(lease)
@@ -377,8 +379,8 @@ class LeaseVerbs(ScheduleVerbs):
             holder = task.agent
             assert holder is not None
             data = {"after": list(deps), "waiting_on": waiting}
-            place = policy.queue_place(True, tx.next_seq())  # its own work: in front
-            if waiting:  # and in front again when it is freed (policy.place_when_ready)
+            place = policy.join_place(tx.next_seq())  # a join: after all else it could do
+            if waiting:  # numbered again when it is freed (policy.place_when_ready)
                 tx.block_task(task.id, holder, place, waiting, now)
             else:
                 tx.requeue_task(task.id, holder, place, True, None, now, now)

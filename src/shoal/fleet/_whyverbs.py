@@ -17,6 +17,7 @@ dependencies, the agents, the claimed tasks, the queue depths -- never every pen
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable, Sequence
 
@@ -153,6 +154,12 @@ def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> 
     if not picked:  # steal
         stolen, reasons = _steal_preview(tx, agent, facts, holds, rng)
         picked = [(c, ClaimSource.STEAL) for c in stolen]
+    if not picked:  # joins: its own ready joins, then another's
+        own = holds.unfull(lambda full: tx.queue_head(agent.id, 1, longest, now, full, True), agent)
+        picked = [(c, ClaimSource.QUEUE) for c in own]
+        if not picked:
+            stolen, _ = _steal_preview(tx, agent, facts, holds, rng, joins=True)
+            picked = [(c, ClaimSource.STEAL) for c in stolen]
     picked = holds.fit(picked)  # a concurrency group's room, as the claim
     if picked:
         chosen, step = picked[0]
@@ -162,12 +169,20 @@ def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> 
 
 
 def _steal_preview(
-    tx: StoreTx, agent: Agent, facts: Facts, holds: Holds, rng: random.Random
+    tx: StoreTx,
+    agent: Agent,
+    facts: Facts,
+    holds: Holds,
+    rng: random.Random,
+    *,
+    joins: bool = False,
 ) -> tuple[list[Candidate], list[Reason]]:
-    """The claim's steal step (``_claiming._steal_one``), read only, with why it gave
-    nothing."""
+    """The claim's steal step (``_claiming._Thief``), read only, with why it gave
+    nothing; with ``joins``, of the victims' ready joins (the joins step)."""
     settings = facts.settings
     rules = policy.steal_filter(agent, settings, facts.skillsets)
+    if joins:
+        rules = dataclasses.replace(rules, joins=True)
     victims = policy.claim_victims(facts.depths, agent.id, settings, rng)
     if not rules.skillsets or not victims:
         return [], []

@@ -37,7 +37,8 @@ class RunsTasks(Protocol):
 
 class Deferred:
     """What ``TaskContext.defer`` returns: the task waits on others; the worker does not
-    complete it (it comes back, at the head of this agent's queue, when they are done)."""
+    complete it (it comes back to this agent's queue when they are done, as a ready join:
+    taken once the agent has nothing else to do)."""
 
     def __init__(self, task: Task) -> None:
         self.task = task

@@ -74,6 +74,11 @@ class Baseline:
 
 
 _NO_STEALS = {"max_steals_per_agent": 0, "max_steals_per_cycle": 0}
+#: The rebalance's caps are the steal caps, so push+rebalance keeps them and turns the
+#: claim's steals off another way: no queue is deep enough to rob. (An agent that runs only
+#: its own queue would otherwise steal when all it has left are ready joins, which a claim
+#: takes after a steal.)
+_NO_CLAIM_STEALS = {"steal_threshold": 1_000_000}
 #: The baselines know nothing of shoal's locality rules.
 _NO_LOCALITY = {"domain_wait": 0}
 
@@ -93,7 +98,7 @@ BASELINES: dict[str, Baseline] = {
             routed=True,
             own_queue_only=True,
             rebalance_interval=300.0,
-            settings=dict(_NO_LOCALITY),
+            settings={**_NO_LOCALITY, **_NO_CLAIM_STEALS},
         ),
         Baseline("pull", pool_only=True, polls=True, settings={**_POOL_ONLY, **_SEED_POLLING}),
         Baseline("pull+wake", pool_only=True, wakes=True, polls=True, settings=_POOL_ONLY),

@@ -200,11 +200,13 @@ class MemoryReads(MemoryTxBase):
         longest: bool,
         now: float,
         full: frozenset[str] = frozenset(),
+        joins: bool = False,
     ) -> list[Candidate]:
+        low, high = policy.place_band(joins)
         rows = [
             r
             for r in self._rows(self.d.index.ids(agent_id, PENDING))
-            if is_ready(r, now) and r.task.group not in full
+            if is_ready(r, now) and r.task.group not in full and low <= r.seq <= high
         ]
         rows.sort(key=lambda r: policy.queue_order(*order_fields(r), longest))
         return [candidate_of(r) for r in rows[:limit]]
@@ -253,10 +255,14 @@ class MemoryReads(MemoryTxBase):
     def steal_tail(
         self, victim: str, rules: StealFilter, held: Locality, limit: int, now: float
     ) -> list[Candidate]:
+        low, high = policy.place_band(rules.joins)
         rows = [
             r
             for r in self._rows(self.d.index.ids(victim, PENDING))
-            if is_ready(r, now) and rules.matches(r.task) and not is_held(r, held)
+            if low <= r.seq <= high
+            and is_ready(r, now)
+            and rules.matches(r.task)
+            and not is_held(r, held)
         ]
         rows.sort(key=lambda r: policy.tail_order(*order_fields(r), rules.longest))
         return [candidate_of(r) for r in rows[:limit]]

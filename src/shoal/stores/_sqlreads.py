@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from shoal import policy
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
 from shoal.policy import HEARD_FROM, NOTHING_HELD, Locality, StealFilter
 from shoal.settings import Settings
@@ -267,9 +268,10 @@ class SqlReads(SqlTxBase):
         longest: bool,
         now: float,
         full: frozenset[str] = frozenset(),
+        joins: bool = False,
     ) -> list[Candidate]:
         name = "queue_head_longest" if longest else "queue_head"
-        params = {"agent": agent_id, "limit": limit, "now": now}
+        params = {"agent": agent_id, "limit": limit, "now": now, **_band(joins)}
         params["full_groups"] = self._list(sorted(full)) if full else self._no_groups
         rows = self._all(name, params)
         return [candidate_of(r) for r in rows]
@@ -334,6 +336,7 @@ class SqlReads(SqlTxBase):
             "limit": limit,
             "now": now,
             **self._unheld(held),
+            **_band(rules.joins),
         }
         name = "steal_tail_longest" if rules.longest else "steal_tail"
         return [candidate_of(r) for r in self._all(name, params)]
@@ -371,3 +374,9 @@ class SqlReads(SqlTxBase):
             self._stole = True
         self.flush_events()
         return [r[0] for r in self._all("window_thieves", {"since": since})]
+
+
+def _band(joins: bool) -> dict[str, int]:
+    """The places a candidate query reads (``policy.place_band``), as its parameters."""
+    low, high = policy.place_band(joins)
+    return {"place_low": low, "place_high": high}

@@ -250,11 +250,13 @@ class StoreTx(Protocol):
         longest: bool,
         now: float,
         full: frozenset[str] = frozenset(),
+        joins: bool = False,
     ) -> list[Candidate]:
         """The own queue step, its head: highest priority first, then largest place (``seq``)
         first; with ``longest``, longest expected before place (``policy.queue_order``).
         Tasks of the groups in ``full`` are left out (so are they in every candidate query:
-        ``Locality.full_groups``)."""
+        ``Locality.full_groups``). It reads the places of ``policy.place_band(joins)``: the
+        queue without its ready joins, or (``joins``) only them."""
         ...
 
     def skillsets(self) -> dict[int, tuple[str, ...]]:
@@ -285,7 +287,8 @@ class StoreTx(Protocol):
     ) -> list[Candidate]:
         """The steal step: the tail of ``victim``'s queue that ``rules`` allow and ``held``
         does not hold back -- lowest priority first, then smallest place (``seq``) first; with
-        ``rules.longest``, longest expected before place (``policy.tail_order``)."""
+        ``rules.longest``, longest expected before place (``policy.tail_order``). It reads the
+        places of ``policy.place_band(rules.joins)``, as ``queue_head`` does."""
         ...
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:

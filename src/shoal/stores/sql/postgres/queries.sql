@@ -95,6 +95,7 @@ state = 'pending' AND agent_id = %(victim)s AND ready_at <= %(now)s
        OR (priority >= %(cross_domain_priority)s
            AND skillset IS NOT DISTINCT FROM %(free_skillset)s::int))
   AND {unheld} AND {unfull}
+  AND seq BETWEEN %(place_low)s AND %(place_high)s
 
 
 -- ============================================================ opening a fleet
@@ -369,9 +370,12 @@ GROUP BY domain;
 -- The own queue step, its head: highest priority first, then the largest place (seq: own
 -- work newest first, then work sent to the agent oldest first -- policy.queue_place;
 -- tasks_queue). Rows another claimer is taking are skipped, never waited for. Every step
--- passes over tasks not ready by now (a retry backoff or a not_before still running).
+-- passes over tasks not ready by now (a retry backoff or a not_before still running). It
+-- reads one band of places (policy.place_band): the queue without its ready joins, or --
+-- the claim's joins step -- only them.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s AND {unfull}
+  AND seq BETWEEN %(place_low)s AND %(place_high)s
 ORDER BY priority, seq DESC
 LIMIT %(limit)s
 {skip_locked};
@@ -381,6 +385,7 @@ LIMIT %(limit)s
 -- without an estimate last), then by place. tasks_queue gives the priorities in order.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = %(agent)s AND ready_at <= %(now)s AND {unfull}
+  AND seq BETWEEN %(place_low)s AND %(place_high)s
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT %(limit)s
 {skip_locked};

@@ -67,6 +67,7 @@ state = 'pending' AND agent_id = :victim AND ready_at <= :now
        OR domain IN (SELECT value FROM json_each(:domains))
        OR (priority >= :cross_domain_priority AND skillset IS :free_skillset))
   AND {unheld} AND {unfull}
+  AND seq BETWEEN :place_low AND :place_high
 
 
 -- ============================================================ opening a fleet
@@ -326,9 +327,12 @@ GROUP BY domain;
 -- The own queue step, its head: highest priority first, then the largest place (seq: own
 -- work newest first, then work sent to the agent oldest first -- policy.queue_place)
 -- (tasks_queue index, read forwards). Every step passes over tasks not ready by :now (a
--- retry backoff or a not_before still running).
+-- retry backoff or a not_before still running). It reads one band of places
+-- (policy.place_band): the queue without its ready joins, or -- the claim's joins step --
+-- only them.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now AND {unfull}
+  AND seq BETWEEN :place_low AND :place_high
 ORDER BY priority, seq DESC
 LIMIT :limit;
 
@@ -338,6 +342,7 @@ LIMIT :limit;
 -- priority's tasks are sorted as they are read.
 SELECT {candidate} FROM tasks
 WHERE state = 'pending' AND agent_id = :agent AND ready_at <= :now AND {unfull}
+  AND seq BETWEEN :place_low AND :place_high
 ORDER BY priority, expected_duration DESC NULLS LAST, seq DESC
 LIMIT :limit;
 
