@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
+from shoal._values import value
 from shoal.errors import InvalidSetting
 from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER, MAX_SIZE
 from shoal.validation import parse_duration, parse_priority, parse_size
@@ -34,7 +35,7 @@ __all__ = [
 ORDERS = ("priority", "longest_first")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Setting:
     """How one setting is read, checked and explained. Its default is on ``Settings``."""
 
@@ -109,7 +110,7 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Settings:
     """One consistent set of values. Read them as attributes: ``settings.lease_ttl``."""
 
