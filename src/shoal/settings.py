@@ -8,7 +8,6 @@ fleet can never hold a negative lease or a steal cap of "lots".
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import fields, replace
@@ -191,6 +190,8 @@ def parse_setting(name: str, value: object) -> Any:
     """Check that ``name`` is a setting and turn ``value`` (text or number) into its type."""
     spec = SETTINGS.get(name)
     if spec is None:
+        import difflib
+
         close = difflib.get_close_matches(name, SETTINGS, n=1)
         hint = f"did you mean {close[0]}?" if close else "see `shoal config get` for the list"
         raise InvalidSetting(f"there is no setting called {name!r}", hint=hint)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
 import pytest
 
-from shoal import Fleet
+from shoal import Fleet, ManualClock
 from shoal.faces.cli import cli
 from shoal.faces.cli.root import COMMANDS, REGISTRARS
 from tests.faces.cli_support import base_env
@@ -129,3 +130,38 @@ def test_the_command_table_is_the_commands() -> None:
         if not isinstance(command, click.Group) or command.callback is not None:
             assert callback_module.rpartition(".")[2] in (module, "mcp_config"), name
         assert command.get_short_help_str(limit=10_000) == short, name
+
+
+def test_list_in_a_pipe_prints_the_table_s_lines_without_rich(tmp_path: Path) -> None:
+    """``shoal list | ...`` writes its tab-separated lines from the task's plain cells, not
+    from a rich table: line for line what the table would give (a title with markup, wide
+    letters and runs of spaces; every flag), and no rich loaded."""
+    from shoal.faces import output, render
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    # posted and claimed 100 s ago (a manual clock), listed now (the CLI's system clock)
+    clock = ManualClock(time.time() - 100)
+    with Fleet.open(url, create=True, clock=clock) as fleet:
+        fleet.register("ada", skills=["python", "go"])
+        held = fleet.post("held, then expired", lease_ttl=10, priority=9)
+        fleet.claim("ada")
+        fleet.post("plain")
+        fleet.post("[bold]markup[/bold] naïve — 日本語  two  spaces ", skills=["python"])
+        fleet.post("pinned to ada", to="ada", pinned=True, domain="web")
+        fleet.post("later", not_before=clock.now() + 3100)  # ready in 50m
+        tasks = fleet.tasks(limit=50)
+        table = list(output.plain_lines(render.tasks_table(tasks, time.time())))
+    assert held.id in [t.id for t in tasks] and len(table) == len(tasks) + 1
+    modules = loaded_by(tmp_path, url, "list")
+    assert heavy_in(modules) == []
+    proc = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "list"],
+        env=base_env({"SHOAL_STORE": url}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # the ages differ (the CLI's clock is the system's): compare all but the last column
+    assert [line.rsplit("\t", 1)[0] for line in proc.stdout.splitlines()] == [
+        line.rsplit("\t", 1)[0] for line in table
+    ]

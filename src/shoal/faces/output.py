@@ -33,6 +33,7 @@ __all__ = [
     "json_text",
     "one_line",
     "plain_lines",
+    "tsv_line",
 ]
 
 #: The values of ``--format``.
@@ -110,6 +111,12 @@ def _table_lines(table: Table) -> Iterator[str]:
     cells = [list(c.cells) for c in columns]
     for row in range(table.row_count):
         yield "\t".join(_cell(column[row]) if row < len(column) else "" for column in cells)
+
+
+def tsv_line(cells: Iterator[str] | tuple[str, ...] | list[str]) -> str:
+    """Plain cells as one tab-separated line, each cell as ``plain_lines`` writes a table's:
+    made one line (``one_line``), tabs and line breaks as spaces, trimmed."""
+    return "\t".join(_cell(one_line(c)) for c in cells)
 
 
 def _cell(value: Any) -> str:

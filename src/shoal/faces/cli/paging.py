@@ -21,7 +21,7 @@ where there cannot be; from ``AHEAD`` on the line says "at least".
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -146,12 +146,20 @@ def emit_rows(
     empty: str,
     no_header: bool,
     note: str | None = None,
+    rows: Callable[[], tuple[Sequence[str], Iterable[Sequence[str]]]] | None = None,
 ) -> None:
     """Print a list (``App.emit``), without its header with ``no_header``, then ``note``
     (rows left out) on stderr. ``table`` makes the view, called only for people: JSON
-    never loads rich."""
+    never loads rich. ``rows`` (the header and the rows as plain text, what ``table``
+    shows) prints a pipe's tab-separated lines without rich at all."""
     shape = app.output_format()
-    if no_header and shape == "tsv":
+    if rows is not None and shape == "tsv":
+        header, lines = rows()
+        if not no_header:
+            click.echo(output.tsv_line(header))
+        for line in lines:
+            click.echo(output.tsv_line(line))
+    elif no_header and shape == "tsv":
         drawn = table()
         lines = output.plain_lines(drawn)
         if any(output.clean(str(c.header)) for c in drawn.columns):

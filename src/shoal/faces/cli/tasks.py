@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
-from shoal.faces import output, posting
+from shoal.faces import output, posting, words
 from shoal.faces.cli import paging
 from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app, render
 from shoal.model import Task, TaskState
@@ -271,8 +271,12 @@ def list_tasks(
     def table() -> Any:
         return render.tasks_table(tasks, app.now())
 
+    def rows() -> tuple[Sequence[str], Iterable[Sequence[str]]]:
+        now = app.now()
+        return words.TASK_COLUMNS, (words.task_cells(t, now) for t in tasks)
+
     data = [t.to_dict() for t in tasks]
-    paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
+    paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note, rows=rows)
 
 
 # ---------------------------------------------------------------------- cleaning up
