@@ -12,11 +12,10 @@ The values the hub's jobs return -- ``Move``, ``ReapReport``, ``PruneReport`` an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any, NamedTuple
 
 from shoal._reports import Assessment, Move, PruneReport, ReapReport
-from shoal._values import value
+from shoal._values import field, value
 from shoal.times import iso_time
 from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, ScheduleState, TaskState
 

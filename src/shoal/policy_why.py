@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
 from typing import Any
 
 from shoal import policy, sizing
-from shoal._values import value
+from shoal._values import field, value
 from shoal.model import Agent, QueueDepth, Task
 from shoal.settings import Settings
 from shoal.times import iso_time, parse_moment

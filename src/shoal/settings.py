@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields, replace
 from typing import Any
 
-from shoal._values import value
+from shoal._values import field_names, replace, value
 from shoal.errors import InvalidSetting
 from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER, MAX_SIZE
 from shoal.validation import parse_duration, parse_priority, parse_size
@@ -162,7 +161,7 @@ class Settings:
         return updated
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in field_names(self)}
 
     def overrides(self) -> dict[str, Any]:
         """Only the values that differ from the defaults (what a fleet stores)."""

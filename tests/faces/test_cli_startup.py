@@ -71,7 +71,7 @@ def test_the_agent_loop_imports_no_heavy_library(tmp_path: Path, url: str) -> No
     claim that finds nothing: none loads rich, a web or MCP library, psycopg, httpx
     or matplotlib."""
     claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--format", "env")
-    assert "shoal.faces.cli.leases" in claimed  # the probe did run the command
+    assert "shoal.faces.cli.loop" in claimed  # the probe did run the command
     assert heavy_in(claimed) == []
     with Fleet.open(url) as fleet:
         lease = fleet.leases("ada")[0]
@@ -87,6 +87,30 @@ def test_the_agent_loop_imports_no_heavy_library(tmp_path: Path, url: str) -> No
         ["heartbeat", "ada", "--json"],
     ):
         assert heavy_in(loaded_by(tmp_path, url, *args)) == [], args
+
+
+def test_the_everyday_calls_do_not_import_click(tmp_path: Path, url: str) -> None:
+    """The calls of an agent's loop (and a script's look) run without click (``fast``):
+    importing it cost as much as the rest of such a call. Done is checked with its token
+    from the environment, as ``eval "$(shoal claim --format env)"`` leaves it."""
+    claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--format", "env")
+    assert "shoal.faces.cli.loop" in claimed and "click" not in claimed
+    with Fleet.open(url) as fleet:
+        lease = fleet.leases("ada")[0]
+    for args in (
+        ["done", str(lease.task_id), "--token", lease.token],
+        ["status", "--json"],
+        ["list"],
+        ["--json", "list"],
+        ["claim", "-a", "ada", "--json"],  # nothing left: exit 1, still no click
+    ):
+        modules = loaded_by(tmp_path, url, *args)
+        assert "shoal.faces.cli.loop" in modules and "click" not in modules, args
+    with Fleet.open(url) as fleet:
+        assert fleet.get(lease.task_id).state.value == "done"
+    # anything else is click's, as before: a bad value, help, another command
+    for args in (["claim", "-n", "x"], ["status", "--help"], ["agents"]):
+        assert "click" in loaded_by(tmp_path, url, *args), args
 
 
 def test_a_command_loads_only_its_own_module(tmp_path: Path, url: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from shoal.text import safe
@@ -113,7 +113,7 @@ def _table_lines(table: Table) -> Iterator[str]:
         yield "\t".join(_cell(column[row]) if row < len(column) else "" for column in cells)
 
 
-def tsv_line(cells: Iterator[str] | tuple[str, ...] | list[str]) -> str:
+def tsv_line(cells: Iterable[str]) -> str:
     """Plain cells as one tab-separated line, each cell as ``plain_lines`` writes a table's:
     made one line (``one_line``), tabs and line breaks as spaces, trimmed."""
     return "\t".join(_cell(one_line(c)) for c in cells)

@@ -9,10 +9,10 @@ jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` an
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import BadInput, InvalidTransition
 from shoal.fleet._claiming import rebalance_in
 from shoal.fleet._conflicts import rerun_on_conflict

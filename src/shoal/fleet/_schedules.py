@@ -22,10 +22,10 @@ cap) is missed, not retried: the tick passes, and a ``schedule.missed`` event sa
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from shoal import recurrence
+from shoal._values import replace
 from shoal.errors import InvalidTransition, ShoalError, UnknownSchedule
 from shoal.fleet._posting import insert_task
 from shoal.model import NewTask, Schedule
