@@ -12,12 +12,9 @@ busy ones; dead agents' work comes back; the fleet says when to add or retire ag
     'done'
 """
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-
-logging.getLogger(__name__).addHandler(logging.NullHandler())  # the application configures
 
 #: Where each public name lives. They are imported on first use (PEP 562), not here: a
 #: ``shoal`` CLI call is a new process, and ``import shoal`` -- which every ``shoal.*``

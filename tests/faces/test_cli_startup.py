@@ -108,6 +108,7 @@ def test_the_everyday_calls_do_not_import_click(tmp_path: Path, url: str) -> Non
         assert "shoal.faces.cli.loop" in modules and "click" not in modules, args
     with Fleet.open(url) as fleet:
         assert fleet.get(lease.task_id).state.value == "done"
+    assert "logging" not in modules  # nothing was logged: logging is not even imported
     # anything else is click's, as before: a bad value, help, another command
     for args in (["claim", "-n", "x"], ["status", "--help"], ["agents"]):
         assert "click" in loaded_by(tmp_path, url, *args), args
@@ -189,3 +190,28 @@ def test_list_in_a_pipe_prints_the_table_s_lines_without_rich(tmp_path: Path) ->
     assert [line.rsplit("\t", 1)[0] for line in proc.stdout.splitlines()] == [
         line.rsplit("\t", 1)[0] for line in table
     ]
+
+
+def test_a_log_level_asked_for_still_logs_without_click(tmp_path: Path, url: str) -> None:
+    """The fast calls set logging up only when a record needs it (``shoal._log``): with
+    SHOAL_LOG_LEVEL=DEBUG the store's debug lines come out as under click; a bad level is
+    refused as before."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "status", "--json"],
+        env=base_env({"SHOAL_STORE": url, "SHOAL_LOG_LEVEL": "DEBUG"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert " DEBUG shoal.stores.sqlite: opened the fleet at " in shown.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "status", "--json"],
+        env=base_env({"SHOAL_STORE": url, "SHOAL_LOG_LEVEL": "LOUD"}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (
+        refused.returncode == 2
+        and "SHOAL_LOG_LEVEL='LOUD' is not a log level" in refused.stdout + refused.stderr
+    )

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from shoal import _log
 from shoal.faces.cli.context import EXIT_OK, App, echo
 
 __all__ = ["run"]
@@ -191,13 +192,13 @@ def run(args: list[str]) -> None:
 
 
 def _invoke(app: App, command: Callable[[App], None]) -> None:
-    """The command, as click's group runs it: logging set up first, the fleet closed after
-    (even on an exit), Ctrl-C an exit 130 and a closed pipe an exit 1."""
-    from shoal.faces.cli.logs import configure_logging
-
+    """The command, as click's group runs it: logging set up first (its level checked now,
+    ``logging`` imported when something logs: ``shoal._log``), the fleet closed after (even
+    on an exit), Ctrl-C an exit 130 and a closed pipe an exit 1."""
     try:
         try:
-            configure_logging(0, 0)
+            level = _log.resolve_level(0, 0, os.environ.get(_log.LOG_LEVEL_ENV))  # refused now
+            _log.when_loaded(level, _configure_logging)  # the rest when a record needs it
             command(app)
         finally:
             app.close()
@@ -208,6 +209,12 @@ def _invoke(app: App, command: Callable[[App], None]) -> None:
         if exc.errno != errno.EPIPE:
             raise
         _quiet_pipes()
+
+
+def _configure_logging() -> None:
+    from shoal.faces.cli.logs import configure_logging
+
+    configure_logging(0, 0)
 
 
 def _quiet_pipes() -> NoReturn:
