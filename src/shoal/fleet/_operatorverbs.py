@@ -17,7 +17,6 @@ from shoal.errors import BadInput, InvalidTransition
 from shoal.fleet._claiming import rebalance_in
 from shoal.fleet._conflicts import rerun_on_conflict
 from shoal.fleet._hub import assess_in, reap_in, status_in
-from shoal.fleet._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
 from shoal.fleet._schedules import post_due_in
 from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task, release_dependents
 from shoal.fleet._verbbase import FleetBase
@@ -49,8 +48,9 @@ from shoal.validation import (
 )
 from shoal.vocabulary import EventKind, TaskState
 
-if TYPE_CHECKING:  # access (hashlib, hmac) is loaded by the token verbs alone
+if TYPE_CHECKING:  # access (hashlib, hmac) and _pruning load with their verbs alone
     from shoal.access import Credential
+    from shoal.fleet._pruning import Pruned
 
 __all__ = ["OperatorVerbs"]
 
@@ -303,6 +303,8 @@ class OperatorVerbs(FleetBase):
                 "--squash and --dry-run do not go together",
                 hint="look first with --dry-run, then squash",
             )
+        from shoal.fleet._pruning import squasher  # prune's rules: loaded by prune
+
         squash_history = squasher(self._store) if squash else None
         report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
         return report if squash_history is None else replace(report, squashed=squash_history())
@@ -310,6 +312,8 @@ class OperatorVerbs(FleetBase):
     def _prune(
         self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
     ) -> PruneReport:
+        from shoal.fleet._pruning import prune_age, prune_cutoff
+
         age = None if older_than is None else prune_age(older_than)
         batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
         limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)
@@ -335,6 +339,8 @@ class OperatorVerbs(FleetBase):
     @rerun_on_conflict
     def _prune_batch(self, cutoff: float, batch: int) -> Pruned:
         """One batch of ``prune``: fleet-wide, so nothing changes under it (``_pruning``)."""
+        from shoal.fleet._pruning import prune_batch_in
+
         with self._store.write(exclusive=True) as tx:
             return prune_batch_in(tx, self.clock.now(), cutoff, batch)
 

@@ -16,9 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import BadInput
-from shoal.extras import install_hint
 from shoal.faces import output
-from shoal.remote import is_remote
 
 if TYPE_CHECKING:  # rich and the Fleet load when a command first needs them (see output.py)
     from rich.console import Console
@@ -85,6 +83,8 @@ class App:
         `status`, and they work on a read-only disk."""
         if self._fleet is None:
             self.refuse_memory()
+            from shoal.remote import is_remote
+
             if is_remote(self.store):
                 self._fleet = _remote_fleet(self.store or "")
             else:
@@ -160,6 +160,8 @@ class App:
 def _remote_fleet(url: str) -> Fleet:
     """The fleet a hub serves at ``url`` (``shoal serve``), through its HTTP API; httpx is
     loaded only now, so a local fleet never needs it."""
+    from shoal.extras import install_hint
+
     try:
         from shoal.remote.fleet import RemoteFleet
     except ImportError as exc:
