@@ -152,7 +152,9 @@ def _params() -> Any:
 
 
 def _fallback(cls: type) -> bool:
-    if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+    if cls.__bases__ != (object,) and any(
+        hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]
+    ):
         return True
     notes = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 -- no inspect
     for name, note in notes.items():
@@ -228,11 +230,7 @@ def _value(cls: type[T]) -> type[T]:
     body.setdefault("__match_args__", tuple(names))
     if body.get("__doc__") is None:
         body["__doc__"] = f"{name}({', '.join(names)})"
-    meta: Any = type(cls)
-    new: Any = meta(name, cls.__bases__, body)
-    new.__qualname__ = cls.__qualname__
-    fields_attr.owner = params_attr.owner = new
-    _NAMES[new] = tuple(names)
+    new: Any = None  # the class, made below with its methods (which read it when called)
 
     compared = _tuple_of([s.name for s in specs.values() if s.compare])
     hashed = _tuple_of([s.name for s in specs.values() if (s.compare and s.hash is None) or s.hash])
@@ -289,8 +287,13 @@ def _value(cls: type[T]) -> type[T]:
     }
     for method_name, method in methods.items():
         if method_name not in cls.__dict__:
-            method.__qualname__ = f"{new.__qualname__}.{method_name}"
-            setattr(new, method_name, method)
+            method.__qualname__ = f"{cls.__qualname__}.{method_name}"
+            body[method_name] = method
+    meta: Any = type(cls)
+    new = meta(name, cls.__bases__, body)
+    new.__qualname__ = cls.__qualname__
+    fields_attr.owner = params_attr.owner = new
+    _NAMES[new] = tuple(names)
     return new  # type: ignore[no-any-return]
 
 
