@@ -8,16 +8,16 @@ from); they live here so ``model`` stays a reading, and they need nothing else o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from shoal._values import value
 from shoal.times import iso_time, parse_moment
 from shoal.vocabulary import Recommendation, Workload
 
 __all__ = ["Assessment", "Move", "PruneReport", "ReapReport"]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Move:
     """A pending task moved from one queue to another by rebalance."""
 
@@ -37,7 +37,7 @@ class Move:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ReapReport:
     """What one monitor pass did."""
 
@@ -77,7 +77,7 @@ class ReapReport:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PruneReport:
     """What a prune deleted -- or, in a dry run, would delete: tasks that finished before
     ``cutoff``, with their events, and the events of no task logged before it. ``cutoff``
@@ -104,7 +104,7 @@ class PruneReport:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Assessment:
     """The workload assessment and what to do about it.
 

@@ -10,8 +10,8 @@ reading.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
+from shoal._values import replace
 from shoal.model import Agent, AgentStatus, Task, TaskState
 from shoal.settings import Settings
 

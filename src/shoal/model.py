@@ -12,10 +12,10 @@ The values the hub's jobs return -- ``Move``, ``ReapReport``, ``PruneReport`` an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from shoal._reports import Assessment, Move, PruneReport, ReapReport
+from shoal._values import field, value
 from shoal.times import iso_time
 from shoal.vocabulary import AgentStatus, ClaimReason, ClaimSource, ScheduleState, TaskState
 
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Task:
     """A unit of work, as the fleet saw it at one moment.
 
@@ -200,7 +200,7 @@ class QueueDepth(NamedTuple):
     status: AgentStatus
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class NewTask:
     """A task as ``Fleet.post`` decided to insert it (what a store's insert_task takes)."""
 
@@ -232,7 +232,7 @@ class NewTask:
     posted_by: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TaskDetail:
     """A task with its dependencies, dependents and history (``shoal show``)."""
 
@@ -250,7 +250,7 @@ class TaskDetail:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Agent:
     """A registered worker and what the fleet knows of it."""
 
@@ -295,7 +295,7 @@ class Agent:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Lease:
     """The right to work on one task until ``expires``. Only ``token`` may change the task."""
 
@@ -317,7 +317,7 @@ class Lease:
         return data
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Grant:
     """One task a claim handed out: the task, the lease on it, the step of the claim cascade
     that found it (``source``), and whose queue it was in (``origin``: None for the pool;
@@ -336,7 +336,7 @@ class Grant:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Claim:
     """What ``Fleet.claim`` handed out: a grant per task, or why there were none.
 
@@ -376,7 +376,7 @@ class Claim:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Completion:
     """The outcome of ``Fleet.complete``: the finished task, and the next claim if asked."""
 
@@ -394,7 +394,7 @@ class Completion:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BatchCompletion:
     """The outcome of ``Fleet.complete_many``: each lease done, already done, or lost."""
 
@@ -414,7 +414,7 @@ class BatchCompletion:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Probe:
     """What ``Fleet.probe`` found: the store took a write at ``at`` (this process's clock),
     and its server's own clock then read ``server_time`` (None: the store has no server)."""
@@ -428,7 +428,7 @@ class Probe:
         return None if self.server_time is None else self.server_time - self.at
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Registration:
     """The outcome of ``Fleet.register``."""
 
@@ -446,7 +446,7 @@ class Registration:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Event:
     """One entry of the append-only log. Every state change writes exactly one."""
 
@@ -498,7 +498,7 @@ def count_detail(kind: str, data: Mapping[str, Any]) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AgentLoad:
     """One agent's line in the status snapshot."""
 
@@ -513,7 +513,7 @@ class AgentLoad:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Group:
     """A concurrency group as it stands: its limit (``max``; None: it has none) and how many
     of its tasks are held (claimed) right now, fleet-wide."""
@@ -530,7 +530,7 @@ class Group:
         return {"name": self.name, "max": self.max, "held": self.held, "full": self.full}
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FleetStatus:
     """A snapshot of the fleet: who is doing what, what is waiting, and the last assessment."""
 
@@ -577,7 +577,7 @@ class FleetStatus:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Schedule:
     """Recurring work: a task posted again and again, ``every`` so many seconds or at the
     times a ``cron`` expression names (read in time zone ``tz``). ``task`` holds the post

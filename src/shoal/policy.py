@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from shoal._order import (
@@ -85,6 +84,7 @@ from shoal._timing import (
     poll_delay,
     turn_wait,
 )
+from shoal._values import value
 from shoal.model import Agent, AgentStatus, QueueDepth, Task, TaskState
 from shoal.settings import Settings
 
@@ -239,7 +239,7 @@ def eligible_skillsets(
 # --- stealing --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class StealFilter:
     """Which pending queued tasks one thief may steal, as data a store can turn into a query.
 
@@ -333,7 +333,7 @@ def order_victims(
 # --- locality: domain first, delay scheduling ------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Locality:
     """Which tasks of other domains one claimer passes over for now (module docstring).
 

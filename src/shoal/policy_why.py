@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from shoal import policy, sizing
+from shoal._values import field, value
 from shoal.model import Agent, QueueDepth, Task
 from shoal.settings import Settings
 from shoal.times import iso_time, parse_moment
@@ -66,7 +66,7 @@ __all__ = [
 STEP_ORDER = (ClaimSource.QUEUE, ClaimSource.POOL, ClaimSource.STEAL)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Reason:
     """One thing that holds work back: a stable ``code``, a line for people, and -- when
     they are known -- when it ends and began, and the agents, tasks and skills it is
@@ -105,7 +105,7 @@ class Reason:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Taker:
     """An agent whose claim could take the task now, by the claim step named."""
 
@@ -121,7 +121,7 @@ class Taker:
         return cls(str(data["agent"]), ClaimSource(data["step"]), AgentStatus(data["status"]))
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TaskWhy:
     """Why a task is where it is (``Fleet.why_task``): what holds it back and who could
     take it now, the likeliest first (its own agent, then idle agents). ``takers`` empty
@@ -164,7 +164,7 @@ class TaskWhy:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AgentWhy:
     """Why an agent is idle or got nothing (``Fleet.why_agent``) -- or, if its claim would
     get work now, the task it would take (``next``) and by which step."""
@@ -199,7 +199,7 @@ class AgentWhy:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Facts:
     """What the claim would read, read once: agents as the liveness rules make them at
     ``now``, the live (not yet due) leases each holds, the skill sets, the queues a steal
@@ -291,7 +291,7 @@ def group_reasons(task: Task, facts: Facts) -> list[Reason]:
 # --- one agent against one task -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class _Verdict:
     """What one agent's claim would do with one task now: take it by ``step``, or not, for
     ``code`` (until ``until``)."""

@@ -8,12 +8,11 @@ fleet can never hold a negative lease or a steal cap of "lots".
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from shoal._values import field_names, replace, value
 from shoal.errors import InvalidSetting
 from shoal.limits import MAX_COUNT, MAX_DURATION, MAX_LEASE_TTL, MAX_NUMBER, MAX_SIZE
 from shoal.validation import parse_duration, parse_priority, parse_size
@@ -34,7 +33,7 @@ __all__ = [
 ORDERS = ("priority", "longest_first")
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Setting:
     """How one setting is read, checked and explained. Its default is on ``Settings``."""
 
@@ -109,7 +108,7 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Settings:
     """One consistent set of values. Read them as attributes: ``settings.lease_ttl``."""
 
@@ -162,7 +161,7 @@ class Settings:
         return updated
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in field_names(self)}
 
     def overrides(self) -> dict[str, Any]:
         """Only the values that differ from the defaults (what a fleet stores)."""
@@ -190,6 +189,8 @@ def parse_setting(name: str, value: object) -> Any:
     """Check that ``name`` is a setting and turn ``value`` (text or number) into its type."""
     spec = SETTINGS.get(name)
     if spec is None:
+        import difflib
+
         close = difflib.get_close_matches(name, SETTINGS, n=1)
         hint = f"did you mean {close[0]}?" if close else "see `shoal config get` for the list"
         raise InvalidSetting(f"there is no setting called {name!r}", hint=hint)

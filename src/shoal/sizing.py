@@ -12,9 +12,9 @@ flap. Like ``policy``: no I/O, no clock, no store.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from shoal import policy
+from shoal._values import value
 from shoal.model import Agent, AgentStatus, Assessment
 from shoal.settings import Settings
 from shoal.vocabulary import Recommendation, Workload
@@ -172,7 +172,7 @@ def restart_delay(crashes: int, base: float, cap: float) -> float:
     return float(min(cap, base * 2.0 ** min(crashes - 1, 64)))
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ScaleDecision:
     """What a supervisor does now: start ``spawn`` workers, stop the workers in ``stop``."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from shoal.errors import BadInput
 
@@ -31,25 +32,49 @@ __all__ = [
     "check_line",
     "check_storable",
     "describe",
+    "lazy_compile",
     "safe",
     "shown_url",
 ]
+
+
+class _LazyPattern:
+    """A regular expression compiled when first used. Compiling is not free (these classes
+    of characters take about 0.3 ms each), and a CLI call is a new process that uses few
+    of them: compiled at import, they cost each call more than the call's own work. After
+    the first use its methods are the compiled pattern's own (no indirection)."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._source = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = re.compile(*self._source)
+        for method in ("search", "match", "fullmatch", "sub", "subn", "split", "findall",
+                       "finditer", "pattern", "flags", "groups", "groupindex"):  # fmt: skip
+            setattr(self, method, getattr(compiled, method))
+        return getattr(compiled, name)
+
+
+def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile(pattern, flags)``, done on first use (see ``_LazyPattern``)."""
+    return cast("re.Pattern[str]", _LazyPattern(pattern, flags))
+
 
 #: Bidirectional controls: embeddings and overrides (U+202A..U+202E) and isolates
 #: (U+2066..U+2069). They reorder what a terminal shows ("Trojan Source").
 _BIDI = "\u202a-\u202e\u2066-\u2069"
 #: Refused in one-line fields: every C0 and C1 control, DEL, bidi controls, surrogates.
-_LINE_REFUSED = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+_LINE_REFUSED = lazy_compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
 #: Refused in blocks: the same, but a line break (LF, or CRLF as a file from Windows has
 #: them) or a tab is fine. A carriage return alone moves a terminal's cursor back over the
 #: line, so it is refused.
-_BLOCK_REFUSED = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]|\r(?!\n)")
+_BLOCK_REFUSED = lazy_compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]|\r(?!\n)")
 #: Escaped on display: what is refused in a block, plus the invisible direction marks
 #: (U+200E, U+200F, U+061C), which are harmless to store but not to read.
-_UNSAFE = re.compile(
+_UNSAFE = lazy_compile(
     f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\u200e\u200f\u061c\ud800-\udfff]|\r(?!\n)"
 )
-_UNSAFE_ONE_LINE = re.compile(
+_UNSAFE_ONE_LINE = lazy_compile(
     f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}\u200e\u200f\u061c\ud800-\udfff]"
 )
 
@@ -97,7 +122,7 @@ def check_block(field: str, value: str) -> str:
     return value
 
 
-_STORABLE_REFUSED = re.compile("[\x00\ud800-\udfff]")
+_STORABLE_REFUSED = lazy_compile("[\x00\ud800-\udfff]")
 
 
 def check_storable(field: str, value: object) -> object:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from shoal.errors import BadInput, InvalidPriority
 from shoal.limits import MAX_BATCH, MAX_DURATION
 from shoal.model import Agent, Lease
-from shoal.text import check_block, check_line, check_storable
+from shoal.text import check_block, check_line, check_storable, lazy_compile
 from shoal.vocabulary import AgentStatus, TaskState
 
 __all__ = [
@@ -56,18 +56,18 @@ PRIORITY_NAMES: Mapping[str, int] = {"critical": 1, "high": 2, "medium": 5, "low
 
 #: Any id a fleet may hold, old ones included: older versions registered ids with ``/`` and
 #: up to 128 characters, and those agents keep working (read, shown, acted on, terminated).
-AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
+AGENT_ID = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 #: The ids a new registration may take: letters, digits and ``. _ - @ :``, starting with a
 #: letter or digit, at most 64. Nothing in it means anything in a URL's path (no ``/``, and
 #: never a ``.`` or ``..`` segment), so an id is always one segment wherever it goes.
-NEW_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
+NEW_AGENT_ID = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
 _NEW_ID_RULE = "1-64 letters, digits or . _ - @ :, starting with a letter or digit"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
-_DURATION_PARTS = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
+_NAME_RE = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:/-]{0,63}$")
+_DURATION_RE = lazy_compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_PART = lazy_compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_DURATION_PARTS = lazy_compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(k|m|g)(?:i?b)?|b)?\s*$", re.IGNORECASE)
+_SIZE_RE = lazy_compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(k|m|g)(?:i?b)?|b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 

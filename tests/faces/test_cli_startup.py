@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
 import pytest
 
-from shoal import Fleet
+from shoal import Fleet, ManualClock
 from shoal.faces.cli import cli
 from shoal.faces.cli.root import COMMANDS, REGISTRARS
 from tests.faces.cli_support import base_env
@@ -70,7 +71,7 @@ def test_the_agent_loop_imports_no_heavy_library(tmp_path: Path, url: str) -> No
     claim that finds nothing: none loads rich, a web or MCP library, psycopg, httpx
     or matplotlib."""
     claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--format", "env")
-    assert "shoal.faces.cli.leases" in claimed  # the probe did run the command
+    assert "shoal.faces.cli.loop" in claimed  # the probe did run the command
     assert heavy_in(claimed) == []
     with Fleet.open(url) as fleet:
         lease = fleet.leases("ada")[0]
@@ -86,6 +87,31 @@ def test_the_agent_loop_imports_no_heavy_library(tmp_path: Path, url: str) -> No
         ["heartbeat", "ada", "--json"],
     ):
         assert heavy_in(loaded_by(tmp_path, url, *args)) == [], args
+
+
+def test_the_everyday_calls_do_not_import_click(tmp_path: Path, url: str) -> None:
+    """The calls of an agent's loop (and a script's look) run without click (``fast``):
+    importing it cost as much as the rest of such a call. Done is checked with its token
+    from the environment, as ``eval "$(shoal claim --format env)"`` leaves it."""
+    claimed = loaded_by(tmp_path, url, "claim", "--agent", "ada", "--format", "env")
+    assert "shoal.faces.cli.loop" in claimed and "click" not in claimed
+    with Fleet.open(url) as fleet:
+        lease = fleet.leases("ada")[0]
+    for args in (
+        ["done", str(lease.task_id), "--token", lease.token],
+        ["status", "--json"],
+        ["list"],
+        ["--json", "list"],
+        ["claim", "-a", "ada", "--json"],  # nothing left: exit 1, still no click
+    ):
+        modules = loaded_by(tmp_path, url, *args)
+        assert "shoal.faces.cli.loop" in modules and "click" not in modules, args
+    with Fleet.open(url) as fleet:
+        assert fleet.get(lease.task_id).state.value == "done"
+    assert "logging" not in modules  # nothing was logged: logging is not even imported
+    # anything else is click's, as before: a bad value, help, another command
+    for args in (["claim", "-n", "x"], ["status", "--help"], ["agents"]):
+        assert "click" in loaded_by(tmp_path, url, *args), args
 
 
 def test_a_command_loads_only_its_own_module(tmp_path: Path, url: str) -> None:
@@ -129,3 +155,63 @@ def test_the_command_table_is_the_commands() -> None:
         if not isinstance(command, click.Group) or command.callback is not None:
             assert callback_module.rpartition(".")[2] in (module, "mcp_config"), name
         assert command.get_short_help_str(limit=10_000) == short, name
+
+
+def test_list_in_a_pipe_prints_the_table_s_lines_without_rich(tmp_path: Path) -> None:
+    """``shoal list | ...`` writes its tab-separated lines from the task's plain cells, not
+    from a rich table: line for line what the table would give (a title with markup, wide
+    letters and runs of spaces; every flag), and no rich loaded."""
+    from shoal.faces import output, render
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    # posted and claimed 100 s ago (a manual clock), listed now (the CLI's system clock)
+    clock = ManualClock(time.time() - 100)
+    with Fleet.open(url, create=True, clock=clock) as fleet:
+        fleet.register("ada", skills=["python", "go"])
+        held = fleet.post("held, then expired", lease_ttl=10, priority=9)
+        fleet.claim("ada")
+        fleet.post("plain")
+        fleet.post("[bold]markup[/bold] naïve — 日本語  two  spaces ", skills=["python"])
+        fleet.post("pinned to ada", to="ada", pinned=True, domain="web")
+        fleet.post("later", not_before=clock.now() + 3100)  # ready in 50m
+        tasks = fleet.tasks(limit=50)
+        table = list(output.plain_lines(render.tasks_table(tasks, time.time())))
+    assert held.id in [t.id for t in tasks] and len(table) == len(tasks) + 1
+    modules = loaded_by(tmp_path, url, "list")
+    assert heavy_in(modules) == []
+    proc = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "list"],
+        env=base_env({"SHOAL_STORE": url}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # the ages differ (the CLI's clock is the system's): compare all but the last column
+    assert [line.rsplit("\t", 1)[0] for line in proc.stdout.splitlines()] == [
+        line.rsplit("\t", 1)[0] for line in table
+    ]
+
+
+def test_a_log_level_asked_for_still_logs_without_click(tmp_path: Path, url: str) -> None:
+    """The fast calls set logging up only when a record needs it (``shoal._log``): with
+    SHOAL_LOG_LEVEL=DEBUG the store's debug lines come out as under click; a bad level is
+    refused as before."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "status", "--json"],
+        env=base_env({"SHOAL_STORE": url, "SHOAL_LOG_LEVEL": "DEBUG"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert " DEBUG shoal.stores.sqlite: opened the fleet at " in shown.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "shoal.faces.cli", "status", "--json"],
+        env=base_env({"SHOAL_STORE": url, "SHOAL_LOG_LEVEL": "LOUD"}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (
+        refused.returncode == 2
+        and "SHOAL_LOG_LEVEL='LOUD' is not a log level" in refused.stdout + refused.stderr
+    )

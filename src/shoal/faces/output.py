@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from shoal.text import safe
@@ -33,6 +33,7 @@ __all__ = [
     "json_text",
     "one_line",
     "plain_lines",
+    "tsv_line",
 ]
 
 #: The values of ``--format``.
@@ -110,6 +111,12 @@ def _table_lines(table: Table) -> Iterator[str]:
     cells = [list(c.cells) for c in columns]
     for row in range(table.row_count):
         yield "\t".join(_cell(column[row]) if row < len(column) else "" for column in cells)
+
+
+def tsv_line(cells: Iterable[str]) -> str:
+    """Plain cells as one tab-separated line, each cell as ``plain_lines`` writes a table's:
+    made one line (``one_line``), tabs and line breaks as spaces, trimmed."""
+    return "\t".join(_cell(one_line(c)) for c in cells)
 
 
 def _cell(value: Any) -> str:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shoal.faces.output import clean, one_line
-from shoal.faces.words import ago, nothing_claimed, ready_note
+from shoal.faces.words import TASK_COLUMNS, ago, nothing_claimed, task_cells
 from shoal.faces.words import span as _span
 from shoal.model import (
     Agent,
@@ -85,27 +85,14 @@ def _status(value: str) -> Text:
 
 def tasks_table(tasks: Sequence[Task], now: float, title: str | None = None) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left")
-    for column in ("id", "state", "p", "title", "agent", "skills", "domain", "age"):
+    for column in TASK_COLUMNS:
         table.add_column(column, justify="right" if column in ("id", "p") else "left")
     for t in tasks:
-        agent = t.agent or ("(pool)" if t.state.value == "pending" else "-")
-        flags = " [pinned]" if t.pinned else ""
-        flags += " [stolen]" if t.stolen else ""
-        flags += " [stalled]" if t.stalled_at is not None else ""
-        flags += " [lease expired: not running]" if lease_due(t, now) else ""
-        flags += f" [{note}]" if (note := ready_note(t, now)) else ""
+        cells = task_cells(t, now)
         table.add_row(
-            *_cells(
-                str(t.id),
-                _state(t.state.value),
-                str(t.priority),
-                Text(one_line(t.title) + flags),
-                agent,
-                ",".join(t.skills) or "-",
-                t.domain or "-",
-                ago(t.created_at, now),
-            )
-        )
+            *_cells(*cells[:1]), _state(cells[1]), *_cells(cells[2]), Text(cells[3]),
+            *_cells(*cells[4:])
+        )  # fmt: skip
     return table
 
 

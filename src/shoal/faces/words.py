@@ -9,8 +9,13 @@ agent's loop) and the web and MCP faces use the same words without importing ric
 from __future__ import annotations
 
 from shoal.model import Claim, Task
+from shoal.policy import lease_due
+from shoal.text import safe
 
-__all__ = ["ago", "nothing_claimed", "ready_note", "span"]
+__all__ = ["TASK_COLUMNS", "ago", "nothing_claimed", "ready_note", "span", "task_cells"]
+
+#: The columns of a list of tasks (``shoal list``, ``shoal ready``...).
+TASK_COLUMNS = ("id", "state", "p", "title", "agent", "skills", "domain", "age")
 
 
 def ago(then: float | None, now: float) -> str:
@@ -38,6 +43,21 @@ def span(seconds: float) -> str:
             minor = rest // small_size
             return f"{major}{unit} {minor}{small}" if minor else f"{major}{unit}"
     return f"{whole}s"
+
+
+def task_cells(t: Task, now: float) -> tuple[str, ...]:
+    """A task's row under TASK_COLUMNS, as text: ``render.tasks_table`` styles it for a
+    terminal, and a pipe gets it as a tab-separated line without loading rich. The title
+    (with its flags) is already on one line; the other cells come as they are."""
+    agent = t.agent or ("(pool)" if t.state.value == "pending" else "-")
+    flags = " [pinned]" if t.pinned else ""
+    flags += " [stolen]" if t.stolen else ""
+    flags += " [stalled]" if t.stalled_at is not None else ""
+    flags += " [lease expired: not running]" if lease_due(t, now) else ""
+    flags += f" [{note}]" if (note := ready_note(t, now)) else ""
+    title = " ".join(safe(t.title.replace("\t", " ")).splitlines()) + flags
+    return (str(t.id), t.state.value, str(t.priority), title, agent,
+            ",".join(t.skills) or "-", t.domain or "-", ago(t.created_at, now))  # fmt: skip
 
 
 def ready_note(task: Task, now: float) -> str:

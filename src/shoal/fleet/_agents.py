@@ -10,9 +10,9 @@ heartbeat renews every lease the agent holds, after expiring those already past 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import InvalidTransition
 from shoal.fleet._liveness import SettleFirst, come_back, is_away, offline_silent, seat_refusal
 from shoal.fleet._transitions import (

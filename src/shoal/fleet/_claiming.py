@@ -93,13 +93,13 @@ behind what that agent has. It is never needed for correctness.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.fleet._liveness import SettleFirst, is_away
 from shoal.fleet._transitions import end_streak, expire_due, live_agent, resume_agent, touch
 from shoal.limits import EXPIRE_PER_CLAIM
@@ -398,7 +398,7 @@ class _Thief:
         ready joins with ``joins``, else of everything but them."""
         if not self.victims:
             return []
-        rules = dataclasses.replace(self.rules, joins=joins)
+        rules = replace(self.rules, joins=joins)
         victims = ((victim, 1) for victim in self.victims)
         taken = steal_tails(self.tx, rules, victims, 1, self.now, self.holds)
         return [candidate for candidate, _ in taken]
@@ -555,7 +555,7 @@ class Holds:
             return found
         rules = self._made()
         if self._full.full_groups:
-            rules = dataclasses.replace(rules, full_groups=self._full.full_groups)
+            rules = replace(rules, full_groups=self._full.full_groups)
         ends = (rules.free_at(c.domain, c.skillset, _ready(c)) for c in found)
         held = [end for end in ends if end is not None]
         if not held:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from shoal import policy, sizing
+from shoal import policy
 from shoal.fleet._liveness import agents_as_of, go_offline
 from shoal.fleet._transitions import expire_due, resume_agent, terminate
 from shoal.limits import MAX_LISTED, SHOWN_STUCK
@@ -72,6 +72,8 @@ def assess_in(tx: StoreTx, now: float) -> Assessment:
     writes one when there is news, not tens of thousands a day that say the same."""
     settings = tx.load_settings()
     counts = tx.state_counts()
+    from shoal import sizing  # the assessment's rules: read by assess alone
+
     result = sizing.assess(
         pending=counts.get("pending", 0),
         in_progress=counts.get("claimed", 0),

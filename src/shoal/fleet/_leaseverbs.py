@@ -10,7 +10,7 @@ this part builds on): recurring tasks fallen due are posted before the claim rea
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -62,9 +62,10 @@ class LeaseVerbs(ScheduleVerbs):
         # A lease token fences off stale holders, and over MCP it is also the proof that a
         # caller may act on a task it does not hold (I8): an MCP client sees the tokens of
         # the tasks it claims, so they must not let it guess anyone else's. They come from
-        # the OS's generator (secrets), never from a seeded one whose state a few hundred
-        # outputs give away; it costs about a microsecond a claim.
-        return secrets.token_hex(8)
+        # the OS's generator (``os.urandom``, which is all ``secrets.token_hex`` calls, without
+        # importing hmac and hashlib for it), never from a seeded one whose state a few
+        # hundred outputs give away; it costs about a microsecond a claim.
+        return os.urandom(8).hex()
 
     # ------------------------------------------------------------------ leases
 

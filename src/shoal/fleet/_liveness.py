@@ -26,9 +26,9 @@ the one index range that finds nobody.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import FleetFull
 from shoal.fleet._transitions import present_status, return_queue, with_idle_since
 from shoal.model import Agent

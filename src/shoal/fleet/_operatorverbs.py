@@ -9,18 +9,15 @@ jobs (``rebalance``, ``reap``, ``assess``) have their bodies in ``_claiming`` an
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal import policy
-from shoal.access import Credential, check_token_id, parse_role
+from shoal._values import replace
 from shoal.errors import BadInput, InvalidTransition
 from shoal.fleet._claiming import rebalance_in
 from shoal.fleet._conflicts import rerun_on_conflict
 from shoal.fleet._hub import assess_in, reap_in, status_in
-from shoal.fleet._pruning import Pruned, prune_age, prune_batch_in, prune_cutoff, squasher
 from shoal.fleet._schedules import post_due_in
-from shoal.fleet._tokens import authenticate_in, create_token_in, revoke_token_in, tokens_in
 from shoal.fleet._transitions import after_letting_go, flag_stuck, need_task, release_dependents
 from shoal.fleet._verbbase import FleetBase
 from shoal.limits import MAX_EVENTS, MAX_PRUNE_BATCH, PRUNE_BATCH
@@ -50,6 +47,10 @@ from shoal.validation import (
     parse_priority,
 )
 from shoal.vocabulary import EventKind, TaskState
+
+if TYPE_CHECKING:  # access (hashlib, hmac) and _pruning load with their verbs alone
+    from shoal.access import Credential
+    from shoal.fleet._pruning import Pruned
 
 __all__ = ["OperatorVerbs"]
 
@@ -302,6 +303,8 @@ class OperatorVerbs(FleetBase):
                 "--squash and --dry-run do not go together",
                 hint="look first with --dry-run, then squash",
             )
+        from shoal.fleet._pruning import squasher  # prune's rules: loaded by prune
+
         squash_history = squasher(self._store) if squash else None
         report = self._prune(older_than, batch=batch, limit=limit, dry_run=dry_run)
         return report if squash_history is None else replace(report, squashed=squash_history())
@@ -309,6 +312,8 @@ class OperatorVerbs(FleetBase):
     def _prune(
         self, older_than: float | str | None, *, batch: int, limit: int | None, dry_run: bool
     ) -> PruneReport:
+        from shoal.fleet._pruning import prune_age, prune_cutoff
+
         age = None if older_than is None else prune_age(older_than)
         batch = check_count(batch, "batch", 1, MAX_PRUNE_BATCH)
         limit = None if limit is None else check_count(limit, "limit", 1, MAX_ID)
@@ -334,6 +339,8 @@ class OperatorVerbs(FleetBase):
     @rerun_on_conflict
     def _prune_batch(self, cutoff: float, batch: int) -> Pruned:
         """One batch of ``prune``: fleet-wide, so nothing changes under it (``_pruning``)."""
+        from shoal.fleet._pruning import prune_batch_in
+
         with self._store.write(exclusive=True) as tx:
             return prune_batch_in(tx, self.clock.now(), cutoff, batch)
 
@@ -441,6 +448,9 @@ class OperatorVerbs(FleetBase):
         """A new access token for ``shoal serve`` (``shoal.access``): its description, and
         the secret, which the fleet does not keep and nobody can show again. An ``agent``
         token names the one agent it may act as."""
+        from shoal.access import parse_role
+        from shoal.fleet._tokens import create_token_in
+
         kind = parse_role(role)
         if (agent is None) == (kind == "agent"):
             raise BadInput(
@@ -458,17 +468,24 @@ class OperatorVerbs(FleetBase):
     def tokens(self) -> list[Credential]:
         """The fleet's access tokens, oldest first (never their secrets)."""
         with self._store.read() as tx:
+            from shoal.fleet._tokens import tokens_in
+
             return tokens_in(tx)
 
     @rerun_on_conflict
     def revoke_token(self, token_id: str) -> Credential:
         """End the token ``token_id``: from the next request on, it opens nothing."""
+        from shoal.access import check_token_id
+        from shoal.fleet._tokens import revoke_token_in
+
         check_token_id(token_id)
         with self._store.write(exclusive=True) as tx:
             return revoke_token_in(tx, token_id)
 
     def authenticate(self, token: str) -> Credential | None:
         """The credential ``token`` proves, or None if it is not one of the fleet's."""
+        from shoal.fleet._tokens import authenticate_in
+
         with self._store.read() as tx:
             return authenticate_in(tx, token)
 

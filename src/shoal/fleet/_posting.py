@@ -14,10 +14,10 @@ ada`` runs step 1 first.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import BadInput, UnknownTask
 from shoal.fleet._transitions import live_agent, refuse_ended
 from shoal.model import NewTask

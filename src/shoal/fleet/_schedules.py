@@ -22,10 +22,9 @@ cap) is missed, not retried: the tick passes, and a ``schedule.missed`` event sa
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from shoal import recurrence
+from shoal._values import replace
 from shoal.errors import InvalidTransition, ShoalError, UnknownSchedule
 from shoal.fleet._posting import insert_task
 from shoal.model import NewTask, Schedule
@@ -68,6 +67,8 @@ def add_schedule_in(
     """Keep a new schedule (its first tick at ``start`` or the first after it; ``every``
     without a start ticks now), with its event, and post what is due -- its first
     occurrence, if that is now."""
+    from shoal import recurrence
+
     settings = tx.load_settings()
     check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes)
     first = recurrence.first_tick(every, cron, tz, now if start is None else start)
@@ -89,6 +90,8 @@ def post_due_in(
     due = tx.due_schedules(now, limit)
     if not due:
         return []
+    from shoal import recurrence  # cron's reading: loaded where a schedule is due
+
     settings = settings or tx.load_settings()
     posted: list[int] = []
     for schedule in due:
@@ -139,6 +142,8 @@ def set_schedule_state_in(
     changes nothing. A resumed schedule's next tick is the first still to come (a paused
     one makes up nothing). A cancelled schedule stays cancelled; its occurrences already
     posted are tasks like any other."""
+    from shoal import recurrence
+
     schedule = need_schedule(tx, schedule_id)
     if schedule.state is state:
         return schedule

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from shoal import recurrence
 from shoal.errors import BadInput
 from shoal.fleet._conflicts import rerun_on_conflict
 from shoal.fleet._schedules import (
@@ -69,6 +68,8 @@ class ScheduleVerbs(FleetBase):
         pending at a time: a tick that finds the last one unfinished posts nothing, and
         ticks nobody was there to see are not made up. Occurrences are posted by claims and
         the hub's reap as they fall due (``_schedules``), with no daemon."""
+        from shoal import recurrence  # cron's reading: loaded by the verbs of schedules
+
         seconds, expression, zone = recurrence.check_recurrence(every, cron, tz)
         unknown = sorted(set(task) - TEMPLATE_FIELDS)
         if unknown:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import (
     DependencyCycle,
     InvalidTransition,

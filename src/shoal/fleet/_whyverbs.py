@@ -17,19 +17,22 @@ dependencies, the agents, the claimed tasks, the queue depths -- never every pen
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from shoal import policy
+from shoal._values import replace
 from shoal.fleet._claiming import Holds, pool_candidates, steal_tails
 from shoal.fleet._transitions import live_agent, need_task
 from shoal.fleet._verbbase import FleetBase
 from shoal.model import Agent, Candidate, QueueDepth, Task
-from shoal.policy_why import AgentWhy, Facts, Reason, TaskWhy, explain_task
 from shoal.stores.base import StoreTx
 from shoal.validation import check_agent_id
 from shoal.vocabulary import AgentStatus, ClaimSource, TaskState
+
+if TYPE_CHECKING:  # policy_why is loaded by the first why: no other verb needs it
+    from shoal.policy_why import AgentWhy, Facts, Reason, TaskWhy
 
 __all__ = ["WhyVerbs", "facts_in", "why_agent_in", "why_task_in"]
 
@@ -69,6 +72,8 @@ def facts_in(
     the settings (enough for a running or finished task). ``about``: only what that agent's
     claim reads of the agents -- itself, not all of them. ``group``: a task's concurrency
     group, whose limit is read -- as the claim reads the groups only for grouped work."""
+    from shoal.policy_why import Facts
+
     settings = tx.load_settings()
     if not agents:
         return Facts(now, settings, (), {}, {})
@@ -103,6 +108,8 @@ def facts_in(
 
 def why_task_in(tx: StoreTx, now: float, task_id: int) -> TaskWhy:
     """``Fleet.why_task`` inside the caller's transaction."""
+    from shoal.policy_why import explain_task
+
     task = need_task(tx, task_id)
     live = task.state in (TaskState.PENDING, TaskState.BLOCKED)
     group = task.group if task.state is TaskState.PENDING else None
@@ -113,6 +120,8 @@ def why_task_in(tx: StoreTx, now: float, task_id: int) -> TaskWhy:
 
 def why_agent_in(tx: StoreTx, now: float, agent_id: str, rng: random.Random) -> AgentWhy:
     """``Fleet.why_agent`` inside the caller's transaction: the claim's steps, read only."""
+    from shoal.policy_why import AgentWhy, Reason
+
     live_agent(tx, agent_id)  # unknown or terminated: the usual refusal
     facts = facts_in(tx, now, about=agent_id)
     agent = next(a for a in facts.agents if a.id == agent_id)
@@ -179,10 +188,12 @@ def _steal_preview(
 ) -> tuple[list[Candidate], list[Reason]]:
     """The claim's steal step (``_claiming._Thief``), read only, with why it gave
     nothing; with ``joins``, of the victims' ready joins (the joins step)."""
+    from shoal.policy_why import Reason
+
     settings = facts.settings
     rules = policy.steal_filter(agent, settings, facts.skillsets)
     if joins:
-        rules = dataclasses.replace(rules, joins=True)
+        rules = replace(rules, joins=True)
     victims = policy.claim_victims(facts.depths, agent.id, settings, rng)
     if not rules.skillsets or not victims:
         return [], []
@@ -205,6 +216,8 @@ def _full_groups(tx: StoreTx, agent: Agent, facts: Facts, eligible: Sequence[int
     steps' look-ups again, a few candidates each, with no group passed over and no
     locality rule, and the groups of what they find that ``policy.group_room`` says are
     full. Nothing is read unless some group has a limit."""
+    from shoal.policy_why import Reason
+
     limits = tx.group_limits()
     if not limits:
         return []
@@ -253,6 +266,8 @@ def _idle_reasons(
 ) -> list[Reason]:
     """Why a claim of ``agent``'s found nothing: the tasks its skills do not fit (nearest
     misses first), the work kept for other domains, the work not ready yet."""
+    from shoal.policy_why import Reason
+
     reasons: list[Reason] = []
     # The nearest misses: the best ready pool tasks of the skill sets it cannot do -- a
     # bounded, indexed look-up (the pool step's own), not a count of every pending task.

@@ -9,10 +9,10 @@ every use of it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from shoal._log import get_logger
 from shoal.clock import Clock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable
@@ -28,7 +28,7 @@ __all__ = ["SETTLE_RETRY", "TaskSettling"]
 SETTLE_RETRY = 1.0
 
 # The worker's own logger: settling is a part of it, and its lines say so.
-log = logging.getLogger("shoal.runtime.worker")
+log = get_logger("shoal.runtime.worker")
 
 
 class TaskSettling:

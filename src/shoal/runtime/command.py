@@ -27,7 +27,6 @@ when the system cannot start it, or when it exits 126 or 127, which is how ``sh`
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from shoal._log import get_logger
 from shoal.errors import BadInput
 from shoal.model import Lease, Task
 
@@ -60,7 +60,7 @@ __all__ = [
     "task_env",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Bytes of stdout kept as the result; the rest is read and dropped.
 STDOUT_LIMIT = 64 * 1024

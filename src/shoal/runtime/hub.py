@@ -15,12 +15,12 @@ is reported when its verdict changes, not every pass, so a quiet fleet makes a q
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal._log import get_logger
 from shoal.errors import StoreUnavailable
 from shoal.fleet import Fleet
 from shoal.limits import PRUNE_PER_PASS
@@ -29,7 +29,7 @@ from shoal.times import iso_time
 
 __all__ = ["Hub", "HubAction", "HubPass"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,17 +11,17 @@ what ``shoal monitor`` does, without its rebalance and assessments.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
 
+from shoal._log import get_logger
 from shoal.errors import ShoalError
 from shoal.fleet import Fleet
 
 __all__ = ["REAP_EVERY", "Reaper"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Seconds between a server's reaps: well inside the default heartbeat_timeout (90 s), so
 #: a silent agent is written down offline within a fraction of it.

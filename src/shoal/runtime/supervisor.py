@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from shoal import sizing
+from shoal._log import get_logger
 from shoal.errors import BadInput, ShoalError
 from shoal.fleet import Fleet
 from shoal.model import Agent, AgentStatus, Assessment, Event
@@ -82,7 +83,7 @@ LOG_BACKUPS = 3
 #: A line of a log record (``2025-01-31T12:00:00...``): not part of a worker's error message.
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: How loud the log is about each thing the supervisor does (the rest: INFO).
 _LEVELS = {

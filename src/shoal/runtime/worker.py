@@ -57,7 +57,6 @@ try again while the store is away -- is ``_settling``'s (``TaskSettling``, a par
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -67,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal import policy
+from shoal._log import get_logger
 from shoal.clock import Clock, SystemClock, monotonic
 from shoal.clock import wait as wait_for
 from shoal.errors import BadInput, LeaseLost, ShoalError, StoreUnavailable, UnknownAgent
@@ -98,7 +98,7 @@ STOP_GRACE = 3.0
 
 Listener = Callable[[str, dict[str, Any]], None]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass

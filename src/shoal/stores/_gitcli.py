@@ -18,7 +18,6 @@ there made again, and the URL's user and password given through the environment 
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -29,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from shoal._log import get_logger
 from shoal.errors import StoreError, StoreNotFound, StoreUnavailable
 from shoal.stores._gitguard import foreign_settings, git_environment, split_credentials
 from shoal.text import shown_url
 
 __all__ = ["Change", "GitClone", "GitFailed", "no_repository"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Phrases in git's messages that mean the local clone itself is broken, not the remote.
 _BROKEN = re.compile(

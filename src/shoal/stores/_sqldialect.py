@@ -8,13 +8,15 @@ transactions, never the reverse.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shoal.errors import StoreError
 from shoal.stores.base import Capabilities
+
+if TYPE_CHECKING:  # the stores' loggers load logging when they first log
+    import logging
 
 __all__ = ["Dialect"]
 

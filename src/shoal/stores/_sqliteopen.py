@@ -16,19 +16,19 @@ Two ways in:
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import sqlite3
 import threading
 from pathlib import Path
 from urllib.parse import quote
 
+from shoal._log import lazy_logger
 from shoal.errors import StoreDamaged, StoreError, StoreNotFound, StoreUnavailable
 from shoal.stores import _files
 
 __all__ = ["connect", "count_open", "translate", "uncount", "wal_index"]
 
-log = logging.getLogger("shoal.stores.sqlite")
+log = lazy_logger("shoal.stores.sqlite")
 
 _DATABASE = "the fleet's database"
 _SIDE_FILES = (("-wal", "SQLite's write-ahead log"), ("-shm", "SQLite's WAL index"))

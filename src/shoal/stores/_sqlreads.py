@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.model import Agent, Candidate, QueueDepth, Task, TaskState
 from shoal.policy import HEARD_FROM, NOTHING_HELD, Locality, StealFilter
 from shoal.settings import Settings

@@ -37,7 +37,6 @@ rollback clears them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -46,6 +45,7 @@ from contextlib import AbstractContextManager, suppress
 from typing import Any
 
 from shoal import policy
+from shoal._values import replace
 from shoal.errors import SchemaMismatch, StoreError
 from shoal.model import Task
 from shoal.settings import Settings
@@ -341,6 +341,4 @@ def _read_again(reader: SqlTx, task: Task, unseen: set[int]) -> Task:
     fresh = reader.get_task(task.id)
     if fresh is None:
         return task
-    return dataclasses.replace(
-        task, labels=fresh.labels, posted_by=fresh.posted_by, group=fresh.group
-    )
+    return replace(task, labels=fresh.labels, posted_by=fresh.posted_by, group=fresh.group)

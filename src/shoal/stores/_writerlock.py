@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import logging
 import mmap
 import os
 import threading
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from shoal._log import lazy_logger
 from shoal.errors import StoreDamaged
 from shoal.stores._files import open_private
 
@@ -52,7 +52,7 @@ _ETIMEDOUT = errno.ETIMEDOUT
 _FUTEX_WAITERS = 0x80000000
 _FUTEX_TID_MASK = 0x3FFFFFFF
 
-log = logging.getLogger(__name__)
+log = lazy_logger(__name__)
 
 
 class WriterLock(Protocol):

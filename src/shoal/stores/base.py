@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from shoal._values import value
 from shoal.model import (
     Agent,
     Candidate,
@@ -101,7 +101,7 @@ class Finished(NamedTuple):
     task: Task | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Capabilities:
     """What a store can do, declared so that callers and tests need not guess from its type."""
 
@@ -117,7 +117,7 @@ class Capabilities:
     direct_claims: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClaimContext:
     """What a claim needs to know before it looks for work, read in one go."""
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import fcntl
-import logging
 import os
 import random
 import re
@@ -43,6 +42,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from shoal import policy
+from shoal._log import get_logger
 from shoal.errors import (
     InvalidStoreURL,
     StoreDamaged,
@@ -84,7 +84,7 @@ from shoal.text import shown_url
 
 __all__ = ["GitStore", "parse_git_url"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_BRANCH = "shoal"
 #: Polling the remote while an agent waits: the first pause, and the cap it doubles up to.

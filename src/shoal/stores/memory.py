@@ -26,13 +26,13 @@ from __future__ import annotations
 import bisect
 import functools
 import json
-import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from shoal._log import get_logger
 from shoal.model import Candidate, Event, EventCount, Task, TaskState, count_detail
 from shoal.stores._memdata import (
     CLAIMED,
@@ -64,7 +64,7 @@ __all__ = ["MemoryStore"]
 _REGISTRY: dict[str, MemoryStore] = {}
 _REGISTRY_LOCK = threading.Lock()
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class MemoryStore:

@@ -63,7 +63,6 @@ resumes, gets ``StoreUnavailable`` and tries again.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import threading
@@ -74,6 +73,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from shoal._log import get_logger
 from shoal.errors import (
     BadInput,
     InvalidStoreURL,
@@ -109,7 +109,7 @@ IDLE_IN_TRANSACTION = 30.0
 _OUR_OPTIONS = {"schema", "pool_size", "connect_timeout"}
 SCHEMA_VERSION = migration_count("postgres")
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 #: Advisory lock keys (per database): the fleet lock and the steal turn, salted by schema.
 _FLEET_LOCK, _STEAL_LOCK, _MIGRATE_LOCK = 1, 2, 3
 #: How long the log waits at most for a gap in event ids to fill before taking it for a

@@ -38,7 +38,6 @@ becomes ``StoreUnavailable``, a damaged one ``StoreDamaged``, a file that is not
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import sqlite3
@@ -50,6 +49,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
+from shoal._log import lazy_logger
 from shoal.errors import (
     InvalidStoreURL,
     SchemaMismatch,
@@ -76,7 +76,7 @@ _FRAME_HEADER = 24  # bytes before each page in the WAL
 _PARAMETER = re.compile(r"(?<!:):([a-z_]+)")
 SCHEMA_VERSION = migration_count("sqlite")
 
-log = logging.getLogger(__name__)
+log = lazy_logger(__name__)
 
 
 class SqliteStore(SqlStore):

@@ -1,5 +1,5 @@
 """``python -m shoal.faces.cli``: the ``shoal`` command where the script is not installed."""
 
-from shoal.faces.cli.root import main
+from shoal.faces.cli import main
 
 main()

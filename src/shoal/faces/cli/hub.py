@@ -10,7 +10,7 @@ import click
 
 from shoal.errors import BadInput
 from shoal.faces import output
-from shoal.faces.cli import paging
+from shoal.faces.cli import loop, paging
 from shoal.faces.cli.app import App, agent_option, json_option, pass_app, render
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
@@ -50,8 +50,7 @@ def status(app: App, watch: bool, interval: str) -> None:
 
         watch_status(app.fleet(read_only=True), app.out, parse_duration(interval, "--interval"))
         return
-    snapshot = app.fleet(read_only=True).status()
-    app.emit(snapshot.to_dict(), lambda: render.status_view(snapshot))
+    loop.status(app)
 
 
 @click.command(short_help="Recommend spawning or retiring agents.")

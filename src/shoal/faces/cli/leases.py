@@ -10,23 +10,20 @@ tried on another task.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 from shoal.errors import BadInput, LeaseLost
-from shoal.faces import output, words
+from shoal.faces import words
+from shoal.faces.cli import loop
 from shoal.faces.cli.app import (
-    EXIT_NOTHING,
     App,
     agent_argument,
     agent_option,
-    json_arg,
     json_option,
     pass_app,
-    render,
 )
 from shoal.model import Lease
 
@@ -36,24 +33,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _lease(task_id: int, token: str | None) -> Lease:
-    token = _token_for(task_id, token)
-    if not token:
-        raise BadInput(
-            f"this command needs the lease token of task {task_id} from `shoal claim`",
-            hint="pass --token TOKEN (or set SHOAL_LEASE; SHOAL_TOKEN is read too), or "
-            'eval "$(shoal claim --agent AGENT --format env)" first',
-        )
-    return Lease(task_id=task_id, agent="", token=token, expires=0.0)
+    return loop.lease_for(task_id, token, _token_from_env())
+
+
+def _token_from_env() -> bool:
+    """Whether --token was read from the environment (SHOAL_LEASE or SHOAL_TOKEN)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and (
+        ctx.get_parameter_source("token") is click.core.ParameterSource.ENVIRONMENT
+    )
 
 
 def _token_for(task_id: int, token: str | None) -> str | None:
     """The token to use for ``task_id``: one from the environment (SHOAL_LEASE) counts only
     for the task it came with (SHOAL_TASK), so a leftover lease is not tried on another."""
-    ctx = click.get_current_context(silent=True)
-    from_env = ctx is not None and (
-        ctx.get_parameter_source("token") is click.core.ParameterSource.ENVIRONMENT
-    )
-    if from_env and os.environ.get("SHOAL_TASK", str(task_id)) != str(task_id):
+    if _token_from_env() and os.environ.get("SHOAL_TASK", str(task_id)) != str(task_id):
         return None
     return token
 
@@ -79,47 +73,7 @@ def claim(app: App, agent: str | None, n: int, wait: str) -> None:
     Exits 1 when nothing was claimed (reason "empty", "busy", or "paused": the circuit
     breaker holds the agent after failure_streak failures in a row).
     """
-    if not agent:
-        raise BadInput("claim needs an agent", hint="pass --agent ID (or set SHOAL_AGENT)")
-    fleet = app.fleet()
-    result = fleet.claim(agent, n, wait=wait)
-    now = fleet.clock.now()
-    data = result.to_dict(now)
-    if app.json and n == 1 and result:
-        # One task: also at the top level, so agents can read .task.id and .lease.token.
-        data = {**data, **data["claimed"][0]}
-    held: list[int] = []
-    if result.reason == "busy":  # say what it holds: that is why
-        held = [lease.task_id for lease in fleet.leases(agent)]
-        data = {**data, "held": held}
-
-    def human() -> Any:  # for people only (rich): --json and --format env never build it
-        text = render.claim_text(result, now)
-        if held:
-            text.append(f" (it holds {', '.join(map(str, held))})", style="yellow")
-        return text
-
-    if not result and app.output_format() == "env":
-        # For `eval "$(shoal claim --format env)" && work`: fail the eval, and forget any
-        # task from before, so that nothing acts on it again. Why, on stderr: plain words
-        # unless a person is watching it.
-        click.echo("unset SHOAL_TASK SHOAL_LEASE; false")
-        if output.is_terminal(sys.stderr):
-            app.err.print(human(), soft_wrap=True)
-        else:
-            holds = f" (it holds {', '.join(map(str, held))})" if held else ""
-            click.echo(output.one_line(words.nothing_claimed(result, now) + holds), err=True)
-        sys.exit(EXIT_NOTHING)
-    env: dict[str, object] = {}
-    if result:  # for eval: the first task and its lease, and who holds it
-        env = {"SHOAL_AGENT": agent}
-        for i, grant in enumerate(result.grants):
-            suffix = "" if i == 0 else f"_{i + 1}"
-            env[f"SHOAL_TASK{suffix}"] = grant.task.id
-            env[f"SHOAL_LEASE{suffix}"] = grant.lease.token
-    app.emit(data, human, env=env)
-    if not result:
-        sys.exit(EXIT_NOTHING)
+    loop.claim(app, agent, n, wait)
 
 
 def _token_option(fn: F) -> F:
@@ -149,11 +103,7 @@ def done(app: App, task_id: int, token: str | None, result: str | None) -> None:
     e.g. `shoal done 12 --token T --result '{"ok": true}'`, or just `shoal done` after
     eval "$(shoal claim --agent ada --format env)".
     """
-    outcome = app.fleet().complete(_lease(task_id, token), json_arg(result, "result", text_ok=True))
-    words = "was already done; nothing changed" if outcome.already_done else "done"
-    if outcome.released:
-        words += f"; now ready: {', '.join(map(str, outcome.released))}"
-    app.emit(outcome.to_dict(app.now()), f"task {task_id} {words}")
+    loop.done(app, task_id, token, result, _token_from_env())
 
 
 @click.command(short_help="Report that a task you hold failed.")

@@ -1,7 +1,7 @@
 """The CLI's logging: where the ``shoal`` loggers' records go, and from which level.
 
-The library only logs (``logging.getLogger(__name__)`` in each module, a ``NullHandler`` on
-``shoal``); the CLI, being the application, decides. It sends the ``shoal`` hierarchy to
+The library only logs (``shoal._log.get_logger(__name__)`` in each module, a ``NullHandler``
+on ``shoal``); the CLI, being the application, decides. It sends the ``shoal`` hierarchy to
 stderr, one line per record (UTC time, level, logger, message), from a level chosen by:
 
 * ``-v``/``-q`` on ``shoal``, when given: each ``-v`` one step more (INFO, then DEBUG), each
@@ -20,14 +20,11 @@ import sys
 import time
 from typing import TextIO
 
-from shoal.errors import BadInput
+from shoal._log import LOG_LEVEL_ENV, get_logger, resolve_level
 from shoal.text import safe
 
 __all__ = ["LOG_LEVEL_ENV", "configure_logging", "resolve_level"]
 
-#: The environment variable that sets the level when neither -v nor -q is given.
-LOG_LEVEL_ENV = "SHOAL_LOG_LEVEL"
-_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _FORMAT = "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s"
 _DATE = "%Y-%m-%dT%H:%M:%S"
 
@@ -61,31 +58,6 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def resolve_level(verbose: int = 0, quiet: int = 0, env: str | None = None) -> int:
-    """The level from the flags, else from ``env`` (SHOAL_LOG_LEVEL's value), else WARNING."""
-    if verbose or quiet:
-        level = logging.WARNING + 10 * (quiet - verbose)
-        return min(max(level, logging.DEBUG), logging.CRITICAL)
-    text = (env or "").strip()
-    if not text:
-        return logging.WARNING
-    if text.upper() in _NAMES:
-        return int(logging.getLevelName(text.upper()))
-    if text.upper() == "WARN":
-        return logging.WARNING
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if not 0 <= number <= 100:
-        raise BadInput(
-            f"{LOG_LEVEL_ENV}={text!r} is not a log level",
-            hint=f"use one of {', '.join(_NAMES)}, or a number from 0 to 100 "
-            "(10 is DEBUG, 30 WARNING)",
-        )
-    return number
-
-
 def configure_logging(verbose: int = 0, quiet: int = 0) -> int:
     """Send the ``shoal`` loggers to stderr from the chosen level; returns the level.
 
@@ -93,7 +65,7 @@ def configure_logging(verbose: int = 0, quiet: int = 0) -> int:
     many commands in one process), it replaces its own handler instead of adding another.
     """
     level = resolve_level(verbose, quiet, os.environ.get(LOG_LEVEL_ENV))
-    logger = logging.getLogger("shoal")
+    logger = get_logger("shoal")
     for handler in [h for h in logger.handlers if isinstance(h, _Stderr)]:
         logger.removeHandler(handler)
     handler = _Stderr()

@@ -21,16 +21,15 @@ where there cannot be; from ``AHEAD`` on the line says "at least".
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import click
 
 from shoal.errors import BadInput
 from shoal.faces import output
-from shoal.faces.cli.app import App
+from shoal.faces.cli.context import App, echo
 
-if TYPE_CHECKING:  # rich loads only when a table is drawn
+if TYPE_CHECKING:  # rich loads only when a table is drawn; click when an option is made
+    import click
     from rich.table import Table
 
 __all__ = [
@@ -60,6 +59,8 @@ CHUNK = 1000
 def limit_option(default: int, *names: str) -> Callable[[F], F]:
     """``--limit N`` (and ``names``, e.g. ``-n``): the page size; None when not given, so
     that ``--all`` can refuse it."""
+    import click
+
     return click.option(
         "--limit",
         *names,
@@ -73,6 +74,8 @@ def limit_option(default: int, *names: str) -> Callable[[F], F]:
 def id_option(name: str, help: str) -> Callable[[F], F]:
     """``--before ID`` / ``--since ID``: a task or event id (a whole number, 1 or more for
     ``--before``, 0 or more for ``--since``), refused in words otherwise."""
+    import click
+
     low = 1 if name == "--before" else 0
 
     def check(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
@@ -85,11 +88,15 @@ def id_option(name: str, help: str) -> Callable[[F], F]:
 
 def all_option(fn: F) -> F:
     """``--all``: every row, no page."""
+    import click
+
     return click.option("--all", "show_all", is_flag=True, help="Show every one.")(fn)
 
 
 def no_header_option(fn: F) -> F:
     """``--no-header``: rows only (for ``cut``, ``awk``, ``wc -l``)."""
+    import click
+
     return click.option(
         "--no-header", is_flag=True, help="Leave out the header line (tsv) or row (table)."
     )(fn)
@@ -146,18 +153,26 @@ def emit_rows(
     empty: str,
     no_header: bool,
     note: str | None = None,
+    rows: Callable[[], tuple[Sequence[str], Iterable[Sequence[str]]]] | None = None,
 ) -> None:
     """Print a list (``App.emit``), without its header with ``no_header``, then ``note``
     (rows left out) on stderr. ``table`` makes the view, called only for people: JSON
-    never loads rich."""
+    never loads rich. ``rows`` (the header and the rows as plain text, what ``table``
+    shows) prints a pipe's tab-separated lines without rich at all."""
     shape = app.output_format()
-    if no_header and shape == "tsv":
+    if rows is not None and shape == "tsv":
+        header, lines = rows()
+        if not no_header:
+            echo(output.tsv_line(header))
+        for line in lines:
+            echo(output.tsv_line(line))
+    elif no_header and shape == "tsv":
         drawn = table()
         lines = output.plain_lines(drawn)
         if any(output.clean(str(c.header)) for c in drawn.columns):
             next(lines, None)
         for line in lines:
-            click.echo(line)
+            echo(line)
     else:
 
         def headed() -> Table:
@@ -167,4 +182,4 @@ def emit_rows(
 
         app.emit(data, headed, empty=empty)
     if note is not None:
-        click.echo(note, err=True)
+        echo(note, err=True)

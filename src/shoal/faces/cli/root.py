@@ -37,7 +37,7 @@ from shoal.faces.cli.app import (
     store_option,
 )
 
-__all__ = ["COMMANDS", "REGISTRARS", "LazyGroup", "cli", "main"]
+__all__ = ["COMMANDS", "REGISTRARS", "LazyGroup", "cli", "fail_on", "main"]
 
 
 class LazyGroup(click.Group):
@@ -206,6 +206,17 @@ def main(argv: list[str] | None = None) -> NoReturn:
     app = App(None, as_json=False)
     try:
         cli.main(args=args, prog_name="shoal", standalone_mode=False, obj=app)
+    except Exception as exc:
+        fail_on(exc, app, args)
+    sys.exit(EXIT_OK)
+
+
+def fail_on(raised: BaseException, app: App, args: list[str]) -> NoReturn:
+    """Exit as ``shoal`` does when a command raised ``exc`` (main's, and ``fast``'s): a shoal
+    error's message, hint and exit code; click's usage errors; an internal error (exit 70)
+    for anything else. (Not for a KeyboardInterrupt: it is raised again.)"""
+    try:
+        raise raised
     except ShoalError as exc:
         data = exc.to_dict()
         message = _in_flags(exc.message, args) if isinstance(exc, BadInput) else exc.message
@@ -229,7 +240,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
         hint = "this is a bug in shoal; run with SHOAL_DEBUG=1 for the traceback and report it"
         _fail(app, args, {"code": "internal", "message": message, "hint": hint}, message, hint,
               EXIT_INTERNAL)  # fmt: skip
-    sys.exit(EXIT_OK)
 
 
 def _usage_of(exc: click.ClickException) -> str:

@@ -18,7 +18,7 @@ import click
 
 from shoal.errors import BadInput, InvalidTransition, ShoalError, exit_code_for
 from shoal.faces import output, posting
-from shoal.faces.cli import paging
+from shoal.faces.cli import loop, paging
 from shoal.faces.cli.app import App, agent_option, json_arg, json_option, pass_app, render
 from shoal.model import Task, TaskState
 from shoal.settings import MAX_DURATION
@@ -250,29 +250,7 @@ def list_tasks(
     e.g. `shoal list --state dead`, `shoal list --agent ada`, `shoal list --label backend`,
     `shoal list --before 120`.
     """
-    fleet = app.fleet(read_only=True)
-    size = paging.page_size(limit, show_all, 50)
-    tasks, more = paging.page_of(
-        lambda n, below: fleet.tasks(state=state, agent=agent, limit=n, before=below, label=label),
-        size,
-        before,
-        lambda t: t.id,
-    )
-    none = "no tasks" + (f" {state}" if state else "") + (f" of {agent}" if agent else "")
-    none += f" labelled {output.one_line(label)}" if label else ""
-    note = None
-    if more:
-        command = ["shoal", "list", *(["--state", state] if state else [])]
-        command += [*(["--agent", agent] if agent else []), *(["--label", label] if label else [])]
-        command += ["--json"] if app.json else []
-        command += [*(["--limit", str(limit)] if limit else []), "--before", str(tasks[-1].id)]
-        note = paging.more_line(command, more, "tasks", "not shown", f"shows the next {size}")
-
-    def table() -> Any:
-        return render.tasks_table(tasks, app.now())
-
-    data = [t.to_dict() for t in tasks]
-    paging.emit_rows(app, data, table, empty=none, no_header=no_header, note=note)
+    loop.list_tasks(app, state, agent, label, limit, show_all, before, no_header)
 
 
 # ---------------------------------------------------------------------- cleaning up

@@ -64,12 +64,12 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from shoal._log import get_logger
 from shoal.clock import Clock
 from shoal.errors import AgentInUse, LeaseLost, ShoalError, UnknownAgent
 from shoal.faces.mcp.errors import AlreadyDone, ForeignAgent, NoAgent, NotAManager, NoToken
@@ -78,7 +78,7 @@ from shoal.model import Agent, AgentStatus, Claim, Lease, Registration, Task, Ta
 
 __all__ = ["FleetDesk", "Session"]
 
-log = logging.getLogger("shoal.mcp")
+log = get_logger("shoal.mcp")
 
 _ENDED = "its MCP session ended"
 

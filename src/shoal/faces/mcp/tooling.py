@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-import logging
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -36,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from shoal._log import get_logger
 from shoal.errors import BadInput, ShoalError
 from shoal.faces.mcp.errors import ForeignAgent, Internal, NotAManager, UnknownTool, describe
 from shoal.faces.mcp.sessions import FleetDesk, Session
@@ -54,7 +54,7 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-log = logging.getLogger("shoal.mcp")
+log = get_logger("shoal.mcp")
 
 _SESSION_KEY = "shoal.session"
 #: The name of a session that is not an HTTP one (stdio, or a client in the same process).

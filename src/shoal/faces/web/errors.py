@@ -10,7 +10,6 @@ agent 404, a payload or body past the fleet's caps 413), a conflict with the fle
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from shoal._log import get_logger
 from shoal.errors import (
     AddressUnavailable,
     BadInput,
@@ -34,7 +34,7 @@ from shoal.errors import (
 
 __all__ = ["STATUS", "error_body", "install", "status_for"]
 
-log = logging.getLogger("shoal.web")
+log = get_logger("shoal.web")
 
 #: The HTTP status of each error class; the nearest listed class wins.
 STATUS: dict[type[ShoalError], int] = {

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -38,13 +37,14 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from shoal._log import get_logger
 from shoal.faces.web.views import Viewer
 from shoal.fleet import Fleet
 from shoal.model import Event
 
 __all__ = ["INTERVAL", "PING", "Feed", "feed_of", "lifespan", "router"]
 
-log = logging.getLogger("shoal.web.live")
+log = get_logger("shoal.web.live")
 
 #: Seconds the poller waits after a push before it reads again (the debounce).
 INTERVAL = 0.5
