@@ -186,7 +186,6 @@ PARAMS = {
     "agent": "a",
     "victim": "v",
     "now": 0.0,
-    "heartbeat_timeout": 90.0,
     "limit": 5,
     "skillset": 1,
     "domain": "d",
@@ -211,6 +210,7 @@ PARAMS = {
     "reserved_domains": '["e"]',
     "reserved_skillsets": "[1]",
     "full_groups": '["g"]',
+    "silent_before": 0.0,
 }
 
 
