@@ -187,7 +187,6 @@ PARAMS = {
     "agent": "a",
     "victim": "v",
     "now": 0.0,
-    "heartbeat_timeout": 90.0,
     "limit": 5,
     "skillset": 1,
     "domain": "d",
@@ -214,6 +213,7 @@ PARAMS = {
     "full_groups": '["g"]',
     "place_low": JOIN_TOP + 1,  # the queue without its ready joins
     "place_high": 2**63 - 1,
+    "silent_before": 0.0,
 }
 
 

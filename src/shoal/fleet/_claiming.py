@@ -241,8 +241,9 @@ def _pool(
     candidates = holds.pick(
         lambda held: pool_candidates(tx, agent.domains, eligible, want, longest, held, now)
     )
-    best = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
-    return [(t, ClaimSource.POOL) for t in best]
+    if len(candidates) > 1:  # one candidate is its own ranking (most batch-1 claims)
+        candidates = policy.rank_pool(candidates, agent.domains, settings.aging, want, longest)
+    return [(t, ClaimSource.POOL) for t in candidates]
 
 
 def _joins(

@@ -208,8 +208,9 @@ FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
 -- whether the agent's queue is empty (0) or not (1): that is all the claim asks. The last
 -- column: whether another agent that should be heard from has been silent past
--- heartbeat_timeout (the stored setting's, or the default), read from agents_heard
--- (migration 8), whose range is empty while everyone heartbeats.
+-- heartbeat_timeout, read from agents_heard (migration 8), whose range is empty while
+-- everyone heartbeats. :silent_before is now less the timeout of the settings the store
+-- read last; if the settings read here have another, the store asks again (any_silent).
 SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemeral, a.status,
        a.idle_since, a.last_seen, a.registered_at, a.incarnation,
        EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND agent_id = a.id)::int,
@@ -219,11 +220,13 @@ SELECT a.id, a.role, a.skills, a.domains, a.max_concurrent, a.manager, a.ephemer
        (SELECT count(*) FROM skillsets),
        (SELECT value FROM meta WHERE key = 'settings'),
        EXISTS (SELECT 1 FROM agents AS other
-               WHERE other.heard < %(now)s - coalesce(
-                     (SELECT (value::jsonb ->> 'heartbeat_timeout')::double precision
-                      FROM meta WHERE key = 'settings'), %(heartbeat_timeout)s)
-                 AND other.id <> %(id)s)
+               WHERE other.heard < %(silent_before)s AND other.id <> %(id)s)
 FROM agents a WHERE a.id = %(id)s;
+
+-- name: any_silent
+-- claim_context's last column again, for a timeout other than the one it was asked with.
+SELECT EXISTS (SELECT 1 FROM agents AS other
+               WHERE other.heard < %(silent_before)s AND other.id <> %(id)s);
 
 -- name: queue_depths
 -- Candidate victims for a steal: agents with pending tasks in their queue (tasks_queue),
