@@ -182,18 +182,38 @@ def fleet(open_fleet: Callable[..., Fleet]) -> Fleet:
 PROCESS_TIERS = (Path(__file__).parent / "processes", Path(__file__).parent / "faces")
 
 
+#: The order the tiers run in, the longest tests first: pytest-xdist hands each worker the
+#: next test as it frees (`make test`'s ``--dist load --maxschedchunk 2``), so a race of
+#: sixteen processes that started last would be the whole run's tail; the contract suite's
+#: thousands of short tests come last and even the workers out. A tier not named runs
+#: after these.
+TIER_ORDER = ("processes", "chaos", "fuzz", "web/browser", "faces", "web", "unit", "stores")
+
+
+def _tier(item: pytest.Item) -> int:
+    here = item.path.relative_to(Path(__file__).parent).as_posix()
+    for place, tier in enumerate(TIER_ORDER):
+        if here.startswith(f"{tier}/"):
+            return place
+    return len(TIER_ORDER)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test of the process tiers ``slow``, and every test run on the git store:
-    each git store write is a commit and a push by real ``git`` processes, so the contract
+    """Mark every test of the process tiers ``slow``, and every test run on the git store
+    (the contract suite's, and the git store's own in tests/stores/test_git*.py): each git
+    store write is a commit and a push by real ``git`` processes, so the contract
     suite on git alone took longer than every other in-process test together. `make
     test-fast` (``-m "not slow"``) runs the in-process tiers -- unit, contract, stores -- on
-    the memory, SQLite and PostgreSQL stores in about a minute; `make test`, the README's
-    test command, runs everything, the contract suite on every store."""
+    the memory, SQLite and PostgreSQL stores in under a minute; `make test`, the README's
+    test command, runs everything, the contract suite on every store. Then put the tiers
+    in ``TIER_ORDER`` (a stable sort: a module's tests stay together, in their order)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_git = callspec is not None and "git" in (
             callspec.params.get("store_kind"),
             callspec.params.get("kind"),
         )
+        on_git = on_git or item.path.name.startswith("test_git")  # tests/stores/test_git*.py
         if on_git or any(tier in item.path.parents for tier in PROCESS_TIERS):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_tier)

@@ -185,6 +185,28 @@ async def test_wait_for_task_reports_progress_while_it_waits(url: str) -> None:
     assert updates[-1][2] == "waiting for work"
 
 
+async def test_wait_for_task_keeps_the_fleets_time(url: str) -> None:
+    """On a manual clock the whole wait passes on that clock, as Fleet.claim's does: a test
+    (the MCP fuzz's above all) never waits a real minute for a task that is not coming."""
+    from mcp import Client
+
+    from shoal.faces.mcp.server import FleetDesk, build_server
+
+    clock = ManualClock(time.time())
+    desk = FleetDesk(Fleet.open(url, clock=clock), "ada", {"skills": ["rare"]})
+    assert desk.start() is None
+    began, at = time.monotonic(), clock.now()
+    with anyio.fail_after(30):
+        async with Client(build_server(desk)) as client:
+            result = await client.call_tool("wait_for_task", {"timeout_seconds": 600})
+    desk.close()
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["reason"] == "empty"
+    assert result.structured_content["waited_seconds"] >= 600
+    assert clock.now() - at >= 600
+    assert time.monotonic() - began < 30
+
+
 async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
     with Fleet.open(url) as fleet:
         first, second = fleet.post("first").id, fleet.post("second").id

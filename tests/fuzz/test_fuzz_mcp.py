@@ -8,11 +8,14 @@ The tools and their parameters are read from the server's tool list, so a new to
 fuzzed without touching this file: an unpinned server's (a worker's), and a manager's
 (pinned with ``--manager``), which adds the tools acting on others' work and the fleet.
 One client per server serves the whole module: a session is a handshake, the examples
-are many.
+are many. The fleet runs on a manual clock, so a wait_for_task with nothing to claim
+passes its (fuzzed) timeout on that clock at once instead of for real: two such calls of
+the default 60 s took two of this module's minutes.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from mcp import Client
 
-from shoal import Fleet
+from shoal import Fleet, ManualClock
 from shoal.faces.mcp.server import FleetDesk, build_server
 from tests.fuzz.strategies import FUZZ, json_values, numbers, texts, word
 from tests.helpers import snapshot
@@ -54,14 +57,15 @@ def connected(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Connected]:
     url = f"sqlite://{Path(tmp_path_factory.mktemp('mcp-fuzz')) / 'fleet.db'}"
-    fleet = Fleet.open(url, create=True)
+    clock = ManualClock(time.time())
+    fleet = Fleet.open(url, create=True, clock=clock)
     fleet.register("ada", skills=["python"])
     fleet.post("some work", skills=["python"])
     if request.param == "manager":
-        desk = FleetDesk(Fleet.open(url), "boss", {"manager": True})
+        desk = FleetDesk(Fleet.open(url, clock=clock), "boss", {"manager": True})
         assert desk.start() is None  # as `shoal mcp --agent boss --manager` registers it
     else:
-        desk = FleetDesk(Fleet.open(url))
+        desk = FleetDesk(Fleet.open(url, clock=clock))
     with start_blocking_portal() as portal:
         client = Client(build_server(desk))
         with portal.wrap_async_context_manager(client) as entered:

@@ -25,6 +25,7 @@ from shoal import Fleet, TaskState
 from tests import procs
 from tests.conftest import git_board
 from tests.helpers import wait_until
+from tests.soak import sized, soak
 from tests.workers import SHOAL
 
 BRANCH = "shoal"
@@ -191,12 +192,15 @@ def test_the_history_walk_catches_a_task_claimed_by_two_agents_at_once(tmp_path:
     fleet.close()
 
 
-# -- six processes, each with its own clone, race over 200 tasks ---------------------------
+# -- six processes, each with its own clone, race over the tasks ---------------------------
 
-RACERS, TASKS = 6, 200
+#: 60 tasks, 200 in `make soak` (tests/soak.py): each is a claim and a completion, each of
+#: those a commit and a push that five other clones race.
+RACERS, TASKS = 6, sized(60, 200)
 
 
-def test_six_clones_racing_over_200_tasks_do_each_once_and_the_history_proves_it(
+@soak
+def test_six_clones_racing_over_the_tasks_do_each_once_and_the_history_proves_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = git_board(tmp_path)

@@ -11,12 +11,14 @@ import pytest
 
 from shoal import Fleet
 from tests import procs
+from tests.soak import sized, soak
 
 #: What ends a hold, in the log (a claim-time steal is a claim; a rebalance move is not).
 ENDS = {"completed", "failed", "expired", "released", "cancelled", "dead"}
 LIMITS = {"deploy": 1, "api": 3}
 
 
+@soak
 def test_sixteen_processes_never_hold_more_of_a_group_than_its_limit(
     shared_store: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -26,15 +28,19 @@ def test_sixteen_processes_never_hold_more_of_a_group_than_its_limit(
     fleet.configure(max_agents=workers)
     for name, most in LIMITS.items():
         fleet.set_group(name, most)
-    # a deep queue on one agent, half of it grouped: thieves pass over the full groups
+    # a deep queue on one agent, half of it grouped: thieves pass over the full groups;
+    # 510 tasks in all (1,650 in `make soak`)
     fleet.register("w0", max_concurrent=4)
     queued = [
-        {"title": f"queued {i}", "to": "w0", "group": "api" if i % 2 else None} for i in range(200)
+        {"title": f"queued {i}", "to": "w0", "group": "api" if i % 2 else None}
+        for i in range(sized(60, 200))
     ]
     fleet.post_many(queued)
-    pool = [{"title": f"deploy {i}", "group": "deploy", "priority": 2} for i in range(150)]
-    pool += [{"title": f"api {i}", "group": "api", "priority": 3} for i in range(300)]
-    pool += [{"title": f"plain {i}", "priority": 5} for i in range(1000)]
+    pool = [
+        {"title": f"deploy {i}", "group": "deploy", "priority": 2} for i in range(sized(50, 150))
+    ]
+    pool += [{"title": f"api {i}", "group": "api", "priority": 3} for i in range(sized(100, 300))]
+    pool += [{"title": f"plain {i}", "priority": 5} for i in range(sized(300, 1000))]
     fleet.post_many(pool)
     total = len(queued) + len(pool)
     args = [(url, f"w{i}", 1 if i % 2 == 0 else 4) for i in range(workers)]

@@ -12,7 +12,6 @@ the store's lock while it waits, and the client gets a progress notification per
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
@@ -20,6 +19,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from shoal.clock import monotonic
 from shoal.faces import render
 from shoal.faces.mcp.errors import AlreadyDone
 from shoal.faces.mcp.models import (
@@ -159,13 +159,14 @@ def add_agent_tools(box: Toolbox) -> None:
         progress while it waits; claimed=false after timeout_seconds."""
         session = session_of(ctx, desk)
         who = await anyio.to_thread.run_sync(desk.acting, session, agent)
-        began = time.monotonic()
+        clock = desk.fleet.clock  # a manual clock's wait passes at once, as Fleet.claim's
+        began = monotonic(clock)
         deadline = began + timeout_seconds
         await ctx.report_progress(0.0, timeout_seconds, "looking for work")
         while True:
-            remaining = max(0.0, deadline - time.monotonic())
+            remaining = max(0.0, deadline - monotonic(clock))
             claim = await _claim_in_thread(desk, who, min(remaining, _WAIT_SLICE))
-            waited = round(time.monotonic() - began, 3)
+            waited = round(monotonic(clock) - began, 3)
             if claim or claim.reason != "empty" or remaining <= _WAIT_SLICE:
                 return ClaimResult.of(claim, now(), waited, keep=keep(session))
             await ctx.report_progress(waited, timeout_seconds, "waiting for work")
