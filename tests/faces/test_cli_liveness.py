@@ -138,19 +138,26 @@ def test_shoal_serve_alone_shows_the_dead_and_writes_them_down(shoal: Shoal, url
     base = f"http://127.0.0.1:{port}"
     try:
         with Fleet.open(url) as fleet:
-            offline = wait_until(
-                lambda: (
-                    {e.agent for e in fleet.events() if e.kind == "agent.offline"}
-                    == {"ann", "bob", "iris"}
-                ),
-                "the server's reaper to write the dead agents down offline",
-            )
-            assert offline
-            expired = {e.task_id for e in fleet.events() if e.kind == "expired"}
-            assert expired == held  # their leases came back, though nobody claimed
+
+            def written_down() -> bool:
+                events = fleet.events()
+                offline = {e.agent for e in events if e.kind == "agent.offline"}
+                expired = {e.task_id for e in events if e.kind == "expired"}
+                return offline == {"ann", "bob", "iris"} and expired == held
+
+            # the dead agents offline, and their leases back though nobody claimed
+            wait_until(written_down, "the server's reaper to write the dead agents down")
             assert {t.agent for t in fleet.tasks(state="pending")} == {None}  # iris's too
-        owner = {"Authorization": f"Bearer {server_secret(base)}"}  # open to its owner only
-        lanes = httpx.get(f"{base}/lanes", headers=owner).text
+
+        def lanes_page() -> str | None:  # once the server listens (its reaper may be first)
+            secret = server_secret(base)  # open to its owner only
+            try:
+                answer = httpx.get(f"{base}/lanes", headers={"Authorization": f"Bearer {secret}"})
+            except httpx.TransportError:
+                return None
+            return answer.text if secret and answer.status_code == 200 else None
+
+        lanes = wait_until(lanes_page, "the server to show its fleet page")
         assert lanes.count('class="status status-offline"') == 3 and "running" not in lanes
     finally:
         err = _stop(server)
