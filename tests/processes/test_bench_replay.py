@@ -44,7 +44,7 @@ def test_a_small_batch_replays_near_the_simulator(tmp_path: Path) -> None:
 
 def test_what_it_cannot_replay_is_refused() -> None:
     cases = [
-        (["forkjoin"], "forkjoin is not replayed"),
+        (["lognormal", "--policy", "push"], "invalid choice: 'push'"),
         (["--compress", "0.5"], "at least 1"),
         (["nightly"], "no workload called 'nightly'"),
         (["overnight", "--agents", "3"], "takes no --agents"),
