@@ -6,7 +6,8 @@ record. The closed sets of names these values use (states, statuses, event kinds
 sources...) are in ``vocabulary``; the checks of user input are in ``validation``.
 
 The values the hub's jobs return -- ``Move``, ``ReapReport``, ``PruneReport`` and
-``Assessment`` -- are defined in ``_reports`` and exported here with the rest.
+``Assessment`` -- are defined in ``_reports``, and a recurring task's ``Schedule`` in
+``_recurring``; they are exported here with the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from shoal._recurring import Schedule
 from shoal._reports import Assessment, Move, PruneReport, ReapReport
 from shoal._values import field, value
 from shoal.times import iso_time
@@ -574,45 +576,4 @@ class FleetStatus:
             "next_ready": iso_time(self.next_ready),
             "assessment": None if self.assessment is None else self.assessment.to_dict(),
             "groups": [g.to_dict() for g in self.groups],
-        }
-
-
-@value
-class Schedule:
-    """Recurring work: a task posted again and again, ``every`` so many seconds or at the
-    times a ``cron`` expression names (read in time zone ``tz``). ``task`` holds the post
-    arguments each occurrence gets (``title`` and the rest). ``next_at`` is the next tick;
-    ``last_task`` the latest occurrence posted -- while it is unfinished, a tick posts
-    nothing (``skipped`` counts those), so work never piles up while nobody works it."""
-
-    id: int
-    task: Mapping[str, Any]
-    every: float | None
-    cron: str | None
-    tz: str | None
-    state: ScheduleState
-    next_at: float
-    created_at: float
-    last_task: int | None = None
-    posted: int = 0
-    skipped: int = 0
-
-    @property
-    def title(self) -> str:
-        return str(self.task.get("title", ""))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "state": self.state.value,
-            "every": self.every,
-            "cron": self.cron,
-            "tz": self.tz,
-            "next_at": iso_time(self.next_at),
-            "last_task": self.last_task,
-            "posted": self.posted,
-            "skipped": self.skipped,
-            "created_at": iso_time(self.created_at),
-            "task": dict(self.task),
         }

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from shoal import _reports, model, policy, policy_why, settings
+from shoal import _recurring, _reports, model, policy, policy_why, settings
 from shoal._values import value
 
 #: Every class the CLI's start builds with ``value`` (not through a fallback).
 VALUES = [
     getattr(module, name)
-    for module in (model, _reports, settings, policy, policy_why)
+    for module in (model, _reports, _recurring, settings, policy, policy_why)
     for name in dir(module)
     if isinstance(getattr(module, name), type)
     and getattr(module, name).__module__ == module.__name__
