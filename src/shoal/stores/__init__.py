@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from shoal.errors import InvalidStoreURL, StoreNotFound
+from shoal.errors import InvalidStoreURL, StoreError, StoreNotFound
 from shoal.stores.base import Capabilities, Store
 
 __all__ = [
@@ -53,8 +53,17 @@ def find_fleet(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / DEFAULT_DIR / DEFAULT_FILE
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except PermissionError as exc:  # a fleet is there, private to another user
+            raise StoreError(
+                f"{folder / DEFAULT_DIR} holds a fleet you may not read (it is private to "
+                "the user who made it)",
+                hint="run shoal as that user, ask them for a hub to reach it through "
+                "(`shoal serve`, then --store http://...), or start your own fleet with "
+                "--store sqlite:///path/to/fleet.db",
+            ) from exc
     return None
 
 
