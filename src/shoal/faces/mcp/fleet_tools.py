@@ -151,7 +151,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         events: Annotated[int, Field(ge=0, le=1000, description="Latest events shown.")] = 20,
     ) -> TaskDetailInfo:
         """One task in full: fields, what it waits for, what waits for it, its history."""
-        return TaskDetailInfo.of(desk.fleet.show(task_id, events=events))
+        return TaskDetailInfo.of(desk.fleet.show(task_id, events=events), now())
 
     @box.tool(destructive=True, manager_only=True)
     def cancel_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
@@ -318,4 +318,5 @@ def add_resources(server: MCPServer, desk: FleetDesk) -> None:
             raise ResourceNotFoundError(describe(exc, pinned=desk.pinned)) from exc
         except ShoalError as exc:
             raise ResourceError(describe(exc, pinned=desk.pinned)) from exc
-        return json.dumps(TaskDetailInfo.of(detail).model_dump(mode="json"), indent=2)
+        shown = TaskDetailInfo.of(detail, desk.fleet.clock.now())
+        return json.dumps(shown.model_dump(mode="json"), indent=2)
