@@ -29,7 +29,6 @@ from shoal.vocabulary import EventKind, TaskState
 __all__ = ["Moment", "insert_task"]
 
 
-
 class Moment:
     """Tasks posted in one call (``post_many``) are one moment: in a queue they come in the
     order they are listed, whether they go in front (own work, newest first) or behind
