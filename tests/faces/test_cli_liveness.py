@@ -207,3 +207,16 @@ def test_a_group_whose_holder_died_is_not_full_for_any_read(shoal: Shoal, url: s
     assert why["next"] in (first, second), why
     claimed = shoal("claim", "--agent", "bob", "--json").data
     assert claimed["task"]["id"] in (first, second)
+
+
+def test_why_a_task_waits_when_every_agent_went_silent(shoal: Shoal, url: str) -> None:
+    """Both agents went silent 20 minutes ago; nothing reaped. `shoal why` of a task that
+    needs no skills says no live agent is there -- not that it lacks the skills "all of"
+    (none) -- and names the offline agents."""
+    fleet, _ = past(url, 20 * 60)
+    fleet.register("ann")
+    fleet.register("bob")
+    task = fleet.post("tidy the docs").id
+    text = shoal("why", str(task)).text
+    assert "no live agent is there to take it (it needs no skills)" in text, text
+    assert "all of" not in text and "ann, bob: offline" in text
