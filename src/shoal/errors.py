@@ -16,6 +16,7 @@
      │    ├── LeaseLost             the lease is stale, foreign or expired
      │    ├── FleetFull             max_agents live agents already
      │    ├── AgentInUse            another MCP session acts as that agent
+     │    ├── KeyTaken              an idempotency key another poster's task holds
      │    └── InvalidTransition     e.g. cancel a finished task, retry a live one
      └── StoreError                 the store cannot be used (not a fleet)   exit 2
           ├── StoreNotFound         no fleet at that place                   exit 2
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidSetting",
     "InvalidStoreURL",
     "InvalidTransition",
+    "KeyTaken",
     "LeaseLost",
     "SchemaMismatch",
     "ShoalError",
@@ -160,6 +162,13 @@ class AgentInUse(Conflict):
     """Another session already acts as that agent; one agent is driven by one session."""
 
     code = "agent_in_use"
+
+
+class KeyTaken(Conflict):
+    """That idempotency key names a task someone else posted; a key gives back only the
+    poster's own task."""
+
+    code = "key_taken"
 
 
 class InvalidTransition(Conflict):

@@ -467,8 +467,11 @@ def agent_reasons(task: Task, verdicts: Sequence[_Verdict], facts: Facts) -> lis
         missing = sizing.skills_missing([task.skills], able)
         need = ", ".join(missing) if missing else "all of " + ", ".join(task.skills)
         text = f"no live agent has the skills it needs: {need}"
+        if not task.skills:  # it needs none: there is no live agent at all
+            text = "no live agent is there to take it (it needs no skills)"
         if sizing.spawn_room(facts.agents, facts.settings):
-            text += "; `shoal assess` recommends spawning an agent with them"
+            text += "; `shoal assess` recommends spawning an agent"
+            text += " with them" if task.skills else ""
         else:
             text += "; the fleet is full (max_agents): terminate an idle agent to make room"
         reasons.append(Reason("missing_skills", text, skills=tuple(missing or task.skills)))

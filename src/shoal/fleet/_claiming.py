@@ -311,7 +311,7 @@ def preview_in(tx: StoreTx, now: float, agent_id: str | None, limit: int) -> lis
     skillsets = tx.skillsets()
     longest = policy.longest_first(settings)
     limits = tx.group_limits()  # a full group's tasks are passed over, as a claim does
-    room = policy.group_room(limits, tx.held_by_group() if limits else {})
+    room = policy.group_room(limits, tx.held_by_group(now) if limits else {})
     held = policy.Locality((), full_groups=frozenset(g for g, n in room.items() if n <= 0))
     full = held.full_groups
     if agent_id is not None:
@@ -508,7 +508,7 @@ class Holds:
         return any(c.group in self._full.full_groups for c in found)
 
     def _learn_groups(self, limits: Mapping[str, int]) -> None:
-        self._room = policy.group_room(limits, self.tx.held_by_group() if limits else {})
+        self._room = policy.group_room(limits, self.tx.held_by_group(self.now) if limits else {})
         full = frozenset(name for name, left in self._room.items() if left <= 0)
         self._full = policy.Locality((), full_groups=full)
 

@@ -64,7 +64,14 @@ from shoal.limits import MAX_LISTED, MAX_READY, TASK_HISTORY
 from shoal.model import EventCount, NewTask, Task, TaskDetail
 from shoal.stores import init_store_url, open_store
 from shoal.stores.base import Store
-from shoal.task_checks import POST_DEFAULTS, check_labels, check_post, check_sizes, draft_of
+from shoal.task_checks import (
+    POST_DEFAULTS,
+    check_labels,
+    check_post,
+    check_sizes,
+    draft_of,
+    own_keyed,
+)
 from shoal.text import shown_url
 from shoal.validation import as_task_ids, check_agent_id, check_count, check_text, parse_state
 from shoal.vocabulary import TaskState
@@ -217,7 +224,7 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
     def _post_draft(self, draft: NewTask) -> tuple[Task, bool]:
         with self._store.write() as tx:
             if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
-                return existing, False
+                return own_keyed(existing, draft.posted_by), False
             settings = tx.load_settings()
             check_sizes(draft, settings.max_payload_bytes, settings.max_body_bytes)
             task_id = insert_task(tx, draft, self.clock.now(), settings)
@@ -245,7 +252,7 @@ class Fleet(LeaseVerbs, AgentVerbs, OperatorVerbs, ScheduleVerbs, WhyVerbs):
             moment = Moment(tx.next_seqs(len(drafts))) if len(drafts) > 1 else None
             for index, draft in enumerate(drafts):
                 if draft.key is not None and (existing := tx.task_by_key(draft.key)) is not None:
-                    ids.append(existing.id)
+                    ids.append(own_keyed(existing, draft.posted_by).id)
                 else:
                     place = None if moment is None else (moment, index)
                     ids.append(insert_task(tx, draft, now, settings, place))

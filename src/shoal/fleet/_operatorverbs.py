@@ -349,7 +349,7 @@ class OperatorVerbs(FleetBase):
         state, capacity, stalled tasks and the last assessment."""
         with self._store.read() as tx:
             now = self.clock.now()
-            return replace(status_in(tx, now), groups=tuple(groups_in(tx)))
+            return replace(status_in(tx, now), groups=tuple(groups_in(tx, now)))
 
     def pending_by_domain(self) -> dict[str | None, int]:
         """Pending tasks counted by domain (None: of no domain), for dashboards and metrics."""
@@ -417,8 +417,9 @@ class OperatorVerbs(FleetBase):
         with self._store.write(exclusive=True) as tx:
             tx.set_group_limit(group, most)
             data = {"group": group, "max": most}
-            tx.append_event(self.clock.now(), EventKind.CONFIGURED, None, None, data)
-            return _group_in(tx, group)
+            now = self.clock.now()
+            tx.append_event(now, EventKind.CONFIGURED, None, None, data)
+            return _group_in(tx, group, now)
 
     @rerun_on_conflict
     def clear_group(self, name: str) -> Group:
@@ -431,13 +432,14 @@ class OperatorVerbs(FleetBase):
                     hint="`shoal group list` shows the groups with a limit",
                 )
             data = {"group": group, "max": None}
-            tx.append_event(self.clock.now(), EventKind.CONFIGURED, None, None, data)
-            return _group_in(tx, group)
+            now = self.clock.now()
+            tx.append_event(now, EventKind.CONFIGURED, None, None, data)
+            return _group_in(tx, group, now)
 
     def groups(self) -> list[Group]:
         """Every group with a limit or a task held, by name: its limit and held count."""
         with self._store.read() as tx:
-            return groups_in(tx)
+            return groups_in(tx, self.clock.now())
 
     # ------------------------------------------------------------------ access tokens
 
@@ -490,11 +492,12 @@ class OperatorVerbs(FleetBase):
             return authenticate_in(tx, token)
 
 
-def groups_in(tx: StoreTx) -> list[Group]:
-    """The groups with a limit or a task held, by name (``Fleet.groups``, ``status``)."""
-    limits, held = tx.group_limits(), tx.held_by_group()
+def groups_in(tx: StoreTx, now: float) -> list[Group]:
+    """The groups with a limit or a task held at ``now``, by name (``Fleet.groups``,
+    ``status``): a task whose lease is due holds no room, as for the claim."""
+    limits, held = tx.group_limits(), tx.held_by_group(now)
     return [Group(n, limits.get(n), held.get(n, 0)) for n in sorted({*limits, *held})]
 
 
-def _group_in(tx: StoreTx, name: str) -> Group:
-    return Group(name, tx.group_limits().get(name), tx.held_by_group().get(name, 0))
+def _group_in(tx: StoreTx, name: str, now: float) -> Group:
+    return Group(name, tx.group_limits().get(name), tx.held_by_group(now).get(name, 0))

@@ -221,7 +221,7 @@ def _full_groups(tx: StoreTx, agent: Agent, facts: Facts, eligible: Sequence[int
     limits = tx.group_limits()
     if not limits:
         return []
-    held = tx.held_by_group()
+    held = tx.held_by_group(facts.now)
     full = {name for name, left in policy.group_room(limits, held).items() if left <= 0}
     if not full:
         return []

@@ -6,7 +6,12 @@ it: environment variables (``SHOAL_TASK_ID``, ``SHOAL_TASK_TITLE``, ... and the 
 body on stdin, and ``{placeholders}`` in its arguments (``{id}``, ``{title}``,
 ``{priority}``, ``{domain}``, ``{skills}``, ``{agent}``, ``{attempt}``, ``{payload[key]}``).
 Only those names are replaced; any other braces (an awk program, a JSON literal) are left
-as they are.
+as they are. Each filled argument stays one argument (no shell reads it), but a program
+still reads an argument that starts with "-" as an option, and task text is written by
+whoever posted the task: `sort {payload[file]}` given ``--output=~/.bashrc`` would write
+the body there. So an argument that a placeholder starts may not come out starting with
+"-" unless an argument ``--`` comes before it in the command (where programs stop reading
+options): the task fails, naming the placeholder, and the command does not run.
 
 What comes back: exit 0 is success, and the first 64 KiB of stdout is the result (JSON if it
 parses, else text); any other exit is a failure, described by the exit code and the tail of
@@ -253,7 +258,8 @@ def expand_args(argv: Sequence[str], task: Task, agent: str) -> list[str]:
     """``argv`` with the task's ``{placeholders}`` filled in (unknown braces untouched).
 
     ``{payload[a][0]}`` indexes into a JSON payload; a missing key is a ``ValueError`` that
-    names it (the task fails, saying which placeholder had no value).
+    names it (the task fails, saying which placeholder had no value), and so is a value
+    that would start an argument with "-" before any ``--`` (the module docstring).
     """
     fields: Mapping[str, Any] = {
         "id": task.id,
@@ -279,7 +285,21 @@ def expand_args(argv: Sequence[str], task: Task, agent: str) -> list[str]:
             return match.group(0)
         return _as_arg(fields[name])
 
-    return [_PLACEHOLDER.sub(fill, arg) for arg in argv]
+    args: list[str] = []
+    operands = False  # past an argument "--": no more options
+    for arg in argv:
+        filled = _PLACEHOLDER.sub(fill, arg)
+        starts = _PLACEHOLDER.match(arg)
+        if starts and filled.startswith("-") and not arg.startswith("-") and not operands:
+            raise ValueError(
+                f"placeholder {starts.group(0)} gives {filled[:40]!r}, which the command "
+                "would read as an option, not as the task's text; the command was not run "
+                "(to pass such values, put -- before the placeholders in the worker's "
+                "command, if its program takes it)"
+            )
+        operands = operands or arg == "--"
+        args.append(filled)
+    return args
 
 
 def task_env(

@@ -16,16 +16,20 @@
   commit pushed by the agent that made it; no server. Needs the ``git`` command.
 
 Without a URL: ``$SHOAL_STORE``, else ``.shoal/fleet.db`` in the nearest folder (this one or
-a parent) that has one, the way git finds ``.git``.
+a parent) that has one, the way git finds ``.git`` -- and, as git does since its
+``safe.directory`` check, only a fleet that is the user's own: a folder above this one may be
+shared (``/tmp``), and a fleet another user put there would hand its tasks to whoever works
+below it and take their posts (docs/SECURITY.md, "Files on disk").
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from shoal.errors import InvalidStoreURL, StoreError, StoreNotFound
+from shoal.errors import InvalidStoreURL, StoreDamaged, StoreError, StoreNotFound
 from shoal.stores.base import Capabilities, Store
 
 __all__ = [
@@ -55,6 +59,7 @@ def find_fleet(start: Path | None = None) -> Path | None:
         candidate = folder / DEFAULT_DIR / DEFAULT_FILE
         try:
             if candidate.is_file():
+                _refuse_planted(candidate.parent, candidate)
                 return candidate
         except PermissionError as exc:  # a fleet is there, private to another user
             raise StoreError(
@@ -65,6 +70,34 @@ def find_fleet(start: Path | None = None) -> Path | None:
                 "--store sqlite:///path/to/fleet.db",
             ) from exc
     return None
+
+
+def _refuse_planted(folder: Path, fleet: Path) -> None:
+    """Refuse a fleet the search found that another user could have put there: its
+    ``.shoal`` folder or its database not this user's, the folder a link, or a folder
+    others may write (they could swap the database). The search walks up through folders
+    anyone may write (``/tmp``); a fleet planted there would otherwise be the fleet of every
+    command run below it -- its tasks claimed and run, the user's posts handed to it."""
+    me = os.geteuid()
+    folder_info, fleet_info = folder.lstat(), fleet.lstat()
+    elsewhere = (
+        "run `shoal init` in a folder of your own, or name a fleet you trust with --store "
+        "or SHOAL_STORE (another user's: through its owner's `shoal serve`)"
+    )
+    if stat.S_ISLNK(folder_info.st_mode):
+        why, hint = f"{folder} is a link", elsewhere
+    elif folder_info.st_uid != me or fleet_info.st_uid != me:
+        owner = folder_info.st_uid if folder_info.st_uid != me else fleet_info.st_uid
+        why, hint = f"{folder} holds a fleet that belongs to another user (uid {owner})", elsewhere
+    elif folder_info.st_mode & 0o022:
+        mode = f"{folder_info.st_mode & 0o777:o}"
+        why = f"{folder} may be written by other users (mode {mode})"
+        hint = f"if the fleet is yours as it is: `chmod go-w {folder}`; else {elsewhere}"
+    else:
+        return
+    raise StoreDamaged(
+        f"{why}; shoal does not use a fleet someone else could have put there", hint=hint
+    )
 
 
 def default_store_url() -> str:

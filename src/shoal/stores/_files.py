@@ -104,6 +104,17 @@ def _refuse_kind(path: Path, info: os.stat_result, what: str, fix: str | None) -
         )
 
 
+def _refuse_owner(path: Path, info: os.stat_result, what: str, fix: str | None) -> None:
+    raise StoreDamaged(
+        f"{path} ({what}) belongs to another user (uid {info.st_uid}); shoal writes a fleet "
+        "only through files of the user running it, never one someone else could have put "
+        "there; nothing was written",
+        hint=fix
+        or f"run shoal as the fleet's owner; if the fleet is yours, stop its processes and "
+        f"remove the file (`rm {path}`), and keep the fleet in a folder only you may write",
+    )
+
+
 def open_private(
     path: Path,
     what: str,
@@ -114,10 +125,12 @@ def open_private(
     fix: str | None = None,
 ) -> int:
     """A descriptor of the fleet file ``path``, opened without following a link, created
-    0600 if ``create`` (whatever the umask), and (``narrow``) without group and other
-    access if it had them and is ours.
-    ``StoreDamaged`` for a link or anything but a regular file; ``OSError`` otherwise (not
-    there, with ``create`` off; no permission)."""
+    0600 if ``create`` (whatever the umask), and (``narrow``, as a writer opens it) without
+    group and other access if it had them -- and refused if it is another user's.
+    ``StoreDamaged`` for a link, anything but a regular file, or (``narrow``) a file another
+    user owns: one planted beside the fleet in a folder others may write (a lock file whose
+    mutex the planter can hold, a database full of its tasks) would make that user part of
+    the fleet. ``OSError`` otherwise (not there, with ``create`` off; no permission)."""
     flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     if create:
         flags |= os.O_CREAT
@@ -131,8 +144,10 @@ def open_private(
         info = os.fstat(fd)
         _refuse_kind(path, info, what, fix)
         os.set_blocking(fd, True)  # O_NONBLOCK was only so a FIFO could not hang the open
+        if narrow and info.st_uid != os.geteuid():
+            _refuse_owner(path, info, what, fix)
         loose = stat.S_IMODE(info.st_mode) & _LOOSE
-        if narrow and loose and info.st_uid == os.geteuid():
+        if narrow and loose:
             os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~_LOOSE)
     except BaseException:
         os.close(fd)

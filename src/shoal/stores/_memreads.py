@@ -277,8 +277,12 @@ class MemoryReads(MemoryTxBase):
         text = self.d.meta.get(GROUPS_META)
         return {} if not text else {str(k): int(v) for k, v in json.loads(text).items()}
 
-    def held_by_group(self) -> dict[str, int]:
-        held = Counter(r.task.group for r in self._rows(self.d.index.in_state(CLAIMED)))
+    def held_by_group(self, now: float) -> dict[str, int]:
+        held = Counter(
+            r.task.group
+            for r in self._rows(self.d.index.in_state(CLAIMED))
+            if not policy.lease_due(r.task, now)
+        )
         return {name: n for name, n in held.items() if name is not None}
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:

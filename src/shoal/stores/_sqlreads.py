@@ -395,8 +395,8 @@ class SqlReads(SqlTxBase):
             rows = self._all("group_limits")
         return {name: int(most) for name, most in rows}
 
-    def held_by_group(self) -> dict[str, int]:
-        return {name: int(n) for name, n in self._all("held_by_group")}
+    def held_by_group(self, now: float) -> dict[str, int]:
+        return {name: int(n) for name, n in self._all("held_by_group", {"now": now})}
 
     def next_ready(self, agent_id: str, skillsets: Sequence[int], now: float) -> float | None:
         params = {"agent": agent_id, "skillsets": self._list(skillsets), "now": now}

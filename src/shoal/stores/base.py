@@ -307,8 +307,11 @@ class StoreTx(Protocol):
         where writers run side by side, every group's row is locked, in name order."""
         ...
 
-    def held_by_group(self) -> dict[str, int]:
-        """How many tasks of each group are held (claimed) now; groups holding none left out."""
+    def held_by_group(self, now: float) -> dict[str, int]:
+        """How many tasks of each group are held (claimed) under a lease not yet due at
+        ``now`` (``_timing.lease_due``: a due lease runs nothing, and the next claim takes it
+        back, so it holds no room whether or not a claim has ended it yet); groups holding
+        none left out."""
         ...
 
     def set_group_limit(self, name: str, most: int | None) -> bool:

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from shoal.errors import BadInput, ShoalError, UnknownTask
 from shoal.faces import posting
-from shoal.faces.mcp.errors import NotYours, describe
+from shoal.faces.mcp.errors import NoAgent, NotYours, describe
 from shoal.faces.mcp.models import (
     AgentInfo,
     AssessmentInfo,
@@ -93,6 +93,13 @@ def add_fleet_tools(box: Toolbox) -> None:
     ) -> PostResult:
         """Post a task to the pool, or to an agent's queue with `to`. Subtasks: parent= (a
         task you hold: they stay with you), after= to order them."""
+        poster = desk.poster(session_of(ctx, desk))
+        if key is not None and poster is None:
+            raise NoAgent(
+                "a post with a key needs an agent: a key gives back only its poster's own "
+                "task, and this session has not registered one",
+                hint="call register_agent first, or post without a key",
+            )
         task, created = posting.post(
             desk.fleet,
             title,
@@ -113,7 +120,7 @@ def add_fleet_tools(box: Toolbox) -> None:
             retry_delay=retry_delay,
             group=group,
             labels=labels,
-            posted_by=desk.poster(session_of(ctx, desk)),
+            posted_by=poster,
         )
         at = now()
         message = posting.post_message(task, created, key, at)
@@ -151,7 +158,7 @@ def add_fleet_tools(box: Toolbox) -> None:
         events: Annotated[int, Field(ge=0, le=1000, description="Latest events shown.")] = 20,
     ) -> TaskDetailInfo:
         """One task in full: fields, what it waits for, what waits for it, its history."""
-        return TaskDetailInfo.of(desk.fleet.show(task_id, events=events))
+        return TaskDetailInfo.of(desk.fleet.show(task_id, events=events), now())
 
     @box.tool(destructive=True, manager_only=True)
     def cancel_task(ctx: Context, task_id: TaskIdArg) -> TaskResult:
@@ -318,4 +325,5 @@ def add_resources(server: MCPServer, desk: FleetDesk) -> None:
             raise ResourceNotFoundError(describe(exc, pinned=desk.pinned)) from exc
         except ShoalError as exc:
             raise ResourceError(describe(exc, pinned=desk.pinned)) from exc
-        return json.dumps(TaskDetailInfo.of(detail).model_dump(mode="json"), indent=2)
+        shown = TaskDetailInfo.of(detail, desk.fleet.clock.now())
+        return json.dumps(shown.model_dump(mode="json"), indent=2)

@@ -12,6 +12,11 @@ Two rules keep them cheap to read, since every schema sits in the model's contex
 - **Compact where a task is only named**: lists, and the answers of tools that change a task
   (fail, release, post, cancel, retry), give a ``TaskBrief`` (id, title, state, priority,
   domain, agent, age). The whole task comes with a claim and from ``get_task``.
+
+Both say ``lease_expired`` of a claimed task whose lease ran out (``policy.lease_due``): the
+store still says ``claimed`` until the next claim takes it back, but nothing runs it, and a
+model that read "claimed by dan" would leave the task alone -- the liveness rules apply to
+what a model reads as to every other view (docs/ARCHITECTURE.md, "Liveness and seats").
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field
 
 from shoal.model import Agent, Assessment, Claim, Event, Lease, Task, TaskDetail
+from shoal.policy import lease_due
 from shoal.times import iso_time
 
 __all__ = [
@@ -103,6 +109,9 @@ def _seconds(span: float) -> int:
     return max(0, round(span))
 
 
+_LEASE_EXPIRED = "claimed, but its lease ran out: not running; the next claim takes it back"
+
+
 class TaskBrief(BaseModel):
     """A task named in a list or after a change: enough to pick it out and follow it."""
 
@@ -113,6 +122,7 @@ class TaskBrief(BaseModel):
     domain: str | None
     agent: str | None
     age_s: int = Field(description="seconds since it was posted")
+    lease_expired: bool = Field(False, description=_LEASE_EXPIRED)
 
     @classmethod
     def of(cls, task: Task, now: float) -> TaskBrief:
@@ -124,6 +134,7 @@ class TaskBrief(BaseModel):
             domain=task.domain,
             agent=task.agent,
             age_s=_seconds(now - task.created_at),
+            lease_expired=lease_due(task, now),
         )
 
 
@@ -152,10 +163,14 @@ class TaskInfo(BaseModel):
     finished_at: MaybeTime
     group: str | None = None  # its concurrency group
     posted_by: str | None = None  # the agent that posted it (it may edit it)
+    lease_expired: bool = Field(False, description=_LEASE_EXPIRED)
 
     @classmethod
-    def of(cls, task: Task) -> TaskInfo:
-        return cls.model_validate(task.to_dict())
+    def of(cls, task: Task, now: float | None = None) -> TaskInfo:
+        """``now``: when the task was read, to say whether its lease ran out (a task just
+        claimed, given none, holds a fresh lease)."""
+        expired = now is not None and lease_due(task, now)
+        return cls.model_validate({**task.to_dict(), "lease_expired": expired})
 
 
 class LeaseInfo(BaseModel):
@@ -359,9 +374,9 @@ class TaskDetailInfo(BaseModel):
     events: list[EventInfo]
 
     @classmethod
-    def of(cls, detail: TaskDetail) -> TaskDetailInfo:
+    def of(cls, detail: TaskDetail, now: float) -> TaskDetailInfo:
         return cls(
-            task=TaskInfo.of(detail.task),
+            task=TaskInfo.of(detail.task, now),
             after=list(detail.after),
             dependents=list(detail.dependents),
             events=[EventInfo.of(e) for e in detail.events],

@@ -680,9 +680,10 @@ SELECT name FROM groups ORDER BY name {for_update};
 SELECT name, max_held FROM groups ORDER BY name;
 
 -- name: held_by_group
--- How many tasks of each group are held (claimed) now: one range of tasks_group_held.
+-- How many tasks of each group are held (claimed) now, under a lease not yet due (a due
+-- lease runs nothing: the next claim takes it back): one range of tasks_group_held.
 SELECT group_name, count(*) FROM tasks
-WHERE state = 'claimed' AND group_name IS NOT NULL
+WHERE state = 'claimed' AND group_name IS NOT NULL AND lease_expires > %(now)s
 GROUP BY group_name;
 
 -- name: set_group_limit
