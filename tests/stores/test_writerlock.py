@@ -203,3 +203,37 @@ def test_a_queue_closed_while_held_does_not_crash_the_next_lock_of_the_thread(
     )
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert done.stdout.strip() == "carried on"
+
+
+def test_a_writer_asking_again_at_once_goes_after_a_head_past_its_bound(tmp_path: Path) -> None:
+    """A writer that gives the turn back may take it again at once (it stays warm) -- but
+    not once the head of the queue has waited its bound and raised the hand-off flag:
+    then the head goes first. (Without the flag, the writer asking again takes the turn
+    before the woken head runs.)"""
+    if "robust-mutex" not in KINDS:
+        pytest.skip("only the robust mutex hands the turn over")
+    make = KINDS["robust-mutex"]
+    busy, head = make(tmp_path / "f.lock"), make(tmp_path / "f.lock")
+    order: list[str] = []
+    assert busy.acquire(1.0)
+
+    def ask() -> None:
+        assert head.acquire(30.0)
+        order.append("head")
+        head.release()
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    flag = busy._handoff  # type: ignore[attr-defined]
+    while not flag.value:  # raised 2 ms after the head asked, while busy holds on
+        assert asking.is_alive()
+    busy.release()
+    assert busy.acquire(30.0)  # at once: it queues behind the head
+    order.append("busy")
+    busy.release()
+    asking.join(30)
+    assert order == ["head", "busy"]
+    assert flag.value == 0
+    del flag
+    busy.close()
+    head.close()
