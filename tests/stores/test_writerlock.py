@@ -237,3 +237,52 @@ def test_a_writer_asking_again_at_once_goes_after_a_head_past_its_bound(tmp_path
     del flag
     busy.close()
     head.close()
+
+
+def test_the_hand_off_flag_stays_raised_for_writers_queued_behind_the_head(
+    tmp_path: Path,
+) -> None:
+    """A head past its bound gets the turn; a writer queued behind it has waited as long,
+    so the flag stays raised for it: the busy writer asking again goes after both. (With
+    the flag lowered between two heads, the busy writer took the turn again before the
+    next head ran.)"""
+    if "robust-mutex" not in KINDS:
+        pytest.skip("only the robust mutex hands the turn over")
+    make = KINDS["robust-mutex"]
+    busy, first, second = (make(tmp_path / "f.lock") for _ in range(3))
+    flag, queue = busy._handoff, busy._queue_word  # type: ignore[attr-defined]
+    order: list[object] = []
+    let_go = threading.Event()
+    assert busy.acquire(1.0)
+
+    def head() -> None:
+        assert first.acquire(30.0)
+        order.append(("first", flag.value))  # before the next head can run (the GIL)
+        let_go.wait(30)
+        first.release()
+
+    def behind() -> None:
+        assert second.acquire(30.0)
+        order.append("second")
+        second.release()
+
+    threads = [threading.Thread(target=head), threading.Thread(target=behind)]
+    threads[0].start()
+    while not flag.value:  # the head raises it after its bound
+        assert threads[0].is_alive()
+    threads[1].start()
+    while not queue.value & 0x80000000:  # the second waits in the queue, behind the head
+        assert threads[1].is_alive()
+    busy.release()
+    while not order:
+        assert threads[0].is_alive()
+    let_go.set()
+    assert busy.acquire(30.0)
+    order.append("busy")
+    busy.release()
+    for thread in threads:
+        thread.join(30)
+    assert order == [("first", 1), "second", "busy"]
+    del flag, queue
+    for lock in (busy, first, second):
+        lock.close()
