@@ -255,9 +255,9 @@ def test_the_hand_off_flag_stays_raised_for_writers_queued_behind_the_head(
     let_go = threading.Event()
     assert busy.acquire(1.0)
 
-    def head() -> None:
+    def head() -> None:  # reads the flag before the next head can run (the GIL)
         assert first.acquire(30.0)
-        order.append(("first", flag.value))  # before the next head can run (the GIL)
+        order.append(("first", first._handoff.value))  # type: ignore[attr-defined]
         let_go.wait(30)
         first.release()
 
