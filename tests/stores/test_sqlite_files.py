@@ -113,18 +113,13 @@ def test_a_fifo_where_the_lock_file_goes_is_refused(db: Path) -> None:
     assert stat.S_ISFIFO(os.lstat(lock).st_mode)
 
 
-@pytest.mark.parametrize("left_by", ["this shoal", "an older shoal"])
-def test_shoals_own_lock_file_is_reused(db: Path, left_by: str) -> None:
-    """The refusals above are for foreign files only: a fleet reopens over its own, and
-    over the queue of an older shoal (one mutex, marked q1), which it sets up anew."""
+def test_shoals_own_lock_file_is_reused(db: Path) -> None:
+    """The refusals above are for foreign files only: a fleet reopens over its own."""
     lock = Path(f"{db}.lock")
     assert lock.stat().st_size == 4096
-    if left_by == "an older shoal":
-        with lock.open("r+b") as queue:
-            queue.write(b"shoal-writer-q1\0")
     with Fleet.open(f"sqlite://{db}", create=False) as fleet:
         fleet.post("second")
-    assert lock.read_bytes()[:16] == b"shoal-writer-q2\0"
+    assert lock.read_bytes()[:16] == b"shoal-writer-q1\0"
 
 
 # ---------------------------------------------------------------------- modes

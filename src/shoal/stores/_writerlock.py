@@ -1,4 +1,4 @@
-"""The writer queue of a SQLite fleet: writers take turns, and nobody waits long.
+"""The writer queue of a SQLite fleet: writers take turns in the order they arrived.
 
 Why not SQLite's own lock? Its busy handler sleeps and retries on a growing schedule, so
 under steady contention the same unlucky process can lose every retry for seconds. Why not
@@ -6,23 +6,15 @@ a plain ``flock``? The kernel wakes a waiter when the lock is freed, but the pro
 just freed it is still running and usually takes it again first ("barging"): with 16
 agents on 2 cores, some wait 100-300 ms while others go round again and again.
 
-Why not strict turns either? Handing every turn to the longest waiter (a priority-
-inheritance mutex, as LMDB does) bounds every wait, but every turn then runs cold: the
-writer's caches hold the others' data and SQLite has dropped its page cache, since another
-connection wrote; a turn that takes 166 us in one process took 525 us at 16.
+So on Linux with glibc the queue is a robust, process-shared, priority-inheritance pthread
+mutex in a small shared file beside the database -- the arrangement LMDB has used for years.
+Unlocking a PI mutex hands it to the longest waiter (FIFO among equals), so no writer
+starves; the price is a context switch per hand-off, which caps throughput below what
+barging allows but keeps the worst wait proportional to the queue. "Robust" means that a
+process killed while holding it does not wedge the fleet: the next locker is told the
+owner died and carries on (SQLite rolls back the dead writer's transaction itself).
 
-So on Linux with glibc the queue is two robust, process-shared pthread mutexes in a small
-shared file beside the database, used the way the Linux kernel's own mutex is: a writer
-that gives its turn back and asks again at once may take it again (it stays warm), until
-the writer at the head of the queue has waited ``_WAIT_BOUND`` (2 ms); then the head raises
-a hand-off flag and the turn goes to it. Behind the head, writers wait in a priority-
-inheritance mutex, whose unlock hands it to the longest waiter (FIFO among equals). So
-a writer waits at most the bound or its place in a strict queue, whichever is longer.
-"Robust" means that a process killed while holding either mutex does not wedge the fleet:
-the next locker is told the owner died and carries on (SQLite rolls back the dead writer's
-transaction itself).
-
-The mutexes are initialised by the first process to open the file while nobody else has it
+The mutex is initialised by the first process to open the file while nobody else has it
 open (each opener holds a shared ``flock`` on it for as long as it is open, and openers
 take turns at a POSIX record lock while deciding), so a mutex left in a stale state by a
 machine crash is reset by the next first opener.
@@ -50,18 +42,10 @@ from shoal.stores._files import open_private
 
 __all__ = ["WriterLock", "open_writer_lock"]
 
-_MAGIC = b"shoal-writer-q2\0"
-#: Marks of the queues earlier shoals made: a first opener may reset one of those.
-_OLD_MAGICS = (b"shoal-writer-q1\0",)
+_MAGIC = b"shoal-writer-q1\0"
 _FILE_SIZE = 4096
-_MUTEX_OFFSET = 64  # the queue: where writers wait, in order
-_TURN_OFFSET = 128  # the turn: what the writer at work holds
-_HANDOFF_OFFSET = 192  # set while the head of the queue has waited out _WAIT_BOUND
+_MUTEX_OFFSET = 64
 _MUTEX_BYTES = 64  # pthread_mutex_t is 40 bytes on x86-64 and 48 on aarch64 glibc
-#: How long a writer may wait (seconds, from when it asked) while the writer at work takes
-#: its turn again; past it, turns go strictly in order. docs/performance.md, "Many
-#: processes", has the measurements.
-_WAIT_BOUND = 0.002
 _SLICE = 0.2  # seconds per timed wait, so Ctrl-C is noticed while queued
 _EOWNERDEAD = errno.EOWNERDEAD
 _ETIMEDOUT = errno.ETIMEDOUT
@@ -140,10 +124,7 @@ class _Timespec(ctypes.Structure):
 
 
 class _RobustMutex:
-    """Two robust, process-shared pthread mutexes in a shared file: the queue (priority
-    inheritance, so its unlock hands it to the longest waiter) and the turn (plain, so a
-    writer that gives it back and comes back at once may take it again). See
-    ``acquire`` for how the two make a queue whose turns run hot."""
+    """A robust, process-shared, priority-inheritance pthread mutex in a shared file."""
 
     fair = True
 
@@ -156,17 +137,12 @@ class _RobustMutex:
         except BaseException:
             os.close(self._fd)
             raise
-        self._queue = (ctypes.c_char * _MUTEX_BYTES).from_buffer(self._map, _MUTEX_OFFSET)
-        self._turn = (ctypes.c_char * _MUTEX_BYTES).from_buffer(self._map, _TURN_OFFSET)
-        self._handoff = ctypes.c_uint32.from_buffer(self._map, _HANDOFF_OFFSET)
-        # A robust mutex's first word is its futex: the owner's thread id, plus flag bits
-        # (one says others wait). Checked once here (it is glibc's layout, not an API);
-        # when it holds, close can tell whether this thread still holds the turn, and the
-        # head of the queue whether others wait behind it.
-        self._word = ctypes.c_uint32.from_buffer(self._map, _TURN_OFFSET)
-        self._queue_word = ctypes.c_uint32.from_buffer(self._map, _MUTEX_OFFSET)
-        self._sees_owner = False
-        self._sees_owner = self._check_layout()
+        self._mutex = (ctypes.c_char * _MUTEX_BYTES).from_buffer(self._map, _MUTEX_OFFSET)
+        # The mutex's first word is its futex: the owner's thread id, plus a flag bit while
+        # others wait. Checked once here (it is glibc's layout, not an API); when it holds,
+        # a writer that hands the lock on also hands over its CPU (see release).
+        self._word = ctypes.c_uint32.from_buffer(self._map, _MUTEX_OFFSET)
+        self._sees_waiters = self._check_layout()
 
     def _attach(self) -> mmap.mmap:
         with _ATTACHING:
@@ -201,14 +177,14 @@ class _RobustMutex:
 
     def _refuse_foreign(self, fd: int) -> None:
         """The first opener resets the queue only if the file is shoal's: empty (just
-        made), marked as a queue (by this shoal or an earlier one), or a queue whose
-        setting-up was cut short (the mark is cleared first and written last, see
-        ``_initialise``). Anything else is someone else's data, and is left as it is."""
+        made), marked as a queue, or a queue whose setting-up was cut short (the mark is
+        cleared first and written last, see ``_initialise``). Anything else is someone
+        else's data, and is left as it is."""
         size = os.fstat(fd).st_size
         if not size:
             return
         head = os.pread(fd, len(_MAGIC), 0)
-        if head == _MAGIC or head in _OLD_MAGICS or (size == _FILE_SIZE and not head.strip(b"\0")):
+        if head == _MAGIC or (size == _FILE_SIZE and not head.strip(b"\0")):
             return
         raise StoreDamaged(
             f"{self._path} is not a shoal writer queue (its content is not shoal's); "
@@ -217,23 +193,16 @@ class _RobustMutex:
         )
 
     def _initialise(self, shared: mmap.mmap) -> None:
-        shared[: len(_MAGIC)] = b"\0" * len(_MAGIC)
-        shared[_HANDOFF_OFFSET : _HANDOFF_OFFSET + 4] = b"\0" * 4
-        self._make_mutex(shared, _MUTEX_OFFSET, inherit=True)
-        self._make_mutex(shared, _TURN_OFFSET, inherit=False)
-        shared[: len(_MAGIC)] = _MAGIC
-
-    def _make_mutex(self, shared: mmap.mmap, offset: int, inherit: bool) -> None:
         libc = self._libc
+        shared[: len(_MAGIC)] = b"\0" * len(_MAGIC)
         attr = ctypes.create_string_buffer(64)
-        mutex = (ctypes.c_char * _MUTEX_BYTES).from_buffer(shared, offset)
+        mutex = (ctypes.c_char * _MUTEX_BYTES).from_buffer(shared, _MUTEX_OFFSET)
         try:
             for call, value in (
                 (libc.pthread_mutexattr_init, None),
                 (libc.pthread_mutexattr_setpshared, 1),  # PTHREAD_PROCESS_SHARED
                 (libc.pthread_mutexattr_setrobust, 1),  # PTHREAD_MUTEX_ROBUST
-                # PTHREAD_PRIO_INHERIT (the queue: unlock hands over) or PTHREAD_PRIO_NONE
-                (libc.pthread_mutexattr_setprotocol, 1 if inherit else 0),
+                (libc.pthread_mutexattr_setprotocol, 1),  # PTHREAD_PRIO_INHERIT
             ):
                 rc = call(attr) if value is None else call(attr, value)
                 if rc != 0:
@@ -245,82 +214,37 @@ class _RobustMutex:
             libc.pthread_mutexattr_destroy(attr)
         finally:
             del mutex
+        shared[: len(_MAGIC)] = _MAGIC
 
     def acquire(self, timeout: float) -> bool:
-        """The turn, with a bounded wait.
-
-        Strict turns (each writer's turn handed to the longest waiter) make every turn run
-        cold: the writer's caches hold the other writers' data and SQLite has thrown its
-        page cache away, since another connection wrote. So a writer that gives the turn
-        back and asks again at once may take it again -- but only while the writer at the
-        head of the queue has waited less than ``_WAIT_BOUND`` since it asked; then the
-        head raises the hand-off flag, and from then on nobody takes the turn past it.
-        Writers behind the head wait in the queue mutex, whose unlock hands it to the
-        longest waiter, and the flag stays raised from one head to the next while any
-        wait (the next head lowers it if it has not waited its bound yet). So with many
-        writers, every turn is handed on in arrival order, as in a plain FIFO; with a
-        short queue, a busy writer runs several turns warm while the next one waits less
-        than the bound.
-
-        Both mutexes are robust: a writer killed holding either is noticed by the next
-        one to lock it, which carries on (SQLite rolls back the dead writer's
-        transaction). A head killed with the flag raised leaves it raised: writers then
-        queue (never wait on a flag) and the next head lowers it."""
-        libc = self._libc
-        if not self._handoff.value:
-            # Nobody has waited past the bound: take the turn if it is free (it saves the
-            # queue's two system calls when nobody writes, and keeps a busy writer hot).
-            rc = libc.pthread_mutex_trylock(self._turn)
-            if rc == 0:
-                return True
-            if rc == _EOWNERDEAD:
-                return self._survived(self._turn)
-        arrived = time.time()
-        deadline = arrived + timeout
-        if not self._wait(self._queue, deadline):
-            return False
-        try:  # the head of the queue: the next turn is ours
-            if self._handoff.value and time.time() < arrived + _WAIT_BOUND:
-                self._handoff.value = 0  # left raised for us, but we have not waited long
-            got = self._wait(self._turn, min(arrived + _WAIT_BOUND, deadline))
-            if not got and time.time() < deadline:
-                self._handoff.value = 1
-                got = self._wait(self._turn, deadline)
-            if self._handoff.value and not self._others_queue():
-                self._handoff.value = 0  # nobody behind us: nobody to hand off to
-            return got
-        finally:
-            libc.pthread_mutex_unlock(self._queue)
-
-    def _others_queue(self) -> bool:
-        """Whether writers wait in the queue behind this one (its head). The flag stays
-        raised for them: lowered between two heads, while the next one is still being
-        scheduled, it let writers that never queued take turn after turn past all of
-        them (at 16 processes on a loaded machine, p99 waits of 180 ms)."""
-        return not self._sees_owner or bool(self._queue_word.value & _FUTEX_WAITERS)
-
-    def _wait(self, mutex: ctypes.Array[ctypes.c_char], deadline: float) -> bool:
-        """Lock ``mutex`` by ``deadline`` (wall clock, as ``pthread_mutex_timedlock``
-        wants), in slices so that Ctrl-C is noticed while waiting."""
+        # First a plain try: it takes the lock only if nobody holds it and nobody waits (a
+        # hand-off leaves the lock owned by the next waiter, never free), so it jumps no
+        # queue; it saves the timed wait's set-up when the queue is empty.
+        rc = self._libc.pthread_mutex_trylock(self._mutex)
+        if rc == 0:
+            return True
+        if rc == _EOWNERDEAD:
+            return self._survived()
+        deadline = time.time() + timeout
         when = _Timespec()
         while True:
             until = min(deadline, time.time() + _SLICE)
             when.tv_sec = int(until)
             when.tv_nsec = int((until - int(until)) * 1e9)
-            rc = self._libc.pthread_mutex_timedlock(mutex, ctypes.byref(when))
+            rc = self._libc.pthread_mutex_timedlock(self._mutex, ctypes.byref(when))
             if rc == 0:
                 return True
             if rc == _EOWNERDEAD:
-                return self._survived(mutex)
+                return self._survived()
             if rc != _ETIMEDOUT:
                 raise OSError(rc, os.strerror(rc))
             if time.time() >= deadline:
                 return False
 
-    def _survived(self, mutex: ctypes.Array[ctypes.c_char]) -> bool:
+    def _survived(self) -> bool:
         """The lock came to us from a holder that died; SQLite undoes what it was writing."""
         log.warning("a writer died holding the queue at %s; carrying on", self._path)
-        self._libc.pthread_mutex_consistent(mutex)
+        self._libc.pthread_mutex_consistent(self._mutex)
         return True
 
     def _check_layout(self) -> bool:
@@ -329,27 +253,27 @@ class _RobustMutex:
         try:
             return self._owner_is_this_thread()
         finally:
-            self._libc.pthread_mutex_unlock(self._turn)
+            self._libc.pthread_mutex_unlock(self._mutex)
 
     def _owner_is_this_thread(self) -> bool:
-        """Whether the turn's futex word names this thread as its owner (glibc's layout)."""
+        """Whether the mutex's futex word names this thread as its owner (glibc's layout)."""
         return self._word.value & _FUTEX_TID_MASK == threading.get_native_id()
 
     def _holds(self) -> bool:
-        """Whether this thread holds the turn, where the layout check said the futex word
-        can tell (``_sees_owner``); elsewhere it is not guessed."""
-        return self._sees_owner and self._owner_is_this_thread()
+        """Whether this thread holds the lock, where the layout check said the futex word
+        can tell (``_sees_waiters``); elsewhere it is not guessed."""
+        return self._sees_waiters and self._owner_is_this_thread()
 
     def release(self) -> None:
-        handoff = self._handoff.value
-        self._libc.pthread_mutex_unlock(self._turn)
-        if handoff:
-            # The head of the queue has waited its bound and is being woken; on a busy
+        waiting = self._sees_waiters and self._word.value & _FUTEX_WAITERS
+        self._libc.pthread_mutex_unlock(self._mutex)
+        if waiting:
+            # The next writer owns the lock now but still has to be scheduled; on a busy
             # machine, giving up this CPU lets it start at once instead of after our slice.
             os.sched_yield()
 
     def close(self) -> None:
-        """Leave the queue. A turn this thread still holds is let go first: glibc keeps
+        """Leave the queue. A lock this thread still holds is let go first: glibc keeps
         every robust mutex a thread holds on a list threaded through the mutexes
         themselves, and the thread's next lock of any robust mutex writes into the head of
         that list -- memory this close would unmap, so a crash (or, where the address is
@@ -358,12 +282,9 @@ class _RobustMutex:
             return
         if self._holds():
             log.warning("closing the writer queue at %s while holding it; letting go", self._path)
-            self._libc.pthread_mutex_unlock(self._turn)
+            self._libc.pthread_mutex_unlock(self._mutex)
         del self._word
-        del self._queue_word
-        del self._handoff
-        del self._turn
-        del self._queue
+        del self._mutex
         self._map.close()
         os.close(self._fd)  # drops our shared flock: we are no longer a user
         self._fd = -1
