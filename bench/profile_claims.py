@@ -25,8 +25,10 @@ With ``--procs 4,16`` it also runs that many worker processes draining one fleet
 and the time spent runnable but not running -- where throughput goes when processes take
 turns on two cores (``_profile_procs``). ``--instructions`` counts the instructions of a
 cycle under callgrind, the one figure a noisy machine does not move
-(``_profile_instructions``); ``--py-spy`` adds a py-spy sampling profile of the batch-1
-cycles (``pip install py-spy``; it needs the right to trace a child process).
+(``_profile_instructions``); ``--pages`` lists the pages each commit writes, by the table
+or index they belong to (``_profile_pages``); ``--py-spy`` adds a py-spy sampling profile
+of the batch-1 cycles (``pip install py-spy``; it needs the right to trace a child
+process).
 
 The timing wrappers (``_profile_meter``) reach into the store's private connection and
 writer queue (``Fleet._store._d``): this is a tool for reading shoal's insides, not an API.
@@ -57,6 +59,7 @@ from pathlib import Path
 
 from _profile_instructions import instructions, steps
 from _profile_meter import Meter, instrument
+from _profile_pages import pages
 from _profile_procs import contention
 from shoal import Fleet
 from shoal.model import Claim, Lease
@@ -325,9 +328,14 @@ def parse_args() -> argparse.Namespace:
         help="also count instructions per cycle under valgrind's callgrind (minutes)",
     )
     parser.add_argument(
+        "--pages",
+        action="store_true",
+        help="also list the pages each commit writes, by table and index (WAL frames)",
+    )
+    parser.add_argument(
         "--only",
         action="store_true",
-        help="only the figures asked for with --raw, --py-spy, --instructions and --procs",
+        help="only the figures asked for with --raw, --py-spy, --instructions, --pages and --procs",
     )
     parser.add_argument("--only-batch1", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, nargs=3, help=argparse.SUPPRESS)
@@ -352,6 +360,8 @@ def main() -> int:
         py_spy(args)
     if args.instructions:
         instructions(__file__)
+    if args.pages:
+        pages(args.durability)
     for procs in (int(p) for p in args.procs.split(",") if p.strip()):
         contention(args, procs)
     return 0
