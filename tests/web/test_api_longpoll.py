@@ -82,8 +82,11 @@ def test_a_client_that_hangs_up_while_waiting_is_handed_nothing(
     with socket.create_connection(("127.0.0.1", port)) as raw:
         raw.sendall(
             b"POST /api/v1/agents/ann/claim HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            b"Authorization: %s\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (OWNER_HEADERS["Authorization"].encode(), len(body), body)
         )
+        # The owner's claim is waiting (one without the header would be refused at once).
         _until(lambda: len(server.server_state.tasks) == 1)
     # The client is gone; the server notices within a wait slice and ends the request.
     _until(lambda: not server.server_state.tasks)
