@@ -49,7 +49,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Fleet, str, uvicorn.Server]]:
 def test_a_waiting_claim_gets_work_posted_elsewhere(
     served: tuple[Fleet, str, uvicorn.Server],
 ) -> None:
-    fleet, base, _ = served
+    fleet, base, server = served
     fleet.register("ann")
     answers: list[httpx.Response] = []
     waiting = threading.Thread(
@@ -64,7 +64,10 @@ def test_a_waiting_claim_gets_work_posted_elsewhere(
     )
     started = time.monotonic()
     waiting.start()
-    _until(lambda: fleet.agent("ann").status == "idle")
+    # The claim has reached the server (registering already made ann idle, so her status
+    # says nothing about it) and has found nothing: the work comes after.
+    _until(lambda: len(server.server_state.tasks) == 1)
+    assert not answers
     fleet.post("late work")
     waiting.join(timeout=25)
     assert answers and answers[0].status_code == 200
