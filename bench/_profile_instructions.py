@@ -25,7 +25,7 @@ from pathlib import Path
 from shoal import Fleet
 from shoal.model import Claim
 
-__all__ = ["instructions", "steps"]
+__all__ = ["filled", "instructions", "next_cycle", "steps"]
 
 #: (batch, few cycles, many cycles) measured.
 _RUNS = ((1, 20, 220), (10, 10, 110))
@@ -48,24 +48,34 @@ class StepClock:
         self.t += seconds
 
 
+def filled(fleet: Fleet, total: int, batch: int) -> Claim | None:
+    """``total`` pending tasks on ``fleet`` and one agent, ``solo``, holding its first
+    ``batch`` of them: where every profiled run of worker cycles starts."""
+    fleet.configure(max_agents=64)
+    for start in range(0, total, 1000):
+        fleet.post_many([{"title": f"t{i}"} for i in range(start, min(total, start + 1000))])
+    fleet.register("solo", max_concurrent=10)
+    return fleet.claim("solo", n=batch)
+
+
+def next_cycle(fleet: Fleet, claim: Claim | None, batch: int) -> Claim | None:
+    """One busy worker's call: finish what ``claim`` holds and claim the next ``batch``."""
+    assert claim is not None
+    if batch == 1:
+        return fleet.complete(claim.leases[0], None, then_claim=1).next
+    done = [(lease, None) for lease in claim.leases]
+    return fleet.complete_many(done, then_claim=batch).next
+
+
 def steps(batch: int, cycles: int, total: int) -> None:
     """The measured child: a fresh fleet of ``total`` tasks (the same in both runs, so that
     filling it cancels out), ``_WARM_UP`` cycles, then ``cycles`` more."""
     folder = Path(tempfile.mkdtemp(prefix="shoal-steps-"))
     try:
         fleet = Fleet.open(f"sqlite://{folder / 'fleet.db'}", clock=StepClock())
-        fleet.configure(max_agents=64)
-        for start in range(0, total, 1000):
-            fleet.post_many([{"title": f"t{i}"} for i in range(start, min(total, start + 1000))])
-        fleet.register("solo", max_concurrent=10)
-        claim: Claim | None = fleet.claim("solo", n=batch)
+        claim: Claim | None = filled(fleet, total, batch)
         for _ in range(_WARM_UP + cycles):
-            assert claim is not None
-            if batch == 1:
-                claim = fleet.complete(claim.leases[0], None, then_claim=1).next
-            else:
-                done = [(lease, None) for lease in claim.leases]
-                claim = fleet.complete_many(done, then_claim=batch).next
+            claim = next_cycle(fleet, claim, batch)
         fleet.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -20,6 +20,7 @@ import struct
 import tempfile
 from pathlib import Path
 
+from _profile_instructions import filled, next_cycle
 from shoal import Fleet
 from shoal.model import Claim
 
@@ -51,22 +52,12 @@ def pages(durability: str) -> None:
 def _commits(db: Path, batch: int, durability: str) -> tuple[list[list[int]], dict[int, str]]:
     fleet = Fleet.open(f"sqlite://{db}?synchronous={durability}")
     try:
-        fleet.configure(max_agents=64)
-        total = batch * (_WARM_UP + _CYCLES + 2)
-        for start in range(0, total, 1000):
-            fleet.post_many([{"title": f"t{i}"} for i in range(start, min(total, start + 1000))])
-        fleet.register("solo", max_concurrent=10)
-        claim: Claim | None = fleet.claim("solo", n=batch)
+        claim: Claim | None = filled(fleet, batch * (_WARM_UP + _CYCLES + 2), batch)
         for n in range(_WARM_UP + _CYCLES):
             if n == _WARM_UP:
                 with sqlite3.connect(db) as side:
                     side.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            assert claim is not None
-            if batch == 1:
-                claim = fleet.complete(claim.leases[0], None, then_claim=1).next
-            else:
-                done = [(lease, None) for lease in claim.leases]
-                claim = fleet.complete_many(done, then_claim=batch).next
+            claim = next_cycle(fleet, claim, batch)
         wal = Path(f"{db}-wal").read_bytes()
         with sqlite3.connect(db) as side:
             names = dict(side.execute("SELECT pageno, name FROM dbstat"))
