@@ -20,6 +20,16 @@ def one(claim: Claim) -> tuple[Task, Lease]:
     return claim.tasks[0], claim.leases[0]
 
 
+def claim_all(fleet: Fleet, agent: str) -> list[str]:
+    """Claim and complete tasks one by one until none is left; their titles in order."""
+    titles = []
+    while claim := fleet.claim(agent):
+        task, lease = one(claim)
+        titles.append(task.title)
+        fleet.complete(lease)
+    return titles
+
+
 def ids(tasks: Iterable[Task]) -> list[int]:
     return [t.id for t in tasks]
 

@@ -7,17 +7,7 @@ join, and the general path takes it)."""
 from __future__ import annotations
 
 from shoal import Fleet
-from tests.helpers import one
-
-
-def claim_all(fleet: Fleet, agent: str) -> list[str]:
-    """Claim and complete tasks one by one until none is left; their titles in order."""
-    titles = []
-    while claim := fleet.claim(agent):
-        task, lease = one(claim)
-        titles.append(task.title)
-        fleet.complete(lease)
-    return titles
+from tests.helpers import claim_all, one
 
 
 def test_a_ready_join_comes_after_the_queue_and_the_pool(fleet: Fleet) -> None:

@@ -7,17 +7,7 @@ from __future__ import annotations
 import pytest
 
 from shoal import Fleet, InvalidSetting, ManualClock, TaskState
-from tests.helpers import one, snapshot
-
-
-def claim_all(fleet: Fleet, agent: str) -> list[str]:
-    """Claim and complete tasks one by one until none is left; their titles in order."""
-    titles = []
-    while claim := fleet.claim(agent):
-        task, lease = one(claim)
-        titles.append(task.title)
-        fleet.complete(lease)
-    return titles
+from tests.helpers import claim_all, one, snapshot
 
 
 def test_an_owner_takes_work_posted_to_it_in_posting_order_by_default(fleet: Fleet) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shoal import Fleet, ManualClock
-from tests.helpers import one
+from shoal import ManualClock
+from tests.helpers import claim_all, one
 from tests.stores.test_git_hand_edits import hand_edit, open_on, url  # noqa: F401 (a fixture)
 
 
@@ -21,15 +21,6 @@ def unsign(work: Path) -> None:
         raw["store"]["seq"] = abs(raw["store"]["seq"])
         del raw["store"]["signed"]
         path.write_text(json.dumps(raw, indent=2) + "\n")
-
-
-def claim_all(fleet: Fleet, agent: str) -> list[str]:
-    titles = []
-    while claim := fleet.claim(agent):
-        task, lease = one(claim)
-        titles.append(task.title)
-        fleet.complete(lease)
-    return titles
 
 
 def test_a_board_from_before_signed_places_runs_sent_work_in_posting_order(
