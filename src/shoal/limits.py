@@ -15,6 +15,7 @@ __all__ = [
     "MAX_EVENTS",
     "MAX_LEASE_TTL",
     "MAX_LISTED",
+    "MAX_NAMES",
     "MAX_NUMBER",
     "MAX_PRUNE_BATCH",
     "MAX_READY",
@@ -35,6 +36,11 @@ EXPIRE_PER_CLAIM = 100
 #: Rows a transaction reads per round when it walks a set that may be large (the leases due
 #: to expire, the queue of an agent going away).
 SCAN_BATCH = 500
+#: The most skills a task requires or an agent has, and the most domains an agent works in.
+#: Every claim matches the agent's skills against each skill set waiting in the pool, so
+#: an unbounded list (a task text that steers its agent to post "all skills") would make
+#: every later claim and listing pay for it; real tasks name a few.
+MAX_NAMES = 64
 #: The most tasks ``Fleet.tasks`` lists at once.
 MAX_LISTED = 1_000_000
 #: The most tasks ``Fleet.ready`` previews at once.

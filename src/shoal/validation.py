@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from shoal.errors import BadInput, InvalidPriority
-from shoal.limits import MAX_BATCH, MAX_DURATION
+from shoal.limits import MAX_BATCH, MAX_DURATION, MAX_NAMES
 from shoal.model import Agent, Lease
 from shoal.text import check_block, check_line, check_storable, lazy_compile
 from shoal.vocabulary import AgentStatus, TaskState
@@ -145,6 +145,11 @@ def normalize_names(values: Iterable[str] | str | None, what: str) -> tuple[str,
                 )
             if name:
                 names.add(name)
+    if len(names) > MAX_NAMES:
+        raise BadInput(
+            f"at most {MAX_NAMES} {what}s may be given, not {len(names)}",
+            hint=f"name the few {what}s the work needs; a broad {what} name covers many",
+        )
     return tuple(sorted(names))
 
 

@@ -131,3 +131,21 @@ def test_bad_edits_are_refused_and_change_nothing(fleet: Fleet, change: dict[str
     with pytest.raises(BadInput):
         fleet.edit(task.id, **change)
     assert snapshot(fleet) == before
+
+
+def test_too_many_skills_or_domains_are_refused_and_change_nothing(fleet: Fleet) -> None:
+    """A task text may steer its agent into posting or registering with every name it can
+    think of; past 64 names the call is refused whole, by post, edit and register alike."""
+    task = fleet.post("t", skills=["py"])
+    many = [f"s{i}" for i in range(65)]
+    before = snapshot(fleet)
+    for refused in (
+        lambda: fleet.post("u", skills=many),
+        lambda: fleet.edit(task.id, skills=many),
+        lambda: fleet.register("ada", skills=many),
+        lambda: fleet.register("ada", domains=",".join(many)),
+    ):
+        with pytest.raises(BadInput, match=r"at most 64 (skill|domain)s may be given, not 65"):
+            refused()
+    assert snapshot(fleet) == before
+    assert fleet.edit(task.id, skills=many[:64]).skills == tuple(sorted(many[:64]))
