@@ -4,6 +4,12 @@ Over stdio each connection starts its own server process (as Claude Code does); 
 streamable HTTP one server process serves many clients. Both run the installed `shoal`
 script against a real SQLite fleet. ``http_server_here`` serves HTTP from this process
 instead, so its fleet can run on a ManualClock and its session limits be set small.
+
+``memory_session`` is the server `shoal mcp ARGS` runs over stdio, set up by that command's
+own code but served from this process over the SDK's in-memory streams: for the tests whose
+subject is the server (its tools, sessions and agents), not its transport or its process.
+A process each cost a second of CPU or more (Python, the SDK's import, shoal), and the
+suite opened about a hundred; ``stdio_session`` stays for what only a process shows.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.memory import create_client_server_memory_streams
 
 from shoal.local_secrets import mcp_token_file, read_secret
 
@@ -89,6 +96,49 @@ async def stdio_session(
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+#: How long a server served in this process may take to stop once its client has gone (its
+#: input ended); then it is cancelled, as stdio_client ends a server slow to exit.
+STOP_GRACE = 5.0
+
+
+@asynccontextmanager
+async def memory_session(url: str, *args: str) -> AsyncIterator[ClientSession]:
+    """A client connected to the server `shoal --store URL mcp ARGS...` runs, set up by the
+    command itself (``mcp_set_up``: its options, checks, fleet and pinned agent) and served
+    from this process over the SDK's in-memory streams as ``serve`` serves stdio. Leaving
+    the block ends it as closing stdin ends `shoal mcp`: the server reads the end of its
+    input and stops, then the desk closes (the session ends, its agents leave the fleet)."""
+    from shoal.faces.cli.mcp import mcp_set_up
+    from shoal.faces.mcp.server import build_server
+
+    with mcp_set_up(["--store", url, "mcp", *args]) as set_up:
+        # What MCPServer.run("stdio") runs, on these streams instead of stdin and stdout.
+        served = build_server(set_up.desk)._lowlevel_server
+        async with (
+            create_client_server_memory_streams() as ((read, write), (server_read, server_write)),
+            anyio.create_task_group() as group,
+        ):
+            stopped = anyio.Event()
+
+            async def serve() -> None:
+                try:
+                    options = served.create_initialization_options()
+                    await served.run(server_read, server_write, options)
+                finally:
+                    stopped.set()
+
+            group.start_soon(serve)
+            try:
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    yield session
+            finally:
+                await write.aclose()  # the end of the server's input
+                with anyio.move_on_after(STOP_GRACE):
+                    await stopped.wait()
+                group.cancel_scope.cancel()
 
 
 @asynccontextmanager

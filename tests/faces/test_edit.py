@@ -83,14 +83,14 @@ def anyio_backend() -> str:
 
 @pytest.mark.anyio
 async def test_a_manager_edits_over_mcp_and_a_worker_only_what_it_posted(url: str) -> None:
-    from tests.faces.mcp_support import call, refused, stdio_session
+    from tests.faces.mcp_support import call, memory_session, refused
 
     with Fleet.open(url) as fleet:
         task = fleet.post("parsr", domain="web", expected_duration="1h").id
     async with (
-        stdio_session(url, "--agent", "boss", "--manager") as boss,
-        stdio_session(url, "--agent", "ada") as ada,
-        stdio_session(url, "--agent", "bob") as bob,
+        memory_session(url, "--agent", "boss", "--manager") as boss,
+        memory_session(url, "--agent", "ada") as ada,
+        memory_session(url, "--agent", "bob") as bob,
     ):
         posted = await call(ada, "add_task", title="labelled", labels=["y"])
         assert posted["task"]["id"] == 2

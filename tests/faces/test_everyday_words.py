@@ -107,7 +107,7 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 async def test_mcp_results_are_compact_and_cancel_and_retry_create_nothing(url: str) -> None:
     pytest.importorskip("mcp")
-    from tests.faces.mcp_support import stdio_session
+    from tests.faces.mcp_support import memory_session
 
     async def text_and_data(session: Any, tool: str, **arguments: Any) -> tuple[str, Any]:
         result = await session.call_tool(tool, arguments)
@@ -115,7 +115,7 @@ async def test_mcp_results_are_compact_and_cancel_and_retry_create_nothing(url: 
         (block,) = result.content
         return block.text, result.structured_content
 
-    async with stdio_session(url, "--agent", "boss", "--manager") as session:
+    async with memory_session(url, "--agent", "boss", "--manager") as session:
         text, posted = await text_and_data(session, "add_task", title="sweep the logs")
         assert "\n" not in text and json.loads(text) == posted  # one line, the same data
         assert posted["created"] is True

@@ -1,8 +1,12 @@
-"""`shoal mcp` over stdio, driven by the MCP SDK's real client against real server processes.
+"""`shoal mcp`, driven by the MCP SDK's real client.
 
 What an agent's host relies on: the tools are there, described and typed; two agents racing
 through the server never get the same task and leave none behind; wait_for_task wakes when
 work arrives; and a bad call is a tool error that says what to do and changes nothing.
+
+The race and the wake-up run against real server processes over stdio (each agent's its
+own, as each host starts one); the other tests against the same server set up by the same
+command, served in this process (``memory_session``): their subject is the server.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from tests.faces.mcp_support import (
     MANAGER_TOOLS,
     WORKER_TOOLS,
     call,
+    memory_session,
     refused,
     server_env,
     stdio_session,
@@ -57,11 +62,11 @@ def url(tmp_path: Path) -> str:
 
 
 async def test_every_tool_is_described_and_typed(url: str) -> None:
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         resources = [str(r.uri) for r in (await session.list_resources()).resources]
         templates = (await session.list_resource_templates()).resource_templates
-    async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+    async with memory_session(url, "--agent", "boss", "--manager") as boss:
         managers = {tool.name: tool for tool in (await boss.list_tools()).tools}
     assert set(tools) == WORKER_TOOLS
     assert set(managers) == WORKER_TOOLS - {"register_agent"} | MANAGER_TOOLS
@@ -80,7 +85,7 @@ async def test_every_tool_is_described_and_typed(url: str) -> None:
 
 
 async def test_a_pinned_server_lists_no_agent_parameters_and_no_register_tool(url: str) -> None:
-    async with stdio_session(url, "--agent", "ada") as session:
+    async with memory_session(url, "--agent", "ada") as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         text = await refused(session, "register_node", agent="ada")
     assert set(tools) == WORKER_TOOLS - {"register_agent"}
@@ -92,11 +97,11 @@ async def test_a_pinned_server_lists_no_agent_parameters_and_no_register_tool(ur
 
 
 async def test_the_pinned_tool_list_fits_the_token_budget(url: str) -> None:
-    async with stdio_session(url, "--agent", "ada", "--manager") as pinned:
+    async with memory_session(url, "--agent", "ada", "--manager") as pinned:
         manager_tokens = await tool_list_tokens(pinned)
-    async with stdio_session(url, "--agent", "bob") as pinned:
+    async with memory_session(url, "--agent", "bob") as pinned:
         worker_tokens = await tool_list_tokens(pinned)
-    async with stdio_session(url) as unpinned:
+    async with memory_session(url) as unpinned:
         unpinned_tokens = await tool_list_tokens(unpinned)
     print(
         f"tool list: {manager_tokens} tokens for a manager, {worker_tokens} for a pinned "
@@ -173,7 +178,7 @@ async def test_wait_for_task_reports_progress_while_it_waits(url: str) -> None:
     async def progress(done: float, total: float | None, message: str | None) -> None:
         updates.append((done, total, message))
 
-    async with stdio_session(url, "--agent", "ada", "--skill", "rare") as session:
+    async with memory_session(url, "--agent", "ada", "--skill", "rare") as session:
         result = await session.call_tool(
             "wait_for_task", {"timeout_seconds": 2.5}, progress_callback=progress
         )
@@ -211,8 +216,8 @@ async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
     with Fleet.open(url) as fleet:
         first, second = fleet.post("first").id, fleet.post("second").id
     async with (
-        stdio_session(url, "--agent", "ada") as ada,
-        stdio_session(url) as anyone,
+        memory_session(url, "--agent", "ada") as ada,
+        memory_session(url) as anyone,
     ):
         text = await refused(anyone, "claim_best_task")
         assert "no_agent" in text and "register_agent" in text
@@ -269,7 +274,7 @@ async def test_bad_calls_are_tool_errors_that_change_nothing(url: str) -> None:
 async def test_already_done_unknown_task_and_stale_lease_say_what_to_do(url: str) -> None:
     with Fleet.open(url) as fleet:
         done_id, slow_id = fleet.post("quick", priority=1).id, fleet.post("slow").id
-    async with stdio_session(url, "--agent", "ada", "--max-concurrent", "2") as ada:
+    async with memory_session(url, "--agent", "ada", "--max-concurrent", "2") as ada:
         quick = await call(ada, "claim_best_task")
         slow = await call(ada, "claim_best_task")
         assert [quick["task"]["id"], slow["task"]["id"]] == [done_id, slow_id]
@@ -303,7 +308,7 @@ async def test_already_done_unknown_task_and_stale_lease_say_what_to_do(url: str
 async def test_a_lost_lease_says_so_and_names_no_one(url: str) -> None:
     with Fleet.open(url) as fleet:
         task = fleet.post("slow work").id
-    async with stdio_session(url, "--agent", "ada") as ada:
+    async with memory_session(url, "--agent", "ada") as ada:
         claim = await call(ada, "claim_best_task")
         assert claim["task"]["id"] == task
         # An hour on, ada's lease is long gone: another agent's claim takes the task back.
@@ -320,7 +325,7 @@ async def test_a_lost_lease_says_so_and_names_no_one(url: str) -> None:
 
 
 async def test_claim_then_complete_without_a_token_and_claim_the_next(url: str) -> None:
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         reg = await call(session, "register_agent", agent="cy", skills=["python"])
         assert reg["created"] and reg["message"].endswith("Active agents: 1/4")
         first = await call(session, "add_task", title="parse", skills=["python"], priority=2)
@@ -355,7 +360,7 @@ async def test_lists_are_compact_and_paged_with_a_cursor(url: str) -> None:
     with Fleet.open(url) as fleet:
         posted = fleet.post_many({"title": f"task {i}", "body": "x" * 500} for i in range(45))
         labelled = fleet.post_many({"title": f"bug {i}", "labels": ["bug"]} for i in range(3))
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         bugs = await call(session, "list_tasks", label="bug")
         pages, cursor = [], None
         while True:
@@ -387,7 +392,7 @@ async def test_a_task_whose_holder_died_reads_as_not_running(url: str) -> None:
         fleet.register("eve")
         live = fleet.post("write the notes", lease_ttl="1h").id
         assert fleet.claim("eve").tasks[0].id == live
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         listed = {t["id"]: t for t in (await call(session, "list_tasks"))["tasks"]}
         shown = (await call(session, "get_task", task_id=dead))["task"]
         running = (await call(session, "get_task", task_id=live))["task"]
@@ -402,7 +407,7 @@ async def test_a_task_whose_holder_died_reads_as_not_running(url: str) -> None:
 async def test_every_time_is_iso_8601_utc_and_leases_say_how_long_they_last(url: str) -> None:
     with Fleet.open(url) as fleet:
         fleet.post("timed work", expected_duration="5m")
-    async with stdio_session(url, "--agent", "ada") as ada:
+    async with memory_session(url, "--agent", "ada") as ada:
         claim = await call(ada, "claim_best_task")
         lease, task = claim["lease"], claim["task"]
         shown = await call(ada, "get_task", task_id=task["id"])
@@ -427,8 +432,8 @@ async def test_managers_cancel_and_retry_tasks(url: str) -> None:
         doomed = fleet.post("doomed").id
         flaky = fleet.post("flaky", priority=1).id
     async with (
-        stdio_session(url, "--agent", "boss", "--manager") as boss,
-        stdio_session(url, "--agent", "ada") as ada,
+        memory_session(url, "--agent", "boss", "--manager") as boss,
+        memory_session(url, "--agent", "ada") as ada,
     ):
         cancelled = await call(boss, "cancel_task", task_id=doomed)
         assert cancelled["task"]["state"] == "cancelled" and cancelled["message"]
@@ -497,7 +502,7 @@ async def test_a_full_fleet_is_a_tool_error_not_a_dead_server(url: str) -> None:
         fleet.register("ada")
         task = fleet.post("waiting for bob").id
         before = snapshot(fleet)
-    async with stdio_session(url, "--agent", "bob") as bob:
+    async with memory_session(url, "--agent", "bob") as bob:
         text = await refused(bob, "claim_best_task")
         assert text.startswith("fleet_full:") and "1 of 1 seats are taken" in text
         assert "shoal config set max_agents 2" in text and "next call" in text
@@ -522,7 +527,7 @@ async def test_a_store_that_cannot_be_opened_is_a_tool_error(
         url = f"sqlite://{tmp_path / 'later.db'}"
     else:
         url = str(request.getfixturevalue("postgres_url"))
-    async with stdio_session(url, "--agent", "ada") as ada:
+    async with memory_session(url, "--agent", "ada") as ada:
         text = await refused(ada, "claim_best_task")
         assert text.startswith("store_not_found:") and "shoal init" in text
         text = await refused(ada, "read_state")
@@ -535,7 +540,7 @@ async def test_a_store_that_cannot_be_opened_is_a_tool_error(
 
 
 async def test_settings_are_read_and_changed_and_bad_values_change_nothing(url: str) -> None:
-    async with stdio_session(url, "--agent", "loom", "--domain", "ci", "--manager") as loom:
+    async with memory_session(url, "--agent", "loom", "--domain", "ci", "--manager") as loom:
         read = await call(loom, "configure_fleet")
         assert read["settings"]["steal_threshold"] == 0 and read["changed"] == []
         assert read["settings"]["order"] == "priority"
@@ -570,8 +575,8 @@ async def test_managers_reorder_work_and_pause_an_agent(url: str) -> None:
         first = fleet.post("first", priority=5).id
         later = fleet.post("later", priority=8).id
     async with (
-        stdio_session(url, "--agent", "boss", "--manager") as boss,
-        stdio_session(url, "--agent", "ada") as ada,
+        memory_session(url, "--agent", "boss", "--manager") as boss,
+        memory_session(url, "--agent", "ada") as ada,
     ):
         raised = await call(boss, "set_task_priority", task_id=later, priority="critical")
         assert raised["task"]["priority"] == 1 and raised["message"]
@@ -601,8 +606,8 @@ async def test_a_paused_agent_is_resumed_and_work_posted_for_later_waits(url: st
         for i in range(6):
             fleet.post(f"t{i}")
     async with (
-        stdio_session(url, "--agent", "boss", "--manager") as boss,
-        stdio_session(url, "--agent", "ada") as ada,
+        memory_session(url, "--agent", "boss", "--manager") as boss,
+        memory_session(url, "--agent", "ada") as ada,
     ):
         for _ in range(5):
             claim = await call(ada, "claim_best_task")

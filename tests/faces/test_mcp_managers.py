@@ -29,8 +29,8 @@ from tests.faces.mcp_support import (
     call,
     http_server,
     http_session,
+    memory_session,
     refused,
-    stdio_session,
 )
 from tests.helpers import snapshot
 
@@ -111,10 +111,10 @@ async def listed(session: ClientSession) -> tuple[set[str], int]:
 async def test_a_pinned_worker_is_not_offered_a_managers_tools_nor_can_call_them(
     url: str, work: dict[str, int]
 ) -> None:
-    async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+    async with memory_session(url, "--agent", "boss", "--manager") as boss:
         names, manager_size = await listed(boss)
     assert names == WORKER_TOOLS - {"register_agent"} | MANAGER_TOOLS
-    async with stdio_session(url, "--agent", "carol") as carol:
+    async with memory_session(url, "--agent", "carol") as carol:
         names, worker_size = await listed(carol)
         await all_refused(carol, url, work)
         claim = await call(carol, "claim_best_task")  # its own work goes on
@@ -137,7 +137,7 @@ async def test_no_session_of_an_unpinned_server_is_a_manager(
             async with http_session(endpoint) as session:
                 await unpinned_session_is_no_manager(session, url, work)
     else:
-        async with stdio_session(url) as session:
+        async with memory_session(url) as session:
             await unpinned_session_is_no_manager(session, url, work)
 
 
@@ -165,13 +165,13 @@ async def unpinned_session_is_no_manager(
 async def test_a_manager_limits_a_group_and_workers_post_into_it(url: str) -> None:
     """A worker posts grouped work (add_task's group); the manager's set_group_limit caps
     it; a bad limit is a tool error that changes nothing; null lifts the limit."""
-    async with stdio_session(url, "--agent", "carol") as carol:
+    async with memory_session(url, "--agent", "carol") as carol:
         for title in ("deploy web", "deploy api"):
             posted = await call(carol, "add_task", title=title, group="deploy", priority=1)
             with Fleet.open(url) as fleet:
                 assert fleet.get(posted["task"]["id"]).group == "deploy"
         await call(carol, "add_task", title="lint", priority=9)
-        async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+        async with memory_session(url, "--agent", "boss", "--manager") as boss:
             made = await call(boss, "set_group_limit", group="deploy", max=1)
             assert made["max"] == 1 and made["held"] == 0 and "at most 1" in made["message"]
             first = await call(carol, "claim_best_task")

@@ -3,8 +3,9 @@ piles up, scale down when it runs out, and refuse a fifth agent when four are li
 
 The manager "boss" is a server the operator started for it (`--agent boss --manager`: no
 session can make itself a manager); one other session plays the developers that come and
-go, naming in each call the agent it acts for, as a spawner would (one process for all of
-them keeps the suite quick; sessions fixed to one agent are tested in test_mcp). The
+go, naming in each call the agent it acts for, as a spawner would (one session for all of
+them keeps the suite quick; sessions fixed to one agent are tested in test_mcp). Both
+servers are served in this process (``memory_session``): the subject is the tools. The
 grace periods of the protocol are the agents' own waits, so they are not waited out here:
 each step happens when the tools say it should.
 """
@@ -21,7 +22,7 @@ pytest.importorskip("mcp")
 from mcp import ClientSession
 
 from shoal import Fleet
-from tests.faces.mcp_support import call, refused, stdio_session
+from tests.faces.mcp_support import call, memory_session, refused
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,7 @@ def url(tmp_path: Path) -> str:
 
 def manager(url: str) -> AbstractAsyncContextManager[ClientSession]:
     """The manager's own server, as the operator starts it."""
-    return stdio_session(url, "--agent", "boss", "--role", "manager", "--manager")
+    return memory_session(url, "--agent", "boss", "--role", "manager", "--manager")
 
 
 async def test_scaling_up_spawns_developers_until_the_work_is_covered(url: str) -> None:
@@ -48,7 +49,7 @@ async def test_scaling_up_spawns_developers_until_the_work_is_covered(url: str) 
     manager reassesses after each, until the fleet is balanced and says maintain."""
     with Fleet.open(url) as fleet:
         fleet.post_many({"title": f"implement part {i}"} for i in range(10))
-    async with manager(url) as boss, stdio_session(url) as spawner:
+    async with manager(url) as boss, memory_session(url) as spawner:
         verdicts = []
         developers = 0
         while True:
@@ -80,7 +81,7 @@ async def test_scaling_down_developers_retire_when_their_work_runs_out(url: str)
     registered while the fleet hears from them."""
     with Fleet.open(url) as fleet:
         fleet.register("boss", role="manager", manager=True)
-    async with manager(url) as boss, stdio_session(url) as devs:
+    async with manager(url) as boss, memory_session(url) as devs:
         for i in (1, 2, 3):
             await call(devs, "register_agent", agent=f"developer-{i}", role="developer")
         with Fleet.open(url) as fleet:
@@ -120,7 +121,7 @@ async def test_scaling_down_developers_retire_when_their_work_runs_out(url: str)
 async def test_a_fifth_agent_is_refused_until_one_terminates(url: str) -> None:
     """4 live developers (the manager does not count): a fifth registration is refused and
     changes nothing; once one developer terminates, the fifth gets its place: 4/4."""
-    async with manager(url) as boss, stdio_session(url) as spawner:
+    async with manager(url) as boss, memory_session(url) as spawner:
         for i in (1, 2, 3, 4):
             reg = await call(spawner, "register_agent", agent=f"developer-{i}", role="developer")
             assert reg["message"].endswith(f"Active agents: {i}/4")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import Fleet, TaskState
-from tests.faces.mcp_support import call, refused, stdio_session
+from tests.faces.mcp_support import call, memory_session, refused
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +30,7 @@ def url(tmp_path: Path) -> str:
 
 
 async def test_a_manager_makes_and_steers_a_schedule(url: str) -> None:
-    async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+    async with memory_session(url, "--agent", "boss", "--manager") as boss:
         made = await call(boss, "add_schedule", title="check the sensors", every="30m", priority=2)
         assert (made["every"], made["state"], made["posted"]) == (1800, "active", 1)
         assert made["next_at"].endswith("Z")
@@ -60,7 +60,7 @@ async def test_bad_schedules_are_refused_and_change_nothing(url: str) -> None:
     with Fleet.open(url) as fleet:
         kept = fleet.schedule("kept", every="1h")
         before = snapshot(fleet)
-    async with stdio_session(url, "--agent", "boss", "--manager") as boss:
+    async with memory_session(url, "--agent", "boss", "--manager") as boss:
         for arguments, says in (
             ({"every": "0"}, "every must be"),
             ({"every": "abc"}, "not a duration"),
@@ -83,6 +83,6 @@ async def test_bad_schedules_are_refused_and_change_nothing(url: str) -> None:
 async def test_every_session_reads_the_schedules(url: str) -> None:
     with Fleet.open(url) as fleet:
         fleet.schedule("sensor", every="5m")
-    async with stdio_session(url, "--agent", "carol") as carol:
+    async with memory_session(url, "--agent", "carol") as carol:
         listed = await call(carol, "list_schedules")
         assert [s["title"] for s in listed["schedules"]] == ["sensor"]

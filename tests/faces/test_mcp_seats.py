@@ -1,7 +1,9 @@
 """Seats over MCP: an agent that went offline holds no seat under max_agents, so on a fleet
 of four, six MCP servers in a row -- each pinned to an agent of its own, each ended cleanly
 (its agent goes offline, keeping its identity) -- all join; and an offline agent whose seat
-was taken meanwhile is refused ``fleet_full`` when it comes back, by the words it counts."""
+was taken meanwhile is refused ``fleet_full`` when it comes back, by the words it counts.
+The servers are `shoal mcp`'s, served in this process and ended as stdio ends them
+(``memory_session``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import AgentStatus, Fleet
-from tests.faces.mcp_support import call, refused, stdio_session
+from tests.faces.mcp_support import call, memory_session, refused
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +35,7 @@ async def test_six_pinned_agents_in_a_row_all_find_a_seat(
         fleet.configure(max_agents=4)
         fleet.post_many([{"title": f"task {i}"} for i in range(6)])
     for i in range(1, 7):
-        async with stdio_session(url, "--agent", f"dev-{i}", "--skill", "python") as session:
+        async with memory_session(url, "--agent", f"dev-{i}", "--skill", "python") as session:
             claim = await call(session, "claim_best_task")
             assert claim["claimed"], (i, claim)
             await call(session, "complete_task", task_id=claim["task"]["id"], result="ok")
@@ -49,12 +51,12 @@ async def test_an_offline_agent_whose_seat_was_taken_is_told_so(tmp_path: Path) 
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     with Fleet.init(url) as fleet:
         fleet.configure(max_agents=1)
-    async with stdio_session(url, "--agent", "ann") as ann:
+    async with memory_session(url, "--agent", "ann") as ann:
         await call(ann, "heartbeat")
     with Fleet.open(url) as fleet:
         assert fleet.agent("ann").status is AgentStatus.OFFLINE
         fleet.register("bob")  # takes the seat ann left
-    async with stdio_session(url, "--agent", "ann") as ann:
+    async with memory_session(url, "--agent", "ann") as ann:
         text = await refused(ann, "claim_best_task")
         assert text.startswith("fleet_full:") and "1 of 1 seats are taken" in text
         assert "agent 'ann' stays offline" in text

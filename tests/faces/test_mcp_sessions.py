@@ -6,7 +6,10 @@ max_agents 4, six sessions in a row each join, claim the one task and end: all s
 each time the task is claimable again within a second of the session's end (with no
 attempt counted: it allows only 3), and no agent is left online afterwards. Over stdio
 (each session its own server process, ended by closing its stdin) and over streamable HTTP
-(one server, sessions ended by DELETE, or by going idle past the session TTL).
+(one server, sessions ended by DELETE, or by going idle past the session TTL). The pinned
+servers in a row are the stdio server served in this process (``memory_session``), ended
+the same way: their subject is what the pinned agent becomes, the process's end being
+the unpinned stdio test's and the one-call test's.
 
 A client that crashed without ending its HTTP session, and comes back in a new one, gets
 its agent back once the old session has been silent for the fleet's heartbeat_timeout (not
@@ -36,6 +39,7 @@ from tests.faces.mcp_support import (
     http_server,
     http_server_here,
     http_session,
+    memory_session,
     refused,
     server_env,
     stdio_session,
@@ -133,7 +137,7 @@ async def test_pinned_sessions_take_their_agent_back_and_leave_it_offline(url: s
         with Fleet.open(url) as fleet:
             if i > 1:
                 seen.append(fleet.agent("regular").status.value)
-        return stdio_session(url, "--agent", "regular", "--skill", "python")
+        return memory_session(url, "--agent", "regular", "--skill", "python")
 
     await sessions_in_a_row(url, task, opener, register=False)
     assert seen == ["offline"] * (SESSIONS - 1)
@@ -150,7 +154,7 @@ async def test_ephemeral_pinned_sessions_are_removed_when_they_end(url: str) -> 
     await sessions_in_a_row(
         url,
         task,
-        lambda i: stdio_session(url, "--agent", f"temp-{i}", "--ephemeral"),
+        lambda i: memory_session(url, "--agent", f"temp-{i}", "--ephemeral"),
         register=False,
     )
     statuses = none_online(url)

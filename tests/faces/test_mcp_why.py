@@ -1,5 +1,6 @@
-"""The MCP tool ``explain`` through the SDK's client against a real ``shoal mcp``: every
-reason of ``tests.why_cases``, a pinned agent explaining itself, refusals."""
+"""The MCP tool ``explain`` through the SDK's client against the server ``shoal mcp`` sets
+up, served in this process (``memory_session``): every reason of ``tests.why_cases``, a
+pinned agent explaining itself, refusals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from shoal import Fleet, ManualClock
-from tests.faces.mcp_support import call, refused, stdio_session
+from tests.faces.mcp_support import call, memory_session, refused
 from tests.helpers import snapshot
 from tests.why_cases import HOSTILE, build, build_group
 
@@ -27,7 +28,7 @@ async def test_explain_says_why_on_every_case(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     with Fleet.open(url, create=True, clock=ManualClock(time.time())) as fleet:
         cases = build(fleet, fleet.clock)  # type: ignore[arg-type]
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         for name, task_id in cases.tasks.items():
             got = await call(session, "explain", task_id=task_id)
             assert [r["code"] for r in got["why"]["reasons"]] == cases.task_codes[name], name
@@ -50,7 +51,7 @@ async def test_a_pinned_agent_explains_itself(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     with Fleet.open(url, create=True, clock=ManualClock(time.time())) as fleet:
         build(fleet, fleet.clock)  # type: ignore[arg-type]
-    async with stdio_session(url, "--agent", "loom") as session:
+    async with memory_session(url, "--agent", "loom") as session:
         got = await call(session, "explain")  # the server registered loom anew, no skills
         assert got["why"]["agent"] == "loom" and "need research" in got["summary"]
         other = await call(session, "explain", agent_id="ada")  # a read: any agent
@@ -61,7 +62,7 @@ async def test_explain_a_full_group(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     with Fleet.open(url, create=True, clock=ManualClock(time.time())) as fleet:
         case = build_group(fleet, fleet.clock)  # type: ignore[arg-type]
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         got = await call(session, "explain", task_id=case.waiting)
         (reason,) = got["why"]["reasons"]
         assert reason["code"] == "group_full" and reason["tasks"] == [case.holder]

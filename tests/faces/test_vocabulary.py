@@ -20,7 +20,7 @@ from shoal.vocabulary import (
     TaskState,
     names,
 )
-from tests.faces.mcp_support import stdio_session
+from tests.faces.mcp_support import memory_session
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,7 @@ def test_the_cli_offers_the_words_of_the_enums() -> None:
 async def test_the_mcp_tools_offer_the_words_of_the_enums(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     Fleet.init(url).close()
-    async with stdio_session(url) as session:
+    async with memory_session(url) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
 
     def enum_of(tool: str, arg: str) -> Any:

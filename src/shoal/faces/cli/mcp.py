@@ -9,14 +9,22 @@ What it does *not* do is stop at a fleet it cannot use. A store that cannot be o
 full fleet or a pinned agent that cannot be registered is reported on stderr, and the
 server starts all the same: an MCP client shows a tool error it can act on, where a server
 that exits before the handshake is only "failed to start".
+
+Setting up and serving are two steps (``set_up_mcp``, ``serve_set_up``), so that a program
+can have the command set a server up from its command line and serve it in its own process
+(``mcp_set_up``): the tests do, over the SDK's in-memory streams, instead of starting a
+process for every session whose subject is not the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import socket
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -28,15 +36,25 @@ from shoal.faces.cli.mcp_config import mcp_config_command
 from shoal.fleet import Fleet
 from shoal.validation import parse_duration
 
+if TYPE_CHECKING:  # the MCP SDK is imported only to serve (the module docstring says why)
+    from shoal.faces.mcp.http_serving import Exposure
+    from shoal.faces.mcp.sessions import FleetDesk
+
 __all__ = [
     "SESSION_TTL_ENV",
     "SESSION_TTL_OPTION",
+    "McpSetUp",
     "add_mcp_commands",
+    "mcp_set_up",
     "parse_session_ttl",
     "run_mcp",
+    "serve_set_up",
+    "set_up_mcp",
 ]
 
 _NEEDS_AGENT = ("skills", "domains", "manager", "ephemeral")
+#: ``ctx.meta``'s mark that the command is set up for ``mcp_set_up``'s caller, not served.
+_SET_UP_ONLY = "shoal.mcp.set_up_only"
 
 #: The environment's say on ``--session-ttl`` (the option wins).
 SESSION_TTL_ENV = "SHOAL_MCP_SESSION_TTL"
@@ -62,7 +80,18 @@ def parse_session_ttl(value: str | float | None = None) -> float:
     return seconds
 
 
-def run_mcp(
+@dataclass(frozen=True)
+class McpSetUp:
+    """A `shoal mcp` set up and not yet served: the desk (its fleet opened, its pinned agent
+    registered, or the fault that stopped either), the bound socket and exposure for
+    ``--transport http`` (None: stdio), and how long an HTTP session may stay idle."""
+
+    desk: FleetDesk
+    http: tuple[Exposure, socket.socket] | None
+    session_ttl: float
+
+
+def set_up_mcp(
     fleet: Fleet | Callable[[], Fleet],
     agent: str | None,
     spec: Mapping[str, Any],
@@ -73,14 +102,8 @@ def run_mcp(
     session_ttl: str | float | None = None,
     token_file: Path | None = None,
     allow_hosts: Sequence[str] = (),
-) -> None:
-    """Serve ``fleet`` (or the fleet ``fleet()`` opens, tried again until it works) as
-    ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s keywords) until told
-    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``).
-
-    Over HTTP, the address, the bearer token and the host names let through are checked,
-    and the address bound, before the fleet is touched: a bad one changes nothing
-    (``http_serving``)."""
+) -> McpSetUp:
+    """``run_mcp``'s first half: everything up to serving (its docstring says what)."""
     if agent is None:
         given = [name for name in _NEEDS_AGENT if spec.get(name)]
         if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
@@ -97,7 +120,7 @@ def run_mcp(
     seconds = parse_session_ttl(session_ttl)
     try:
         from shoal.faces.mcp.http_serving import bind, plan_exposure
-        from shoal.faces.mcp.server import FleetDesk, serve
+        from shoal.faces.mcp.server import FleetDesk
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] == "shoal":
             raise
@@ -137,13 +160,80 @@ def run_mcp(
                 highlight=False,
                 markup=False,
             )
+    return McpSetUp(desk, http, seconds)
+
+
+def serve_set_up(set_up: McpSetUp) -> None:
+    """``run_mcp``'s second half: serve until the client (stdio) or the operator (http) ends
+    it; then the desk closes (``serve``)."""
+    from shoal.faces.mcp.server import serve
+
+    desk, http = set_up.desk, set_up.http
     if http is None:
-        serve(desk, session_ttl=seconds)
+        serve(desk, session_ttl=set_up.session_ttl)
         return
     from shoal.runtime.reaper import Reaper
 
     with Reaper(lambda: desk.fleet):  # a server that runs for days keeps the record up
-        serve(desk, http=http, session_ttl=seconds)
+        serve(desk, http=http, session_ttl=set_up.session_ttl)
+
+
+def run_mcp(
+    fleet: Fleet | Callable[[], Fleet],
+    agent: str | None,
+    spec: Mapping[str, Any],
+    transport: str,
+    host: str,
+    port: int,
+    err: Console,
+    session_ttl: str | float | None = None,
+    token_file: Path | None = None,
+    allow_hosts: Sequence[str] = (),
+) -> None:
+    """Serve ``fleet`` (or the fleet ``fleet()`` opens, tried again until it works) as
+    ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s keywords) until told
+    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``).
+
+    Over HTTP, the address, the bearer token and the host names let through are checked,
+    and the address bound, before the fleet is touched: a bad one changes nothing
+    (``http_serving``)."""
+    serve_set_up(
+        set_up_mcp(
+            fleet,
+            agent,
+            spec,
+            transport,
+            host,
+            port,
+            err,
+            session_ttl,
+            token_file=token_file,
+            allow_hosts=allow_hosts,
+        )
+    )
+
+
+@contextlib.contextmanager
+def mcp_set_up(args: Sequence[str]) -> Iterator[McpSetUp]:
+    """The command line ``shoal ARGS`` (``[--store URL] mcp [OPTIONS]``) run by the CLI
+    itself -- the same options, checks, fleet and pinned agent, the same lines on stderr --
+    up to serving, and handed over instead: for a caller that serves the desk some other
+    way in its own process (the tests, over the MCP SDK's in-memory streams, with no
+    process to start). Leaving the block ends it as the command ends once served: the desk
+    closes (its sessions end, the pinned agent leaves), then the command (the fleet)."""
+    from shoal.faces.cli.root import cli
+
+    with cli.make_context("shoal", list(args), obj=App()) as ctx:
+        ctx.meta[_SET_UP_ONLY] = True
+        set_up = cli.invoke(ctx)
+        if not isinstance(set_up, McpSetUp):
+            raise BadInput("not a `shoal mcp` command line", hint="shoal [--store URL] mcp ...")
+        try:
+            yield set_up
+        finally:
+            set_up.desk.close()  # as serve() ends
+            if set_up.http is not None:
+                set_up.http[1].close()
 
 
 @click.group(
@@ -195,7 +285,7 @@ def mcp(
     token_file: Path | None,
     allow_hosts: tuple[str, ...],
     session_ttl: str,
-) -> None:
+) -> McpSetUp | None:
     """Serve the fleet to LLM agents over the Model Context Protocol (stdio by default).
 
     With --agent, this server acts as that one agent (registered at start with the
@@ -204,7 +294,7 @@ def mcp(
     --client claude` prints the JSON that registers it with a client.
     """
     if ctx.invoked_subcommand is not None:  # `shoal mcp config`: not serving
-        return
+        return None
     spec = {
         "role": role,
         "skills": skills,
@@ -216,7 +306,7 @@ def mcp(
     app.refuse_memory()
     # The opener, not an open fleet: a store that cannot be opened yet (or a full fleet)
     # must not stop the server before the handshake -- its tools say what is wrong.
-    run_mcp(
+    set_up = set_up_mcp(
         app.fleet,
         agent,
         spec,
@@ -228,6 +318,10 @@ def mcp(
         token_file=token_file,
         allow_hosts=allow_hosts,
     )
+    if ctx.meta.get(_SET_UP_ONLY):  # mcp_set_up: its caller serves it
+        return set_up
+    serve_set_up(set_up)
+    return None
 
 
 mcp.add_command(mcp_config_command)  # shoal mcp config
