@@ -15,12 +15,10 @@ from tests.helpers import kinds, one, post_many, snapshot
 @pytest.fixture
 def broken(fleet: Fleet) -> Fleet:
     """ada fails every task it takes; bob is fine. A backlog of 20 in the pool (a failed
-    task waits out its retry backoff, so ada moves on to the next), posted as one batch:
-    one write instead of twenty (on git, twenty commits and pushes in every test's set-up),
-    and what the breaker does with them is the subject here, not how they were posted."""
+    task waits out its retry backoff, so ada moves on to the next)."""
     fleet.register("ada")
     fleet.register("bob")
-    fleet.post_many([{"title": f"task {i}"} for i in range(20)])
+    post_many(fleet, 20)  # one batch, one write (tests.helpers)
     return fleet
 
 
