@@ -9,11 +9,15 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from shoal import Fleet, ManualClock
+from shoal.stores._gitcache import cache_root, clone_path
+from shoal.stores._gitguard import split_credentials
+from shoal.stores.git import parse_git_url
 from tests import pg
 
 STORES = ["memory", "sqlite", "postgres", "git"]
@@ -31,10 +35,24 @@ def make_url(kind: str, folder: Path) -> str:
 
 
 def git_board(folder: Path) -> str:
-    """A new bare repository in ``folder`` to hold a git store, and its store URL."""
+    """A new bare repository in ``folder`` to hold a git store, and its store URL.
+
+    The board does not run ``git gc --auto`` after each push it takes (``receive.autogc``
+    off, written straight into its config rather than by one more ``git config``): that
+    is the remote's own housekeeping, which no test looks at, and it was one git process
+    of the dozen each write of the git store costs."""
     board = folder / "board.git"
     subprocess.run(["git", "init", "--quiet", "--bare", str(board)], check=True)
+    with open(board / "config", "a", encoding="utf-8") as config:
+        config.write("[receive]\n\tautogc = false\n")
     return f"git+file://{board}"
+
+
+def private_clone(url: str) -> Path:
+    """Where the git store keeps its private clone of the board at ``url`` (this session's
+    ``SHOAL_GIT_CACHE``), as the store itself names it."""
+    remote, branch = parse_git_url(url)
+    return clone_path(split_credentials(remote).url, branch, cache_root())
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -119,12 +137,37 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class GitTemplate:
+    """A new git store made once per worker: its board, and the private clone the store
+    made of it (already holding the board's first commit)."""
+
+    board: Path
+    clone: Path
+
+    def copy(self, folder: Path) -> str:
+        """A copy of the board in ``folder``, and of the private clone where the store
+        looks for the copy's: its store URL. Opening it then checks the clone and fetches
+        nothing new, instead of making the clone (five git processes) and fetching the
+        board's whole history into it."""
+        board = folder / "board.git"
+        shutil.copytree(self.board, board, symlinks=True)  # mode bits too: the clone is private
+        url = f"git+file://{board}"
+        clone = private_clone(url)
+        shutil.copytree(self.clone, clone, symlinks=True)
+        config = clone / "config"
+        text = config.read_text(encoding="utf-8")
+        assert f"file://{self.board}\n" in text, "the template clone tracks another board"
+        config.write_text(text.replace(f"file://{self.board}\n", f"file://{board}\n"))
+        return url
+
+
 @pytest.fixture(scope="session")
-def git_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new git store's board (a bare repository), made once per worker, for the same."""
+def git_template(tmp_path_factory: pytest.TempPathFactory) -> GitTemplate:
+    """A new git store's board and private clone, made once per worker, for the same."""
     url = git_board(tmp_path_factory.mktemp("git-template"))
     Fleet.open(url, create=True).close()
-    return Path(url.removeprefix("git+file://"))
+    return GitTemplate(Path(url.removeprefix("git+file://")), private_clone(url))
 
 
 @pytest.fixture
@@ -133,12 +176,11 @@ def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -
     if store_kind == "postgres":
         return str(request.getfixturevalue("recycled_postgres_url"))
     if store_kind == "sqlite":
-        template: Path = request.getfixturevalue("sqlite_template")
-        shutil.copy2(template, tmp_path / "fleet.db")  # mode bits too: the file is private
+        sqlite_file: Path = request.getfixturevalue("sqlite_template")
+        shutil.copy2(sqlite_file, tmp_path / "fleet.db")  # mode bits too: the file is private
     if store_kind == "git":  # a copy of a board made once: its first commit already pushed
-        board = request.getfixturevalue("git_template")
-        shutil.copytree(board, tmp_path / "board.git", symlinks=True)
-        return f"git+file://{tmp_path / 'board.git'}"
+        template: GitTemplate = request.getfixturevalue("git_template")
+        return template.copy(tmp_path)
     return make_url(store_kind, tmp_path)
 
 

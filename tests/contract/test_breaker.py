@@ -18,7 +18,7 @@ def broken(fleet: Fleet) -> Fleet:
     task waits out its retry backoff, so ada moves on to the next)."""
     fleet.register("ada")
     fleet.register("bob")
-    post_many(fleet, 20)
+    post_many(fleet, 20)  # one batch, one write (tests.helpers)
     return fleet
 
 

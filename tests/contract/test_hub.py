@@ -21,8 +21,15 @@ def night(fleet: Fleet, clock: ManualClock) -> Fleet:
         ("forge", "infra"),
     ]:
         fleet.register(name, domains=[domain])
-    for i in range(12):
-        fleet.post(f"research {i}", to="iris", domain="research", priority=8 if i < 6 else 6)
+    fleet.post_many(  # one write (a batch keeps the order posts one by one would have)
+        {
+            "title": f"research {i}",
+            "to": "iris",
+            "domain": "research",
+            "priority": 8 if i < 6 else 6,
+        }
+        for i in range(12)
+    )
     fleet.set_status("loom", "idle")  # loom ran dry (and, unlike shoal agents, did not steal)
     return fleet
 
