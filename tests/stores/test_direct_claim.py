@@ -342,3 +342,36 @@ def test_it_leaves_limited_groups_and_ready_joins_to_the_general_path(
     again = f.claim("a")  # parent, a ready join, heads a's queue
     assert [t.id for t in again.tasks] == [parent]
     assert (counted.direct, counted.refused) == (3, 3)
+
+
+def test_its_statements_read_tasks_by_index_however_few_there_are(postgres_url: str) -> None:
+    """A claim's work must not grow with the fleet's history. On a table of a few hundred
+    tasks the planner, left to itself, would rather read the whole table than look up ten
+    ids; the function's plans (made once per connection) then read every task on every
+    claim. auto_explain shows the plan of each statement the function runs."""
+    fleet = Fleet.open(f"{postgres_url}&pool_size=1")  # one connection: the one explained
+    try:
+        fleet.register("a", max_concurrent=2)
+        fleet.post_many([{"title": f"t{i}"} for i in range(300)])
+        plans: list[str] = []
+        with fleet._store._d._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET auto_explain.log_min_duration = 0",
+                "SET auto_explain.log_nested_statements = on",
+                "SET auto_explain.log_level = notice",
+            ):
+                conn.execute(setting)
+        claim = fleet.claim("a", n=2)
+        for _ in range(6):  # past psycopg's prepare threshold, and both batch shapes
+            done = fleet.complete_many([(x, None) for x in claim.leases], then_claim=2)
+            assert done.next is not None
+            claim = done.next
+        one = fleet.complete(claim.leases[0], then_claim=1)
+        assert one.next is not None and len(one.next.leases) == 1
+    finally:
+        fleet.close()
+    explained = [p for p in plans if "direct_claim" not in p.split("\n", 2)[1]]
+    assert len(explained) > 100  # every statement of each of the eight claims
+    assert [p for p in explained if "Seq Scan on tasks" in p] == []
