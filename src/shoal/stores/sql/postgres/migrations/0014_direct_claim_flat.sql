@@ -64,9 +64,9 @@ SET plan_cache_mode = force_generic_plan
 -- ANY(...)` for ten ids, and on a table of a thousand tasks or so, ten look-ups in the
 -- primary key cost more by the planner's count than reading the table's few dozen pages:
 -- the finish, its check and the lease then read every task, history included (~1 ms of
--- the server's time per claim at 1,000 tasks), and kept doing so once the table had grown,
--- since the plans are made once. With scans off a statement reads a table whole only where
--- it has no index to use.
+-- the server's time per claim at 1,000 tasks), until new statistics of the table made the
+-- connection plan them again. With scans off a statement reads a table whole only where it
+-- has no index to use.
 SET enable_seqscan = off
 -- A plan that must read a table whole anyway (the trigger's fold of finished_counts, run
 -- inside this function) then carries the planner's penalty for it in its cost, which is
