@@ -5,6 +5,7 @@ And it refuses, changing nothing, what it leaves to the general path."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 from dataclasses import replace
@@ -14,7 +15,7 @@ import psycopg
 import pytest
 
 from shoal import Fleet, ManualClock, ShoalError
-from shoal.model import BatchCompletion, Claim, Completion, Lease
+from shoal.model import BatchCompletion, Claim, Completion, Lease, Task
 from shoal.stores.base import DirectOutcome, Finishing
 from tests import pg
 
@@ -59,11 +60,13 @@ def open_pair(server: str, seed: int) -> Iterator[tuple[Fleet, ManualClock]]:
 def claim_view(claim: Claim | None) -> Any:
     if claim is None:
         return None
-    grants = [
-        (g.task.id, g.source.value, g.origin, g.task.attempts, g.lease.expires, g.task.domain)
-        for g in claim.grants
-    ]
+    grants = [(g.source.value, g.origin, g.lease.expires, task_view(g.task)) for g in claim.grants]
     return (claim.reason, claim.retry_at, grants)
+
+
+def task_view(task: Task) -> Any:
+    """Every field of a task as a claim or a completion returns it (tokens are not there)."""
+    return dataclasses.astuple(task)
 
 
 def view(outcome: Any) -> Any:
@@ -71,12 +74,9 @@ def view(outcome: Any) -> Any:
     if isinstance(outcome, Claim):
         return claim_view(outcome)
     if isinstance(outcome, Completion):
-        t = outcome.task
         return (
             "done",
-            t.id,
-            t.state,
-            t.result,
+            task_view(outcome.task),
             outcome.already_done,
             outcome.released,
             claim_view(outcome.next),
@@ -100,7 +100,7 @@ def dump(url: str) -> tuple[list[Any], list[Any], list[Any]]:
         tasks = conn.execute(
             "SELECT id, title, state, agent_id, pinned, stolen, attempts, lease_expires, result,"
             " error, waiting_on, updated_at, claimed_at, finished_at, stalled_at, ready_at,"
-            " token IS NOT NULL, seq FROM tasks ORDER BY id"
+            " token IS NOT NULL, seq, group_name, labels, posted_by FROM tasks ORDER BY id"
         ).fetchall()
         agents = conn.execute(
             "SELECT id, status, idle_since, last_seen, failures, paused_until FROM agents"
@@ -124,7 +124,14 @@ def act(fleet: Fleet, held: list[Lease], step: random.Random, op: str) -> Any:
                 skills=step.choice([None, "py", "sql", "py,sql"]),
                 to=step.choice([None, None, None, agent]),
                 lease_ttl=step.choice([None, None, 30.0]),
+                group=step.choice([None] * 8 + ["limited", "free"]),
+                labels=step.choice([None, None, ["bug"], ["bug", "ui"]]),
+                posted_by=step.choice([None, None, agent]),
             ).id
+        if op == "defer" and held:  # a join: back to its holder's queue once its child is done
+            lease = held.pop(step.randrange(len(held)))
+            child = fleet.post(f"child{step.random():.6f}", parent=lease.task_id).id
+            return fleet.defer(lease, [child]).state
         if op == "claim":
             result: Any = fleet.claim(agent, n=step.randint(1, 3))
         elif op == "complete" and held:
@@ -163,11 +170,12 @@ def test_the_direct_claim_does_what_the_general_path_does(postgres_server: str, 
         for fleet in (direct, general):
             for name, spec in AGENTS.items():
                 fleet.register(name, **spec)  # type: ignore[arg-type]
+            fleet.set_group("limited", 1)  # "free" has no limit: the direct claim takes it
         steps = random.Random(seed)
         held: dict[int, list[Lease]] = {id(direct): [], id(general): []}
-        ops = ["post"] * 4 + ["claim"] * 3 + ["complete"] * 4 + ["many", "fail"]
+        ops = ["post"] * 4 + ["claim"] * 3 + ["complete"] * 4 + ["many", "fail", "defer"]
         changes = {40: "settings", 80: "settings-longest", 100: "settings"}
-        for number in range(160):
+        for number in range(240):
             op = changes.get(number) or steps.choice(ops)
             state = steps.getstate()
             answers = []
@@ -285,3 +293,85 @@ def test_it_leaves_young_work_to_an_idle_agent_of_its_domain(
     took = f.complete(f.leases("b")[0], then_claim=1)
     assert took.next is not None and [t.id for t in took.next.tasks] == [kept]
     assert counted.direct == before + 2  # both in one statement
+
+
+def test_each_row_carries_its_tasks_group_labels_and_poster(
+    fleet: tuple[Fleet, ManualClock, Counted],
+) -> None:
+    """The columns no claim changes come back with the task, from the claim and from the
+    completion alike, as a read of the task gives them."""
+    f, _, counted = fleet
+    f.register("a")
+    f.set_group("limited", 1)  # another group's limit: "free" is still the direct claim's
+    first = f.post("one", group="free", labels=["ui", "bug"], posted_by="a").id
+    f.post("two", labels=["docs"])
+    claim = f.claim("a")
+    assert claim.tasks[0] == f.get(first)
+    done = f.complete(claim.leases[0], then_claim=1)
+    assert done.task == f.get(first)
+    assert done.next is not None and done.next.tasks[0] == f.get(done.next.tasks[0].id)
+    assert (done.task.group, done.task.labels, done.task.posted_by) == ("free", ("bug", "ui"), "a")
+    assert (done.next.tasks[0].group, done.next.tasks[0].labels) == (None, ("docs",))
+    assert (counted.direct, counted.refused) == (2, 0)
+
+
+def test_it_leaves_limited_groups_and_ready_joins_to_the_general_path(
+    fleet: tuple[Fleet, ManualClock, Counted],
+) -> None:
+    """A task of a group with a limit, and a ready join, are taken by the general path only
+    (the group's count under its lock; a join after the pool)."""
+    f, _, counted = fleet
+    f.register("a")
+    f.set_group("limited", 1)
+    capped = f.post("capped", group="limited").id
+    claim = f.claim("a")
+    assert [t.id for t in claim.tasks] == [capped]
+    assert (counted.direct, counted.refused) == (0, 1)
+    f.complete(claim.leases[0])  # nothing to claim after it: direct
+    assert (counted.direct, counted.refused) == (1, 1)
+
+    parent = f.post("parent").id
+    held = f.claim("a")  # direct
+    child = f.post("child", parent=parent).id
+    f.defer(held.leases[0], [child])  # parent waits on child, in a's queue
+    took = f.claim("a")  # the child: a plain claim
+    assert [t.id for t in took.tasks] == [child]
+    assert (counted.direct, counted.refused) == (3, 1)
+    f.complete(took.leases[0])  # child has a dependent: the general path frees parent
+    assert (counted.direct, counted.refused) == (3, 2)
+    again = f.claim("a")  # parent, a ready join, heads a's queue
+    assert [t.id for t in again.tasks] == [parent]
+    assert (counted.direct, counted.refused) == (3, 3)
+
+
+def test_its_statements_read_tasks_by_index_however_few_there_are(postgres_url: str) -> None:
+    """A claim's work must not grow with the fleet's history. On a table of a few hundred
+    tasks the planner, left to itself, would rather read the whole table than look up ten
+    ids; the function's plans (made once per connection) then read every task on every
+    claim. auto_explain shows the plan of each statement the function runs."""
+    fleet = Fleet.open(f"{postgres_url}&pool_size=1")  # one connection: the one explained
+    try:
+        fleet.register("a", max_concurrent=2)
+        fleet.post_many([{"title": f"t{i}"} for i in range(300)])
+        plans: list[str] = []
+        with fleet._store._d._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET auto_explain.log_min_duration = 0",
+                "SET auto_explain.log_nested_statements = on",
+                "SET auto_explain.log_level = notice",
+            ):
+                conn.execute(setting)
+        claim = fleet.claim("a", n=2)
+        for _ in range(6):  # past psycopg's prepare threshold, and both batch shapes
+            done = fleet.complete_many([(x, None) for x in claim.leases], then_claim=2)
+            assert done.next is not None
+            claim = done.next
+        one = fleet.complete(claim.leases[0], then_claim=1)
+        assert one.next is not None and len(one.next.leases) == 1
+    finally:
+        fleet.close()
+    explained = [p for p in plans if "direct_claim" not in p.split("\n", 2)[1]]
+    assert len(explained) > 100  # every statement of each of the eight claims
+    assert [p for p in explained if "Seq Scan on tasks" in p] == []

@@ -239,9 +239,20 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
 # ---------------------------------------------------------------- concurrency groups (11)
 
 
+def without_flat_claim(kind: str, url: str) -> None:
+    """Take away what schema 14 added (PostgreSQL only): the direct claim in one function."""
+    if kind == "sqlite":
+        return
+    with pg.schema_conn(url) as conn:
+        conn.execute("DROP FUNCTION direct_claim")
+        conn.execute("ALTER FUNCTION direct_claim_nested RENAME TO direct_claim")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 14")
+
+
 def without_joins_last(kind: str, url: str) -> None:
-    """Take away what schema 13 added (PostgreSQL only: SQLite's queries read the join band
-    with no change to its schema): the direct claim's refusal of a ready join."""
+    """Take away what schema 14 and 13 added (PostgreSQL only: SQLite's queries read the
+    join band with no change to its schema): the direct claim's refusal of a ready join."""
+    without_flat_claim(kind, url)
     if kind == "sqlite":
         return
     with pg.schema_conn(url) as conn:
@@ -506,3 +517,28 @@ def test_a_schema_12_fleet_takes_ready_joins_last(shared_store: tuple[str, str])
         fleet.complete(held)
     fleet.close()
     assert titles == ["in the pool", "parent"]
+
+
+# ---------------------------------------------------------------- schema 14: one function
+
+
+def test_a_schema_13_postgres_fleet_finishes_its_leases_with_the_flat_claim(
+    postgres_url: str,
+) -> None:
+    """Schema 14 replaces the direct claim's function while leases are held: a task leased
+    under version 13 is finished, and the next one claimed, by the new function."""
+    fleet = Fleet.init(postgres_url)
+    fleet.register("ada")
+    fleet.post("first", labels=["old"])
+    _, lease = one(fleet.claim("ada"))
+    fleet.close()
+    without_flat_claim("postgres", postgres_url)
+    with pytest.raises(SchemaMismatch, match="schema version 13"):
+        Fleet.open(postgres_url, create=False)
+    fleet = Fleet.init(postgres_url)
+    second = fleet.post("second", group="free", posted_by="ada").id
+    done = fleet.complete(lease, then_claim=1)
+    fleet.close()
+    assert (done.task.title, done.task.state.value, done.task.labels) == ("first", "done", ("old",))
+    assert done.next is not None
+    assert [(t.id, t.group, t.posted_by) for t in done.next.tasks] == [(second, "free", "ada")]

@@ -28,7 +28,7 @@ aborts one, and ``Fleet`` runs it again (``WriteConflict``).
 Round trips
 -----------
 The everyday claim -- finish what was done, take the next from the own queue or the pool --
-is one statement, ``direct_claim`` (a PL/pgSQL function, migrations/0004): one round trip in
+is one statement, ``direct_claim`` (a PL/pgSQL function, migrations/0014): one round trip in
 its own transaction, since the connections are in autocommit. It refuses the rarer cases,
 having changed nothing, and they run as transactions of several statements. Those are sent
 in pipeline mode: one whose result the caller does not need yet (BEGIN, the fleet lock, an

@@ -191,18 +191,15 @@ SELECT 1 FROM agents WHERE id = %(id)s {for_update};
 
 -- name: direct_claim
 -- The everyday claim -- finish the leases given, then own queue and pool -- as one statement
--- in its own transaction: the function of migrations/0004_direct_claim.sql, which says what
--- it does and when it refuses (SQLSTATE SH001, having changed nothing), behind the refusal
--- migrations/0007 puts in front of it (a claim while an agent is silent). Each row gets
--- its task's labels (migration 9) and poster (migration 12), which no claim changes, read
--- beside the function's columns so that the function stays as it is.
-SELECT d.*, (SELECT t.labels FROM tasks AS t WHERE t.id = d.o_id),
-       (SELECT t.posted_by FROM tasks AS t WHERE t.id = d.o_id)
-FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
-                  %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
-                  %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
-                  %(domain_bonus)s, %(locality_wait)s, %(domain_wait)s,
-                  %(seen_resolution)s, %(silent_before)s) AS d;
+-- in its own transaction: the function of migrations/0014_direct_claim_flat.sql (its steps
+-- are those of 0004_direct_claim.sql, which says what it does), which refuses with SQLSTATE
+-- SH001, having changed nothing, what it leaves to the general path. Each row holds every
+-- column of its task, as the UPDATE that finished or leased it left the row.
+SELECT * FROM direct_claim(%(fleet_lock)s, %(agent)s, %(n)s, %(now)s, %(tokens)s::text[],
+                           %(finish_ids)s::bigint[], %(finish_tokens)s::text[],
+                           %(finish_results)s::text[], %(settings)s, %(lease_ttl)s,
+                           %(domain_bonus)s, %(locality_wait)s, %(domain_wait)s,
+                           %(seen_resolution)s, %(silent_before)s);
 
 -- name: claim_context
 -- Everything a claim reads before it chooses, in one statement. `queued` here only says
