@@ -113,16 +113,21 @@ def none_online(url: str) -> dict[str, str]:
     return statuses
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.parametrize(("store", "served"), [("sqlite", "stdio"), ("postgres", "in-process")])
 async def test_stdio_sessions_that_end_give_back_their_task_and_their_place(
-    store: str, tmp_path: Path, request: pytest.FixtureRequest
+    store: str, served: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """Closing stdin ends the session: its task and its place come back. The transport's end
+    is the same on every store, so PostgreSQL's run serves `shoal mcp` in this process (the
+    store's part: the session's agent leaving, its lease given back) and SQLite's starts a
+    process per session."""
     url = f"sqlite://{tmp_path / 'fleet.db'}"
     if store == "postgres":
         url = str(request.getfixturevalue("postgres_url"))
     Fleet.init(url).close()
     task = one_task(url)
-    await sessions_in_a_row(url, task, lambda i: stdio_session(url))
+    opener = stdio_session if served == "stdio" else memory_session
+    await sessions_in_a_row(url, task, lambda i: opener(url))
     statuses = none_online(url)
     assert statuses == {f"visitor-{i}": "terminated" for i in range(1, SESSIONS + 1)}
 
