@@ -51,9 +51,9 @@ test: lint
 test-fast: $(VENV)/.dev
 	$(PYTEST) -m "not slow" tests/unit tests/contract tests/stores
 
-## The races that are soaks at heart (marked soak: processes draining thousands of tasks,
-## clones racing over a git board) at full size; `make test` runs them small, with every
-## assertion (tests/soak.py).
+## The tests that are soaks at heart (marked soak: processes draining thousands of tasks,
+## clones racing over a git board, the memory and SQLite stores agreeing over random
+## histories) at full size; `make test` runs them small, with every assertion (tests/soak.py).
 .PHONY: soak
 soak: $(VENV)/.dev
 	SHOAL_SOAK=1 $(PYTEST) -m soak --durations=20 tests

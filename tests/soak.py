@@ -1,5 +1,6 @@
 """Two sizes for the tests that are soaks at heart -- processes racing over thousands of
-tasks, clones racing over a git board: `make test` runs them small, `make soak` full.
+tasks, clones racing over a git board, random histories two stores must agree on: `make
+test` runs them small, `make soak` full.
 
 Small still asserts everything full does (every task once, none lost, the history and the
 log agree, every racer got a share, a group never past its limit), on fewer tasks: the
