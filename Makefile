@@ -34,36 +34,40 @@ demo: $(VENV)/.base
 ## git ignores) even where the shell sets PYTHONDONTWRITEBYTECODE: the suite starts
 ## thousands of Python processes (`shoal`, servers, racers), and without the caches each
 ## one compiled shoal from source again (tests/faces/test_cli_tasks.py: 17 s, 10 s with
-## them). One worker per core, each handed the next test as it frees (--maxschedchunk 2),
-## in the order tests/conftest.py puts the tiers in, the longest first: no long test starts
-## last, and the short ones at the end even the workers out.
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n auto --dist load --maxschedchunk 2
+## them). Each worker is handed the next test as it frees (--maxschedchunk 2), in the order
+## tests/conftest.py puts the tiers in, the longest first: no long test starts last, and the
+## short ones at the end even the workers out. One worker per core for the in-process tiers
+## (-n auto); `make test` runs one more than the cores, since its slow tiers spend a quarter
+## of their time waiting on the processes, servers and browsers they start (on 2 cores: 8 min
+## 0 s with two workers, 6 min 53 s with three; docs/benchmarks.md, "The suite's time").
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --dist load --maxschedchunk 2
+CORES := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))' 2>/dev/null || echo 2)
 
 ## Lint, type-check, check the import layers, and run the whole test suite; the 20 slowest
 ## tests are printed at the end, so a test that grows slow shows in every run's log.
 test: lint
-	$(PYTEST) --durations=20
+	$(PYTEST) -n $$(( $(CORES) + 1 )) --durations=20
 
 ## The in-process tiers only (unit, contract, stores), for the edit-test loop: the tests
 ## marked slow -- tests/faces and tests/processes, which start real processes, and the git
 ## store's tests (the contract suite's on git, tests/stores/test_git*.py), whose every
 ## write runs git -- and the lint are left to `make test`, the one that counts.
 test-fast: $(VENV)/.dev
-	$(PYTEST) -m "not slow" tests/unit tests/contract tests/stores
+	$(PYTEST) -n auto -m "not slow" tests/unit tests/contract tests/stores
 
 ## The tests that are soaks at heart (marked soak: processes draining thousands of tasks,
 ## clones racing over a git board, the memory and SQLite stores agreeing over random
 ## histories) at full size; `make test` runs them small, with every assertion (tests/soak.py).
 .PHONY: soak
 soak: $(VENV)/.dev
-	SHOAL_SOAK=1 $(PYTEST) -m soak --durations=20 tests
+	SHOAL_SOAK=1 $(PYTEST) -n auto -m soak --durations=20 tests
 
 ## Random input at every face (tests/fuzz: each CLI command, each MCP tool, the API on every
 ## store), big: FUZZ_EXAMPLES examples per test. `make test` runs the same tests small.
 .PHONY: fuzz
 FUZZ_EXAMPLES ?= 2000
 fuzz: $(VENV)/.dev
-	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTEST) tests/fuzz
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTEST) -n auto tests/fuzz
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests bench
