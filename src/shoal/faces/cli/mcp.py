@@ -47,7 +47,6 @@ __all__ = [
     "add_mcp_commands",
     "mcp_set_up",
     "parse_session_ttl",
-    "run_mcp",
     "serve_set_up",
     "set_up_mcp",
 ]
@@ -103,7 +102,14 @@ def set_up_mcp(
     token_file: Path | None = None,
     allow_hosts: Sequence[str] = (),
 ) -> McpSetUp:
-    """``run_mcp``'s first half: everything up to serving (its docstring says what)."""
+    """Set up a server of ``fleet`` (or the fleet ``fleet()`` opens, tried again until it
+    works) acting as ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s
+    keywords), for ``serve_set_up`` to serve until told to stop. ``session_ttl``: how long
+    an HTTP session may stay idle (``parse_session_ttl``).
+
+    Over HTTP, the address, the bearer token and the host names let through are checked,
+    and the address bound, before the fleet is touched: a bad one changes nothing
+    (``http_serving``)."""
     if agent is None:
         given = [name for name in _NEEDS_AGENT if spec.get(name)]
         if given or spec.get("role", "worker") != "worker" or spec.get("max_concurrent", 1) != 1:
@@ -164,7 +170,7 @@ def set_up_mcp(
 
 
 def serve_set_up(set_up: McpSetUp) -> None:
-    """``run_mcp``'s second half: serve until the client (stdio) or the operator (http) ends
+    """Serve what ``set_up_mcp`` set up until the client (stdio) or the operator (http) ends
     it; then the desk closes (``serve``)."""
     from shoal.faces.mcp.server import serve
 
@@ -176,41 +182,6 @@ def serve_set_up(set_up: McpSetUp) -> None:
 
     with Reaper(lambda: desk.fleet):  # a server that runs for days keeps the record up
         serve(desk, http=http, session_ttl=set_up.session_ttl)
-
-
-def run_mcp(
-    fleet: Fleet | Callable[[], Fleet],
-    agent: str | None,
-    spec: Mapping[str, Any],
-    transport: str,
-    host: str,
-    port: int,
-    err: Console,
-    session_ttl: str | float | None = None,
-    token_file: Path | None = None,
-    allow_hosts: Sequence[str] = (),
-) -> None:
-    """Serve ``fleet`` (or the fleet ``fleet()`` opens, tried again until it works) as
-    ``agent`` (if given, registered with ``spec``, ``Fleet.register``'s keywords) until told
-    to stop. ``session_ttl``: how long an HTTP session may stay idle (``parse_session_ttl``).
-
-    Over HTTP, the address, the bearer token and the host names let through are checked,
-    and the address bound, before the fleet is touched: a bad one changes nothing
-    (``http_serving``)."""
-    serve_set_up(
-        set_up_mcp(
-            fleet,
-            agent,
-            spec,
-            transport,
-            host,
-            port,
-            err,
-            session_ttl,
-            token_file=token_file,
-            allow_hosts=allow_hosts,
-        )
-    )
 
 
 @contextlib.contextmanager
