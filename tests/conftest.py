@@ -173,6 +173,12 @@ def git_template(tmp_path_factory: pytest.TempPathFactory) -> GitTemplate:
 @pytest.fixture
 def store_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """A new, empty fleet on the store under test (the contract suite's fleets)."""
+    return made_fleet_url(store_kind, tmp_path, request)
+
+
+def made_fleet_url(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new, empty fleet of ``store_kind``, already made: a copy of the worker's SQLite
+    fleet or git board, a PostgreSQL schema emptied after an earlier test; its URL."""
     if store_kind == "postgres":
         return str(request.getfixturevalue("recycled_postgres_url"))
     if store_kind == "sqlite":

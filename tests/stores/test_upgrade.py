@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from shoal import AgentStatus, Fleet, SchemaMismatch, TaskState
@@ -239,13 +241,19 @@ def test_a_migrated_postgres_fleet_has_the_schema_of_a_fresh_one(postgres_url: s
 # ---------------------------------------------------------------- concurrency groups (11)
 
 
+def direct_claim_back(conn: psycopg.Connection[tuple[Any, ...]], kept_as: str) -> None:
+    """Put back the direct claim a later schema kept under ``kept_as`` when it made its own
+    (8, 11, 13 and 14 each renamed the one before, so undoing one is a rename)."""
+    conn.execute("DROP FUNCTION direct_claim")
+    conn.execute(f"ALTER FUNCTION {kept_as} RENAME TO direct_claim")
+
+
 def without_flat_claim(kind: str, url: str) -> None:
     """Take away what schema 14 added (PostgreSQL only): the direct claim in one function."""
     if kind == "sqlite":
         return
     with pg.schema_conn(url) as conn:
-        conn.execute("DROP FUNCTION direct_claim")
-        conn.execute("ALTER FUNCTION direct_claim_nested RENAME TO direct_claim")
+        direct_claim_back(conn, "direct_claim_nested")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 14")
 
 
@@ -256,8 +264,7 @@ def without_joins_last(kind: str, url: str) -> None:
     if kind == "sqlite":
         return
     with pg.schema_conn(url) as conn:
-        conn.execute("DROP FUNCTION direct_claim")
-        conn.execute("ALTER FUNCTION direct_claim_with_joins RENAME TO direct_claim")
+        direct_claim_back(conn, "direct_claim_with_joins")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
 
 
@@ -291,8 +298,7 @@ def without_groups(kind: str, url: str) -> None:
         raw.close()
         return
     with pg.schema_conn(url) as conn:
-        conn.execute("DROP FUNCTION direct_claim")
-        conn.execute("ALTER FUNCTION direct_claim_ungrouped RENAME TO direct_claim")
+        direct_claim_back(conn, "direct_claim_ungrouped")
         for statement in [*undo, "DELETE FROM schema_migrations WHERE version >= 11"]:
             conn.execute(statement)
 
@@ -341,8 +347,7 @@ def as_before_version_7(kind: str, url: str) -> None:
         conn.execute("DROP INDEX agents_heard")
         conn.execute("ALTER TABLE agents DROP COLUMN heard")
         conn.execute("UPDATE agents SET status = 'overloaded' WHERE status = 'paused'")
-        conn.execute("DROP FUNCTION direct_claim")
-        conn.execute("ALTER FUNCTION direct_claim_steps RENAME TO direct_claim")
+        direct_claim_back(conn, "direct_claim_steps")
         conn.execute("DROP TABLE schedules")  # schema 10
         conn.execute("ALTER TABLE tasks DROP COLUMN labels")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 7")

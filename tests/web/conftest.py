@@ -3,7 +3,6 @@ through a real HTTP client (Starlette's TestClient speaks HTTP to the ASGI app).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from fastapi.testclient import TestClient
 from shoal import Fleet, ManualClock
 from shoal.faces.exposure import Exposure, allowed_hosts
 from shoal.faces.web import create_app
-from tests.conftest import make_url
+from tests.conftest import made_fleet_url
 
 LOOPBACK = Exposure("127.0.0.1", 8765, None, allowed_hosts("127.0.0.1", ()))
 #: The sign-in secret of the apps the tests make: what proves the owner of an open fleet.
@@ -27,11 +26,7 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, s
     an earlier test (as the contract suite's). Every test here opens the fleet rather than
     starting one, and a schema migrated per test cost PostgreSQL more than many a test."""
     kind = str(request.param)
-    if kind == "postgres":
-        return kind, str(request.getfixturevalue("recycled_postgres_url"))
-    sqlite_file: Path = request.getfixturevalue("sqlite_template")
-    shutil.copy2(sqlite_file, tmp_path / "fleet.db")  # mode bits too: the file is private
-    return kind, make_url(kind, tmp_path)
+    return kind, made_fleet_url(kind, tmp_path, request)
 
 
 @pytest.fixture
